@@ -1,0 +1,91 @@
+package gameworld
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// ChangeType is the kind of a change record.
+type ChangeType uint8
+
+// The change types of the wire protocol.
+const (
+	Add ChangeType = iota + 1
+	Update
+	Remove
+)
+
+// String returns the wire name of t.
+func (t ChangeType) String() string {
+	switch t {
+	case Add:
+		return "add"
+	case Update:
+		return "update"
+	case Remove:
+		return "remove"
+	}
+	return fmt.Sprintf("ChangeType(%d)", uint8(t))
+}
+
+// ParseChangeType maps a wire name to a ChangeType.
+func ParseChangeType(s string) (ChangeType, bool) {
+	switch s {
+	case "add":
+		return Add, true
+	case "update":
+		return Update, true
+	case "remove":
+		return Remove, true
+	}
+	return 0, false
+}
+
+// Properties maps property names to raw JSON values. A Properties map that
+// has been handed to or returned by a World is never modified again; changes
+// produce new maps (copy on write), so it may be shared freely.
+type Properties map[string]json.RawMessage
+
+// Merge returns a new map holding p overlaid with q. Neither input is
+// modified.
+func (p Properties) Merge(q Properties) Properties {
+	out := make(Properties, len(p)+len(q))
+	for k, v := range p {
+		out[k] = v
+	}
+	for k, v := range q {
+		out[k] = v
+	}
+	return out
+}
+
+// Change is one change record as sent on the wire.
+type Change struct {
+	Type ChangeType
+	ID   string
+	// Owner is the identifier of the world that owns the object. On an add
+	// of a new object it becomes the owner; elsewhere it is informational.
+	Owner string
+	// Properties are the properties to set; missing ones are left unchanged.
+	Properties Properties
+}
+
+// Record is a change that a World has applied, normalised: Type is Add only
+// when the object was created, Update carries only the properties whose
+// values changed, and Owner is always the stored owner.
+type Record struct {
+	Change
+	// Version is the object's version after this record.
+	Version uint64
+	// Revision is the world revision this record produced.
+	Revision uint64
+	// After holds all the object's properties after this record (nil for a
+	// remove). It shares storage with the world and must not be modified.
+	After Properties
+}
+
+// Full returns the record as an add carrying the object's complete state,
+// which is what a peer that has never seen the object needs.
+func (r Record) Full() Change {
+	return Change{Type: Add, ID: r.ID, Owner: r.Owner, Properties: r.After}
+}

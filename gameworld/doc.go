@@ -1,0 +1,15 @@
+// Package gameworld is the world model of the Solipsism protocol: a World
+// holds GameObjects, each with an id, an owner (the identifier of the world
+// that created it) and a map of properties kept as raw JSON values.
+//
+// The package does no I/O. Changes are applied with World.Apply, which
+// follows the rules of the wire protocol and of the 2016 JavaScript library:
+// an add for an existing id is a property update that never changes the
+// owner, an update carries a partial property map, an update or remove of an
+// unknown id is ignored and reported, and an add followed by a remove of the
+// same id in one batch cancels out.
+//
+// Every applied record advances a monotonically increasing world revision and
+// the object's own version, so that views of the world (bridges, inspectors)
+// can track what changed instead of comparing whole documents.
+package gameworld

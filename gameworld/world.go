@@ -1,0 +1,287 @@
+package gameworld
+
+import (
+	"bytes"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+)
+
+// ErrUnknownObject reports an update or remove of an id the world does not
+// hold. The wire protocol says such records are ignored; Apply reports them
+// so callers can count them.
+var ErrUnknownObject = errors.New("unknown object id")
+
+// Object is a snapshot of one GameObject. Its Properties map is shared with
+// the world and must not be modified.
+type Object struct {
+	ID         string
+	Owner      string
+	Properties Properties
+	// Version counts the records applied to this object, starting at 1.
+	Version uint64
+	// Revision is the world revision of the object's last change.
+	Revision uint64
+	Created  time.Time
+	Updated  time.Time
+}
+
+// Authorizer decides whether a change may be applied. existing is the stored
+// object the change refers to, or nil when the id is unknown. It runs inside
+// Apply with the world locked, after earlier changes of the same batch have
+// been applied, so it must not call back into the World. A non-nil error
+// refuses the change.
+type Authorizer func(c Change, existing *Object) error
+
+// Refusal is a change that Apply did not apply, with the reason.
+type Refusal struct {
+	Change Change
+	Err    error
+}
+
+// Applied is the outcome of one Apply call.
+type Applied struct {
+	// Records are the changes that took effect, in order, normalised and
+	// coalesced per id (an update that changed nothing is left out; an add
+	// cancelled by a later remove leaves nothing).
+	Records []Record
+	// Refused lists the changes that were ignored (unknown ids) or refused by
+	// the Authorizer. They changed nothing.
+	Refused []Refusal
+}
+
+// World is a set of GameObjects identified by a world identifier. It is safe
+// for concurrent use.
+type World struct {
+	id  string
+	now func() time.Time
+
+	// emitMu is held across applying and notifying so that subscribers see
+	// batches in revision order. It is taken before mu.
+	emitMu sync.Mutex
+	mu     sync.RWMutex
+	rev    uint64
+	objs   map[string]*Object
+	subs   map[int]func(Applied)
+	nextID int
+}
+
+// New returns an empty world with the given identifier.
+func New(identifier string) *World {
+	return &World{id: identifier, now: time.Now, objs: make(map[string]*Object), subs: make(map[int]func(Applied))}
+}
+
+// Identifier returns the world's identifier, used as owner of the objects it
+// creates.
+func (w *World) Identifier() string { return w.id }
+
+// Revision returns the revision of the latest applied record.
+func (w *World) Revision() uint64 {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.rev
+}
+
+// Len returns the number of objects.
+func (w *World) Len() int {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return len(w.objs)
+}
+
+// Get returns a snapshot of the object with the given id.
+func (w *World) Get(id string) (Object, bool) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	o, ok := w.objs[id]
+	if !ok {
+		return Object{}, false
+	}
+	return *o, true
+}
+
+// Objects returns snapshots of all objects, sorted by id.
+func (w *World) Objects() []Object {
+	w.mu.RLock()
+	out := make([]Object, 0, len(w.objs))
+	for _, o := range w.objs {
+		out = append(out, *o)
+	}
+	w.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Subscribe registers fn to be called after every Apply that changed
+// something. Calls happen in revision order, one at a time, from the
+// goroutine that called Apply, after the world's lock is released: fn may
+// read the world but must not call Apply (it would deadlock). The returned
+// function cancels the subscription.
+func (w *World) Subscribe(fn func(Applied)) (cancel func()) {
+	w.mu.Lock()
+	id := w.nextID
+	w.nextID++
+	w.subs[id] = fn
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		delete(w.subs, id)
+		w.mu.Unlock()
+	}
+}
+
+// Apply applies a batch of changes in order. auth, when non-nil, is asked
+// about every change first. Changes to unknown ids and refused changes are
+// reported in Applied.Refused and change nothing.
+func (w *World) Apply(changes []Change, auth Authorizer) Applied {
+	w.emitMu.Lock()
+	defer w.emitMu.Unlock()
+
+	w.mu.Lock()
+	var res Applied
+	now := w.now()
+	// pos maps an id to its record in res.Records, for coalescing.
+	var pos map[string]int
+	if len(changes) > 1 {
+		pos = make(map[string]int, len(changes))
+	}
+	// created marks ids created by this batch, so add+remove cancels.
+	var created map[string]bool
+	for _, c := range changes {
+		existing := w.objs[c.ID]
+		if auth != nil {
+			if err := auth(c, existing); err != nil {
+				res.Refused = append(res.Refused, Refusal{Change: c, Err: err})
+				continue
+			}
+		}
+		rec, ok := w.applyOne(c, existing, now)
+		if !ok {
+			res.Refused = append(res.Refused, Refusal{Change: c, Err: ErrUnknownObject})
+			continue
+		}
+		if rec.Type == 0 {
+			continue // an update that changed nothing
+		}
+		if rec.Type == Add {
+			if created == nil {
+				created = make(map[string]bool)
+			}
+			created[c.ID] = true
+		}
+		res.Records = appendCoalesced(res.Records, pos, created, rec)
+	}
+	if len(res.Records) > 0 {
+		res.Records = compact(res.Records)
+	}
+	var subs []func(Applied)
+	if len(res.Records) > 0 && len(w.subs) > 0 {
+		subs = make([]func(Applied), 0, len(w.subs))
+		for _, fn := range w.subs {
+			subs = append(subs, fn)
+		}
+	}
+	w.mu.Unlock()
+	for _, fn := range subs {
+		fn(res)
+	}
+	return res
+}
+
+// applyOne applies c to the world, which must be locked. It returns the
+// record, a zero-Type record for an update that changed nothing, or ok=false
+// for an update or remove of an unknown id.
+func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok bool) {
+	switch c.Type {
+	case Add:
+		if o != nil {
+			// An add of an existing id is an update; the owner never changes.
+			return w.update(o, c.Properties, now), true
+		}
+		w.rev++
+		props := c.Properties.Merge(nil) // own copy: callers keep theirs
+		o = &Object{ID: c.ID, Owner: c.Owner, Properties: props, Version: 1, Revision: w.rev, Created: now, Updated: now}
+		w.objs[c.ID] = o
+		return Record{Change: Change{Type: Add, ID: c.ID, Owner: c.Owner, Properties: props}, Version: 1, Revision: w.rev, After: props}, true
+	case Update:
+		if o == nil {
+			return Record{}, false
+		}
+		return w.update(o, c.Properties, now), true
+	case Remove:
+		if o == nil {
+			return Record{}, false
+		}
+		w.rev++
+		delete(w.objs, c.ID)
+		return Record{Change: Change{Type: Remove, ID: c.ID, Owner: o.Owner}, Version: o.Version + 1, Revision: w.rev}, true
+	}
+	return Record{}, false
+}
+
+// update merges props into o, keeping only values that differ.
+func (w *World) update(o *Object, props Properties, now time.Time) Record {
+	var delta Properties
+	for k, v := range props {
+		if old, ok := o.Properties[k]; ok && bytes.Equal(old, v) {
+			continue
+		}
+		if delta == nil {
+			delta = make(Properties, len(props))
+		}
+		delta[k] = v
+	}
+	if len(delta) == 0 {
+		return Record{}
+	}
+	w.rev++
+	o.Properties = o.Properties.Merge(delta)
+	o.Version++
+	o.Revision = w.rev
+	o.Updated = now
+	return Record{Change: Change{Type: Update, ID: o.ID, Owner: o.Owner, Properties: delta}, Version: o.Version, Revision: w.rev, After: o.Properties}
+}
+
+// appendCoalesced appends rec to recs, folding it into an earlier record for
+// the same id where the protocol allows. Folded-away slots are left with a
+// zero Type and removed by compact.
+func appendCoalesced(recs []Record, pos map[string]int, created map[string]bool, rec Record) []Record {
+	if pos == nil {
+		return append(recs, rec)
+	}
+	i, seen := pos[rec.ID]
+	if !seen || recs[i].Type == 0 {
+		pos[rec.ID] = len(recs)
+		return append(recs, rec)
+	}
+	prev := &recs[i]
+	switch {
+	case prev.Type != Remove && rec.Type == Update:
+		// add+update stays an add; update+update merges.
+		prev.Properties = prev.Properties.Merge(rec.Properties)
+		prev.Version, prev.Revision, prev.After = rec.Version, rec.Revision, rec.After
+		return recs
+	case prev.Type == Add && rec.Type == Remove && created[rec.ID]:
+		// Created and removed within the batch: nobody needs to hear of it.
+		prev.Type = 0
+		delete(created, rec.ID)
+		return recs
+	case prev.Type == Update && rec.Type == Remove:
+		*prev = rec
+		return recs
+	}
+	// remove followed by add: both must be seen, in order.
+	pos[rec.ID] = len(recs)
+	return append(recs, rec)
+}
+
+func compact(recs []Record) []Record {
+	out := recs[:0]
+	for _, r := range recs {
+		if r.Type != 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}

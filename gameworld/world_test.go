@@ -1,0 +1,200 @@
+package gameworld
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+func props(kv ...string) Properties {
+	p := Properties{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		p[kv[i]] = json.RawMessage(kv[i+1])
+	}
+	return p
+}
+
+func add(id, owner string, kv ...string) Change {
+	return Change{Type: Add, ID: id, Owner: owner, Properties: props(kv...)}
+}
+func upd(id string, kv ...string) Change { return Change{Type: Update, ID: id, Properties: props(kv...)} }
+func rem(id string) Change              { return Change{Type: Remove, ID: id} }
+
+func summary(recs []Record) string {
+	s := ""
+	for _, r := range recs {
+		s += fmt.Sprintf("%s:%s:%s:%v;", r.Type, r.ID, r.Owner, propString(r.Properties))
+	}
+	return s
+}
+
+func propString(p Properties) string {
+	if p == nil {
+		return "-"
+	}
+	b, _ := json.Marshal(p)
+	return string(b)
+}
+
+func TestApply(t *testing.T) {
+	tests := []struct {
+		name    string
+		before  []Change
+		batch   []Change
+		want    string // records
+		refused int
+		objects string // id:owner:props of every object after
+	}{
+		{"add", nil, []Change{add("a", "w1", "x", "1")}, `add:a:w1:{"x":1};`, 0, `a:w1:{"x":1};`},
+		{"add existing is update, owner kept", []Change{add("a", "w1", "x", "1")},
+			[]Change{add("a", "w2", "y", "2")}, `update:a:w1:{"y":2};`, 0, `a:w1:{"x":1,"y":2};`},
+		{"partial update", []Change{add("a", "w1", "x", "1", "y", "2")},
+			[]Change{upd("a", "y", "3")}, `update:a:w1:{"y":3};`, 0, `a:w1:{"x":1,"y":3};`},
+		{"update that changes nothing", []Change{add("a", "w1", "x", "1")},
+			[]Change{upd("a", "x", "1")}, ``, 0, `a:w1:{"x":1};`},
+		{"update unknown ignored", nil, []Change{upd("zz", "x", "1")}, ``, 1, ``},
+		{"remove unknown ignored", nil, []Change{rem("zz")}, ``, 1, ``},
+		{"remove", []Change{add("a", "w1", "x", "1")}, []Change{rem("a")}, `remove:a:w1:-;`, 0, ``},
+		{"add then remove cancels", nil, []Change{add("a", "w1"), upd("a", "x", "2"), rem("a")}, ``, 0, ``},
+		{"add then update coalesces", nil, []Change{add("a", "w1", "x", "1"), upd("a", "y", "2")},
+			`add:a:w1:{"x":1,"y":2};`, 0, `a:w1:{"x":1,"y":2};`},
+		{"update then update merges", []Change{add("a", "w1", "x", "1")},
+			[]Change{upd("a", "x", "2"), upd("a", "y", "3")}, `update:a:w1:{"x":2,"y":3};`, 0, `a:w1:{"x":2,"y":3};`},
+		{"update then remove is remove", []Change{add("a", "w1", "x", "1")},
+			[]Change{upd("a", "x", "2"), rem("a")}, `remove:a:w1:-;`, 0, ``},
+		{"remove then add keeps both", []Change{add("a", "w1", "x", "1")},
+			[]Change{rem("a"), add("a", "w2", "y", "2")}, `remove:a:w1:-;add:a:w2:{"y":2};`, 0, `a:w2:{"y":2};`},
+		{"remove then update of removed ignored", []Change{add("a", "w1")},
+			[]Change{rem("a"), upd("a", "x", "1")}, `remove:a:w1:-;`, 1, ``},
+		{"two objects keep order", nil, []Change{add("b", "w1"), add("a", "w1")},
+			`add:b:w1:{};add:a:w1:{};`, 0, `a:w1:{};b:w1:{};`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := New("server-AAAAAAAA-BBBBBBBB")
+			w.Apply(tt.before, nil)
+			res := w.Apply(tt.batch, nil)
+			if got := summary(res.Records); got != tt.want {
+				t.Errorf("records = %s\nwant      %s", got, tt.want)
+			}
+			if len(res.Refused) != tt.refused {
+				t.Errorf("refused = %d, want %d", len(res.Refused), tt.refused)
+			}
+			for _, r := range res.Refused {
+				if !errors.Is(r.Err, ErrUnknownObject) {
+					t.Errorf("refusal error = %v", r.Err)
+				}
+			}
+			got := ""
+			for _, o := range w.Objects() {
+				got += fmt.Sprintf("%s:%s:%s;", o.ID, o.Owner, propString(o.Properties))
+			}
+			if got != tt.objects {
+				t.Errorf("objects = %s\nwant      %s", got, tt.objects)
+			}
+		})
+	}
+}
+
+func TestApplyAuthorizerSeesEarlierChangesOfBatch(t *testing.T) {
+	w := New("w")
+	var seen []string
+	auth := func(c Change, existing *Object) error {
+		if existing != nil {
+			seen = append(seen, c.ID+"@"+existing.Owner)
+		}
+		if c.Owner == "forger" {
+			return errors.New("no")
+		}
+		return nil
+	}
+	res := w.Apply([]Change{add("a", "me"), upd("a", "x", "1"), add("b", "forger")}, auth)
+	if len(seen) != 1 || seen[0] != "a@me" {
+		t.Fatalf("authorizer saw %v", seen)
+	}
+	if len(res.Refused) != 1 || res.Refused[0].Change.ID != "b" {
+		t.Fatalf("refused = %+v", res.Refused)
+	}
+	if _, ok := w.Get("b"); ok {
+		t.Fatal("refused add was applied")
+	}
+}
+
+func TestVersionsAndRevisions(t *testing.T) {
+	w := New("w")
+	w.Apply([]Change{add("a", "me", "x", "1")}, nil)
+	w.Apply([]Change{upd("a", "x", "2")}, nil)
+	res := w.Apply([]Change{add("b", "me")}, nil)
+	a, _ := w.Get("a")
+	if a.Version != 2 || a.Revision != 2 {
+		t.Fatalf("a version/revision = %d/%d", a.Version, a.Revision)
+	}
+	if w.Revision() != 3 || res.Records[0].Revision != 3 {
+		t.Fatalf("world revision = %d", w.Revision())
+	}
+	// Properties handed in are copied: the caller may reuse its map.
+	p := props("x", "1")
+	w.Apply([]Change{{Type: Add, ID: "c", Owner: "me", Properties: p}}, nil)
+	p["x"] = json.RawMessage("9")
+	if c, _ := w.Get("c"); string(c.Properties["x"]) != "1" {
+		t.Fatal("world shares the caller's property map")
+	}
+}
+
+func TestSubscribeOrder(t *testing.T) {
+	w := New("w")
+	var mu sync.Mutex
+	var revs []uint64
+	cancel := w.Subscribe(func(a Applied) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range a.Records {
+			revs = append(revs, r.Revision)
+		}
+		_ = w.Len() // reading inside a callback must not deadlock
+	})
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for j := 0; j < 100; j++ {
+				w.Apply([]Change{add(fmt.Sprintf("%d-%d", i, j), "me")}, nil)
+			}
+		}(i)
+	}
+	wg.Wait()
+	cancel()
+	w.Apply([]Change{add("late", "me")}, nil)
+	if len(revs) != 800 {
+		t.Fatalf("got %d records", len(revs))
+	}
+	for i, r := range revs {
+		if r != uint64(i+1) {
+			t.Fatalf("record %d has revision %d: out of order", i, r)
+		}
+	}
+}
+
+func TestIdentifiers(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 1000; i++ {
+		id := NewIdentifier("client")
+		if !IsIdentifier(id) || seen[id] {
+			t.Fatalf("bad or repeated identifier %q", id)
+		}
+		seen[id] = true
+	}
+	for _, s := range []string{"server-abcdefgh-12345678", "web-worker-ABCDEFGH-abcdefgh", "abcdefgh-12345678"} {
+		if !IsIdentifier(s) {
+			t.Errorf("IsIdentifier(%q) = false", s)
+		}
+	}
+	for _, s := range []string{"", "server", "server-abc-123", "server-abcdefg!-12345678", "-abcdefgh-12345678"} {
+		if IsIdentifier(s) {
+			t.Errorf("IsIdentifier(%q) = true", s)
+		}
+	}
+}
