@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/solipsism/mesh/relay"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "solipsism-node:", err)
+		os.Exit(1)
+	}
+}
+
+// run starts the node and serves until ctx is done.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	node, err := relay.New(relay.Options{
+		Role: cfg.role, Prefix: cfg.prefix, Tick: cfg.nodeTick(),
+		ReadLimit: cfg.readLimit, OriginPatterns: cfg.origins,
+		Logger: log, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/ws", node)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"status":"serving","identifier":%q,"role":%q}`+"\n", node.Identifier(), node.Role())
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.listen, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("serving", "addr", ln.Addr().String(), "role", cfg.role.String(), "identifier", node.Identifier(),
+		"ws", "/ws", "tick", cfg.tick.String())
+
+	if cfg.upstream != "" {
+		go func() {
+			errc <- node.RunUpstream(ctx, relay.UpstreamOptions{URL: cfg.upstream, MinBackoff: cfg.backoffMin, MaxBackoff: cfg.backoffMax})
+		}()
+	}
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err = <-errc:
+		if errors.Is(err, http.ErrServerClosed) || errors.Is(err, context.Canceled) {
+			err = nil
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if serr := srv.Shutdown(sctx); serr != nil {
+		log.Warn("http shutdown", "err", serr)
+	}
+	if cerr := node.Close(sctx); cerr != nil {
+		log.Warn("node shutdown", "err", cerr)
+	}
+	return err
+}

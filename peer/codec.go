@@ -1,0 +1,433 @@
+package peer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/solipsism/mesh/gameworld"
+)
+
+// Message types of the wire protocol.
+const (
+	TypeWorldChange     = "worldChange"
+	TypeRequestRefresh  = "requestRefresh"
+	TypeRequestMetadata = "requestMetadata"
+	// TypeMetadata is the documented answer to requestMetadata.
+	TypeMetadata = "metadata"
+	// TypeMetadataChange is the answer the 2016 JavaScript library sends.
+	TypeMetadataChange  = "metadataChange"
+	TypeRequestLessData = "requestLessData"
+	TypeRequestMoreData = "requestMoreData"
+)
+
+// ErrInvalid is matched (errors.Is) by every decoding error.
+var ErrInvalid = errors.New("invalid message")
+
+// DecodeError is a message that could not be decoded. Code is the close code
+// a link uses when it gives up on the peer because of it.
+type DecodeError struct {
+	Code   StatusCode
+	Reason string
+}
+
+func (e *DecodeError) Error() string { return "invalid message: " + e.Reason }
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *DecodeError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(format string, args ...any) error {
+	return &DecodeError{Code: StatusInvalidPayload, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Message is a decoded [messageType, data] envelope. Data is nil when the
+// message had no data element; a JSON null is kept as "null".
+type Message struct {
+	Type string
+	Data json.RawMessage
+}
+
+// DecodeMessage decodes the envelope of one message: a JSON array of the
+// message type and, optionally for requests, its data.
+func DecodeMessage(b []byte) (Message, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '[' {
+		if !json.Valid(b) {
+			return Message{}, invalid("not JSON")
+		}
+		return Message{}, invalid("not a [messageType, data] array")
+	}
+	var parts []json.RawMessage
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return Message{}, invalid("not JSON: %v", err)
+	}
+	if len(parts) < 1 || len(parts) > 2 {
+		return Message{}, invalid("array has %d elements, want 2", len(parts))
+	}
+	var m Message
+	if err := json.Unmarshal(parts[0], &m.Type); err != nil {
+		return Message{}, invalid("message type is not a string")
+	}
+	if len(parts) == 2 {
+		m.Data = parts[1]
+	}
+	if m.Data == nil {
+		switch m.Type {
+		case TypeRequestRefresh, TypeRequestMetadata, TypeRequestLessData, TypeRequestMoreData:
+		default:
+			if known(m.Type) {
+				return Message{}, invalid("%s message without data", m.Type)
+			}
+		}
+	}
+	return m, nil
+}
+
+func known(t string) bool {
+	switch t {
+	case TypeWorldChange, TypeRequestRefresh, TypeRequestMetadata, TypeMetadata,
+		TypeMetadataChange, TypeRequestLessData, TypeRequestMoreData:
+		return true
+	}
+	return false
+}
+
+// Limits bound what a decoder accepts. The zero value means the defaults.
+type Limits struct {
+	// MaxChanges is the most change records one worldChange may carry.
+	// Zero means 10,000.
+	MaxChanges int
+	// MaxDepth is the deepest nesting of arrays and objects allowed inside a
+	// property value. Zero means 32. JavaScript peers parse what we relay, so
+	// pathological nesting is refused here rather than passed on.
+	MaxDepth int
+	// MaxIDLength bounds object ids and world identifiers in bytes. Zero
+	// means 256.
+	MaxIDLength int
+	// MaxChain bounds the length of an identifierChain. Zero means 4096.
+	MaxChain int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxChanges <= 0 {
+		l.MaxChanges = 10000
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = 32
+	}
+	if l.MaxIDLength <= 0 {
+		l.MaxIDLength = 256
+	}
+	if l.MaxChain <= 0 {
+		l.MaxChain = 4096
+	}
+	return l
+}
+
+// WorldChange is the data of a worldChange message.
+type WorldChange struct {
+	// Timestamp is the sender's clock in milliseconds since the Unix epoch.
+	Timestamp int64
+	Changes   []gameworld.Change
+	// Refreshed is our extension: the frame ends the answer to a
+	// requestRefresh. Peers that do not know it ignore the extra key.
+	Refreshed bool
+}
+
+// DecodeWorldChange decodes and validates the data of a worldChange message.
+// Either every record is valid or an error is returned and none is.
+func (l Limits) DecodeWorldChange(data json.RawMessage) (WorldChange, error) {
+	l = l.withDefaults()
+	var env map[string]json.RawMessage
+	if err := json.Unmarshal(data, &env); err != nil || env == nil {
+		return WorldChange{}, invalid("worldChange data is not an object")
+	}
+	var wc WorldChange
+	if ts, ok := env["timestamp"]; ok && !isNull(ts) {
+		f, err := strconv.ParseFloat(string(ts), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return WorldChange{}, invalid("timestamp is not a number")
+		}
+		wc.Timestamp = int64(f)
+	}
+	if r, ok := env["refreshed"]; ok {
+		wc.Refreshed = string(r) == "true"
+	}
+	raw, ok := env["changes"]
+	if !ok || len(raw) == 0 || raw[0] != '[' {
+		return WorldChange{}, invalid("changes is not an array")
+	}
+	var recs []json.RawMessage
+	if err := json.Unmarshal(raw, &recs); err != nil {
+		return WorldChange{}, invalid("changes is not an array")
+	}
+	if len(recs) > l.MaxChanges {
+		return WorldChange{}, &DecodeError{Code: StatusMessageTooBig,
+			Reason: fmt.Sprintf("%d changes in one message (limit %d)", len(recs), l.MaxChanges)}
+	}
+	wc.Changes = make([]gameworld.Change, len(recs))
+	for i, rb := range recs {
+		c, err := l.decodeChange(rb)
+		if err != nil {
+			return WorldChange{}, invalid("change %d: %s", i, err.(*DecodeError).Reason)
+		}
+		wc.Changes[i] = c
+	}
+	return wc, nil
+}
+
+func (l Limits) decodeChange(b json.RawMessage) (gameworld.Change, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil || fields == nil {
+		return gameworld.Change{}, invalid("not an object")
+	}
+	var c gameworld.Change
+	var typ string
+	if err := decodeString(fields, "type", &typ, true); err != nil {
+		return c, err
+	}
+	t, ok := gameworld.ParseChangeType(typ)
+	if !ok {
+		return c, invalid("unknown change type %q", typ)
+	}
+	c.Type = t
+	if err := decodeString(fields, "id", &c.ID, true); err != nil {
+		return c, err
+	}
+	if err := l.checkID("id", c.ID); err != nil {
+		return c, err
+	}
+	if err := decodeString(fields, "owner", &c.Owner, false); err != nil {
+		return c, err
+	}
+	if c.Owner != "" {
+		if err := l.checkID("owner", c.Owner); err != nil {
+			return c, err
+		}
+	}
+	if p, ok := fields["properties"]; ok && !isNull(p) {
+		if p[0] != '{' {
+			return c, invalid("properties is not an object")
+		}
+		if d := depth(p); d > l.MaxDepth+1 {
+			return c, invalid("properties nested %d deep (limit %d)", d-1, l.MaxDepth)
+		}
+		if err := json.Unmarshal(p, &c.Properties); err != nil {
+			return c, invalid("properties: %v", err)
+		}
+	}
+	return c, nil
+}
+
+func (l Limits) checkID(name, v string) error {
+	if v == "" {
+		return invalid("%s is empty", name)
+	}
+	if len(v) > l.MaxIDLength {
+		return invalid("%s is %d bytes long (limit %d)", name, len(v), l.MaxIDLength)
+	}
+	if !utf8.ValidString(v) {
+		return invalid("%s is not valid UTF-8", name)
+	}
+	return nil
+}
+
+func decodeString(fields map[string]json.RawMessage, key string, dst *string, required bool) error {
+	raw, ok := fields[key]
+	if !ok || (!required && isNull(raw)) {
+		if required {
+			return invalid("no %s", key)
+		}
+		return nil
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return invalid("%s is not a string", key)
+	}
+	return nil
+}
+
+func isNull(b json.RawMessage) bool { return string(bytes.TrimSpace(b)) == "null" }
+
+// depth returns the deepest nesting of arrays and objects in valid JSON b.
+func depth(b []byte) int {
+	d, max := 0, 0
+	inStr := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inStr {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '[', '{':
+			d++
+			if d > max {
+				max = d
+			}
+		case ']', '}':
+			d--
+		}
+	}
+	return max
+}
+
+// Metadata describes a peer world.
+type Metadata struct {
+	// Identifier is the peer world's identifier, used as owner of its objects.
+	Identifier string
+	// IdentifierChain holds Identifier and every world the peer proxies.
+	IdentifierChain []string
+	// Role is our extension: "client", "proxy" or "server". Empty if the peer
+	// did not say.
+	Role string
+}
+
+// DecodeMetadata decodes the data of a metadata or metadataChange message.
+// A missing identifierChain means [identifier]; a chain that lacks the
+// identifier gets it prepended.
+func (l Limits) DecodeMetadata(data json.RawMessage) (Metadata, error) {
+	l = l.withDefaults()
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
+		return Metadata{}, invalid("metadata is not an object")
+	}
+	var md Metadata
+	if err := decodeString(fields, "identifier", &md.Identifier, false); err != nil {
+		return md, err
+	}
+	if err := decodeString(fields, "role", &md.Role, false); err != nil {
+		return md, err
+	}
+	if raw, ok := fields["identifierChain"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &md.IdentifierChain); err != nil {
+			return md, invalid("identifierChain is not an array of strings")
+		}
+	}
+	if md.Identifier == "" && len(md.IdentifierChain) > 0 {
+		md.Identifier = md.IdentifierChain[0]
+	}
+	if err := l.checkID("identifier", md.Identifier); err != nil {
+		return md, err
+	}
+	if len(md.IdentifierChain) > l.MaxChain {
+		return md, invalid("identifierChain has %d entries (limit %d)", len(md.IdentifierChain), l.MaxChain)
+	}
+	seen := make(map[string]bool, len(md.IdentifierChain)+1)
+	chain := make([]string, 0, len(md.IdentifierChain)+1)
+	chain = append(chain, md.Identifier)
+	seen[md.Identifier] = true
+	for _, id := range md.IdentifierChain {
+		if err := l.checkID("identifierChain entry", id); err != nil {
+			return md, err
+		}
+		if !seen[id] {
+			seen[id] = true
+			chain = append(chain, id)
+		}
+	}
+	md.IdentifierChain = chain
+	return md, nil
+}
+
+// AppendMetadata appends a complete metadata message of the given type name
+// (TypeMetadata or TypeMetadataChange).
+func AppendMetadata(dst []byte, typeName string, md Metadata) []byte {
+	dst = append(dst, `["`...)
+	dst = append(dst, typeName...)
+	dst = append(dst, `",{"identifier":`...)
+	dst = appendString(dst, md.Identifier)
+	dst = append(dst, `,"identifierChain":[`...)
+	for i, id := range md.IdentifierChain {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, id)
+	}
+	dst = append(dst, ']')
+	if md.Role != "" {
+		dst = append(dst, `,"role":`...)
+		dst = appendString(dst, md.Role)
+	}
+	return append(dst, "}]"...)
+}
+
+// AppendRequest appends a data-less request message such as requestRefresh.
+func AppendRequest(dst []byte, typeName string) []byte {
+	dst = append(dst, `["`...)
+	dst = append(dst, typeName...)
+	return append(dst, `",null]`...)
+}
+
+// AppendChange appends the wire encoding of one change record. owner is
+// always present (the JavaScript library sends it on every record);
+// properties are present on add and update.
+func AppendChange(dst []byte, c gameworld.Change) []byte {
+	dst = append(dst, `{"type":"`...)
+	dst = append(dst, c.Type.String()...)
+	dst = append(dst, `","id":`...)
+	dst = appendString(dst, c.ID)
+	dst = append(dst, `,"owner":`...)
+	dst = appendString(dst, c.Owner)
+	if c.Type != gameworld.Remove {
+		dst = append(dst, `,"properties":`...)
+		if len(c.Properties) == 0 {
+			dst = append(dst, "{}"...)
+		} else {
+			b, err := json.Marshal(c.Properties)
+			if err != nil {
+				// Properties come from the decoder or from Go values that
+				// marshalled once already; failing here is a bug.
+				panic("peer: encoding properties: " + err.Error())
+			}
+			dst = append(dst, b...)
+		}
+	}
+	return append(dst, '}')
+}
+
+// AppendWorldChangeHeader appends the start of a worldChange message; the
+// encoded records follow, separated by commas, then the trailer.
+func AppendWorldChangeHeader(dst []byte, timestampMillis int64) []byte {
+	dst = append(dst, `["worldChange",{"timestamp":`...)
+	dst = strconv.AppendInt(dst, timestampMillis, 10)
+	return append(dst, `,"changes":[`...)
+}
+
+// AppendWorldChangeTrailer closes a worldChange message started with
+// AppendWorldChangeHeader. refreshed marks the end of a refresh answer.
+func AppendWorldChangeTrailer(dst []byte, refreshed bool) []byte {
+	if refreshed {
+		return append(dst, `],"refreshed":true}]`...)
+	}
+	return append(dst, "]}]"...)
+}
+
+// appendString appends s as a JSON string.
+func appendString(dst []byte, s string) []byte {
+	// Fast path for the common plain-ASCII identifier.
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f || c == '<' || c == '>' || c == '&' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	b, _ := json.Marshal(s)
+	return append(dst, b...)
+}

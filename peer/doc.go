@@ -1,0 +1,19 @@
+// Package peer implements links between Solipsism peers: the
+// [messageType, data] JSON codec, the WebSocket transport (on
+// github.com/coder/websocket), an in-memory transport for tests, the
+// metadata handshake, and a per-link outbound queue that coalesces changes
+// per object id and flushes once per tick.
+//
+// A Link owns one Conn. It reads messages on the goroutine that calls Run and
+// hands them, decoded and validated, to a Handler; it writes from a goroutine
+// of its own, so a slow peer only ever delays itself. Change records are
+// encoded once (Record) and every link assembles its frames from those
+// encoded fragments.
+//
+// The codec speaks both dialects of the metadata answer: the documented
+// "metadata" and the "metadataChange" that the 2016 JavaScript library
+// actually sends. A link answers in the dialect its peer used, and never
+// sends a peer anything known to crash the JavaScript library: unknown
+// message types, a remove of an id the peer was never told about, or an add
+// and a remove of one id in one message.
+package peer

@@ -1,0 +1,56 @@
+package peer
+
+import "sync/atomic"
+
+// MessageKind indexes per-type message counters.
+type MessageKind int
+
+// Message kinds counted by Stats.
+const (
+	KindWorldChange MessageKind = iota
+	KindRequestRefresh
+	KindRequestMetadata
+	KindMetadata
+	KindRequestLessData
+	KindRequestMoreData
+	KindUnknown
+	NumKinds
+)
+
+var kindNames = [NumKinds]string{"worldChange", "requestRefresh", "requestMetadata", "metadata", "requestLessData", "requestMoreData", "unknown"}
+
+// String returns the kind's name, as used in metric labels.
+func (k MessageKind) String() string { return kindNames[k] }
+
+func kindOf(t string) MessageKind {
+	switch t {
+	case TypeWorldChange:
+		return KindWorldChange
+	case TypeRequestRefresh:
+		return KindRequestRefresh
+	case TypeRequestMetadata:
+		return KindRequestMetadata
+	case TypeMetadata, TypeMetadataChange:
+		return KindMetadata
+	case TypeRequestLessData:
+		return KindRequestLessData
+	case TypeRequestMoreData:
+		return KindRequestMoreData
+	}
+	return KindUnknown
+}
+
+// Stats are a link's counters. They are updated atomically and may be read
+// at any time.
+type Stats struct {
+	MessagesIn  [NumKinds]atomic.Uint64
+	MessagesOut [NumKinds]atomic.Uint64
+	RecordsIn   atomic.Uint64
+	RecordsOut  atomic.Uint64
+	BytesIn     atomic.Uint64
+	BytesOut    atomic.Uint64
+	// Refused counts change records refused by ownership rules.
+	Refused atomic.Uint64
+	// Ignored counts change records that changed nothing (unknown ids).
+	Ignored atomic.Uint64
+}

@@ -1,0 +1,102 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/coder/websocket"
+)
+
+// DefaultReadLimit is the largest message a WebSocket Conn accepts unless
+// told otherwise. coder/websocket's own default (32 KiB) is too small for a
+// refresh of a busy world.
+const DefaultReadLimit = 1 << 20
+
+// AcceptOptions configures Accept. The zero value is usable.
+type AcceptOptions struct {
+	// ReadLimit is the largest message accepted, in bytes; a larger one
+	// closes the connection with 1009. Zero means DefaultReadLimit.
+	ReadLimit int64
+	// OriginPatterns lists host patterns (path.Match syntax) of browser
+	// origins allowed besides the request's own host. Nil allows same-origin
+	// and non-browser clients only; "*" allows every origin.
+	OriginPatterns []string
+}
+
+// Accept upgrades an HTTP request to a WebSocket Conn. On failure it has
+// already written an HTTP error response.
+func Accept(w http.ResponseWriter, r *http.Request, opts AcceptOptions) (Conn, error) {
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: opts.OriginPatterns})
+	if err != nil {
+		return nil, fmt.Errorf("accept websocket from %s: %w", r.RemoteAddr, err)
+	}
+	return newWSConn(c, opts.ReadLimit, r.RemoteAddr), nil
+}
+
+// DialOptions configures Dial. The zero value is usable.
+type DialOptions struct {
+	// ReadLimit is as in AcceptOptions. Zero means DefaultReadLimit.
+	ReadLimit int64
+	// HTTPClient is used for the handshake; nil means http.DefaultClient.
+	// Set it to configure TLS for wss:// URLs.
+	HTTPClient *http.Client
+	// Header is sent with the handshake request.
+	Header http.Header
+}
+
+// Dial opens a WebSocket Conn to a ws:// or wss:// URL.
+func Dial(ctx context.Context, url string, opts DialOptions) (Conn, error) {
+	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: opts.HTTPClient, HTTPHeader: opts.Header})
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("dial %s: %s: %w", url, resp.Status, err)
+		}
+		return nil, fmt.Errorf("dial %s: %w", url, err)
+	}
+	return newWSConn(c, opts.ReadLimit, url), nil
+}
+
+type wsConn struct {
+	c      *websocket.Conn
+	remote string
+}
+
+func newWSConn(c *websocket.Conn, limit int64, remote string) *wsConn {
+	if limit <= 0 {
+		limit = DefaultReadLimit
+	}
+	c.SetReadLimit(limit)
+	return &wsConn{c: c, remote: remote}
+}
+
+func (w *wsConn) Read(ctx context.Context) ([]byte, error) {
+	typ, b, err := w.c.Read(ctx)
+	if err != nil {
+		var ce websocket.CloseError
+		if errors.As(err, &ce) {
+			return nil, &CloseError{Code: StatusCode(ce.Code), Reason: ce.Reason, Remote: true}
+		}
+		return nil, err
+	}
+	if typ != websocket.MessageText {
+		return nil, &DecodeError{Code: StatusUnsupported, Reason: "binary frames are not part of the protocol"}
+	}
+	return b, nil
+}
+
+func (w *wsConn) Write(ctx context.Context, p []byte) error {
+	return w.c.Write(ctx, websocket.MessageText, p)
+}
+
+func (w *wsConn) Close(code StatusCode, reason string) error {
+	if len(reason) > 120 { // a close frame's payload is limited to 125 bytes
+		reason = reason[:120]
+	}
+	return w.c.Close(websocket.StatusCode(code), reason)
+}
+
+func (w *wsConn) Ping(ctx context.Context) error { return w.c.Ping(ctx) }
+
+func (w *wsConn) RemoteAddr() string { return w.remote }

@@ -1,0 +1,218 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+// ClientOptions configures a Client. The zero value is usable.
+type ClientOptions struct {
+	// Identifier is the client's world identifier. Keep it across restarts
+	// to keep ownership of objects; empty means a fresh one with Prefix
+	// ("client" if empty).
+	Identifier, Prefix string
+	// Tick is as in Options. Zero means peer.DefaultTick.
+	Tick time.Duration
+	// MinBackoff and MaxBackoff bound reconnect delays (see
+	// UpstreamOptions).
+	MinBackoff, MaxBackoff time.Duration
+	// Dial configures the WebSocket handshake.
+	Dial peer.DialOptions
+	// Logger receives the client's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Event is a change to an object owned by another world, as seen by a
+// Client.
+type Event struct {
+	// Type is Add when the object appeared, Update when some properties
+	// changed and Remove when it went away.
+	Type gameworld.ChangeType
+	ID   string
+	// Owner is the identifier of the world that owns the object.
+	Owner string
+	// Changed holds the properties this event set (nil for Remove).
+	Changed gameworld.Properties
+	// Properties holds all the object's properties after the event (nil
+	// for Remove). Neither map may be modified.
+	Properties gameworld.Properties
+}
+
+// Client is a Go program's connection to a Solipsism server, directly or
+// through any number of proxies. It owns the objects it creates and sees
+// everyone else's. It reconnects by itself and resynchronises without
+// duplicating or losing objects. Its methods are safe for concurrent use.
+type Client struct {
+	node   *Node
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu        sync.Mutex
+	connected bool
+	connCh    chan struct{} // closed while connected
+}
+
+// NewClient starts a client that connects to url (ws:// or wss://) in the
+// background and keeps reconnecting until Close.
+func NewClient(url string, opts ClientOptions) (*Client, error) {
+	if opts.Prefix == "" {
+		opts.Prefix = "client"
+	}
+	node, err := New(Options{Role: ownership.Client, Identifier: opts.Identifier, Prefix: opts.Prefix, Tick: opts.Tick, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{node: node, cancel: cancel, done: make(chan struct{}), connCh: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		node.RunUpstream(ctx, UpstreamOptions{ //nolint:errcheck // returns only when closed
+			URL: url, MinBackoff: opts.MinBackoff, MaxBackoff: opts.MaxBackoff, Dial: opts.Dial,
+			OnConnect:    func() { c.setConnected(true) },
+			OnDisconnect: func(error) { c.setConnected(false) },
+		})
+	}()
+	return c, nil
+}
+
+// Dial starts a client and waits until it is connected or ctx is done.
+func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) {
+	c, err := NewClient(url, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.WaitConnected(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("relay: connecting to %s: %w", url, err)
+	}
+	return c, nil
+}
+
+func (c *Client) setConnected(v bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v == c.connected {
+		return
+	}
+	c.connected = v
+	if v {
+		close(c.connCh)
+	} else {
+		c.connCh = make(chan struct{})
+	}
+}
+
+// Connected reports whether the client currently has a link to the server.
+func (c *Client) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.connected
+}
+
+// WaitConnected blocks until the client is connected or ctx is done.
+func (c *Client) WaitConnected(ctx context.Context) error {
+	c.mu.Lock()
+	ch := c.connCh
+	c.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Identifier returns the client's world identifier, the owner of the
+// objects it creates.
+func (c *Client) Identifier() string { return c.node.Identifier() }
+
+// World returns the client's copy of the shared world.
+func (c *Client) World() *gameworld.World { return c.node.World() }
+
+// Create adds an object owned by this client and returns its id.
+func (c *Client) Create(props map[string]any) (string, error) {
+	id := gameworld.NewObjectID()
+	return id, c.CreateWithID(id, props)
+}
+
+// CreateWithID adds an object with a chosen id, owned by this client.
+func (c *Client) CreateWithID(id string, props map[string]any) error {
+	p, err := marshalProps(props)
+	if err != nil {
+		return err
+	}
+	return c.apply(gameworld.Change{Type: gameworld.Add, ID: id, Owner: c.node.id, Properties: p})
+}
+
+// Set updates some properties of an object this client owns; the others are
+// unchanged.
+func (c *Client) Set(id string, props map[string]any) error {
+	p, err := marshalProps(props)
+	if err != nil {
+		return err
+	}
+	return c.apply(gameworld.Change{Type: gameworld.Update, ID: id, Properties: p})
+}
+
+// Remove removes an object this client owns.
+func (c *Client) Remove(id string) error {
+	return c.apply(gameworld.Change{Type: gameworld.Remove, ID: id})
+}
+
+func (c *Client) apply(ch gameworld.Change) error {
+	res, err := c.node.Apply([]gameworld.Change{ch})
+	if err != nil {
+		return err
+	}
+	if len(res.Refused) > 0 {
+		return fmt.Errorf("relay: %s %s: %w", ch.Type, ch.ID, res.Refused[0].Err)
+	}
+	return nil
+}
+
+// Subscribe calls fn for every change to objects owned by other worlds, in
+// order, from the goroutine that applied them. fn must not block for long
+// and must not call the Client's write methods. The returned function
+// cancels the subscription.
+func (c *Client) Subscribe(fn func(Event)) (cancel func()) {
+	self := c.node.id
+	return c.node.World().Subscribe(func(a gameworld.Applied) {
+		for _, r := range a.Records {
+			if r.Owner == self {
+				continue
+			}
+			fn(Event{Type: r.Type, ID: r.ID, Owner: r.Owner, Changed: r.Properties, Properties: r.After})
+		}
+	})
+}
+
+// Close disconnects and stops reconnecting.
+func (c *Client) Close() error {
+	c.cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := c.node.Close(ctx)
+	<-c.done
+	return err
+}
+
+func marshalProps(props map[string]any) (gameworld.Properties, error) {
+	p := make(gameworld.Properties, len(props))
+	for k, v := range props {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("relay: property %q: %w", k, err)
+		}
+		p[k] = b
+	}
+	return p, nil
+}
+

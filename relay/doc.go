@@ -1,0 +1,15 @@
+// Package relay runs a Solipsism node: one gameworld.World shared with many
+// peer links, routed by the ownership rules of the node's role.
+//
+// A Node is a server (accepts downstream links, relays everything except a
+// link's own objects back to it), a proxy (one upstream link toward a server
+// plus downstream clients, chainable to any depth) or a client (one upstream
+// link; see Client for the Go client API). The same routing code serves all
+// three: every applied change record is encoded once and offered to every
+// ready link, and ownership.MaySend decides per link. Every incoming record is
+// checked with ownership.MayAccept before it touches the world.
+//
+// Concurrency: a Node serialises applying and routing under one mutex, so
+// every link sees changes in the same order the world applied them. Links
+// write on goroutines of their own, so a slow link never delays the others.
+package relay

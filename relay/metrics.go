@@ -1,0 +1,97 @@
+package relay
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+// closedTotals keeps the counters of links that have closed, so that the
+// exported counters never go backwards. Guarded by Node.mu.
+type closedTotals struct {
+	msgsIn, msgsOut                   [peer.NumKinds]uint64
+	recIn, recOut, bytesIn, bytesOut  uint64
+	refused, ignored, coalesced, drop uint64
+}
+
+func (t *closedTotals) add(l *peer.Link) {
+	s := l.Stats()
+	for k := range t.msgsIn {
+		t.msgsIn[k] += s.MessagesIn[k].Load()
+		t.msgsOut[k] += s.MessagesOut[k].Load()
+	}
+	t.recIn += s.RecordsIn.Load()
+	t.recOut += s.RecordsOut.Load()
+	t.bytesIn += s.BytesIn.Load()
+	t.bytesOut += s.BytesOut.Load()
+	t.refused += s.Refused.Load()
+	t.ignored += s.Ignored.Load()
+	c, d := l.Queue().Counters()
+	t.coalesced += c
+	t.drop += d
+}
+
+// collector exports a node's counters. The hot path only bumps per-link
+// atomics; the sums are made here, at scrape time.
+type collector struct {
+	n                                            *Node
+	links, objects, messages, records, bytes     *prometheus.Desc
+	refused, ignored, coalesced, dropped, queued *prometheus.Desc
+}
+
+func newCollector(n *Node) *collector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("solipsism_"+name, help, labels, prometheus.Labels{"role": n.role.String()})
+	}
+	return &collector{
+		n:         n,
+		links:     d("links", "Open links by kind.", "kind"),
+		objects:   d("objects", "Objects in the node's world."),
+		messages:  d("messages_total", "Messages by direction and type.", "direction", "type"),
+		records:   d("change_records_total", "Change records by direction.", "direction"),
+		bytes:     d("bytes_total", "Message bytes by direction.", "direction"),
+		refused:   d("refused_writes_total", "Change records refused by ownership rules."),
+		ignored:   d("ignored_records_total", "Change records ignored (update or remove of an unknown id)."),
+		coalesced: d("coalesced_records_total", "Outbound records merged into a pending record for the same object."),
+		dropped:   d("dropped_records_total", "Outbound records not sent because the peer could not need them."),
+		queued:    d("queued_objects", "Objects with changes waiting in link queues."),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.links, c.objects, c.messages, c.records, c.bytes, c.refused, c.ignored, c.coalesced, c.dropped, c.queued} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	n := c.n
+	n.mu.Lock()
+	t := n.totals
+	byKind := map[ownership.LinkKind]int{ownership.Downstream: 0, ownership.Upstream: 0, ownership.Mesh: 0}
+	queued := 0
+	for _, ls := range n.order {
+		byKind[ls.kind]++
+		t.add(ls.link)
+		queued += ls.link.Queue().Len()
+	}
+	n.mu.Unlock()
+	for k, v := range byKind {
+		ch <- prometheus.MustNewConstMetric(c.links, prometheus.GaugeValue, float64(v), k.String())
+	}
+	ch <- prometheus.MustNewConstMetric(c.objects, prometheus.GaugeValue, float64(n.world.Len()))
+	for k := peer.MessageKind(0); k < peer.NumKinds; k++ {
+		ch <- prometheus.MustNewConstMetric(c.messages, prometheus.CounterValue, float64(t.msgsIn[k]), "in", k.String())
+		ch <- prometheus.MustNewConstMetric(c.messages, prometheus.CounterValue, float64(t.msgsOut[k]), "out", k.String())
+	}
+	ch <- prometheus.MustNewConstMetric(c.records, prometheus.CounterValue, float64(t.recIn), "in")
+	ch <- prometheus.MustNewConstMetric(c.records, prometheus.CounterValue, float64(t.recOut), "out")
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.CounterValue, float64(t.bytesIn), "in")
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.CounterValue, float64(t.bytesOut), "out")
+	ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(t.refused))
+	ch <- prometheus.MustNewConstMetric(c.ignored, prometheus.CounterValue, float64(t.ignored))
+	ch <- prometheus.MustNewConstMetric(c.coalesced, prometheus.CounterValue, float64(t.coalesced))
+	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(t.drop))
+	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(queued))
+}

@@ -1,0 +1,490 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+// ErrClosed is returned by a Node that has been closed.
+var ErrClosed = errors.New("relay: node closed")
+
+// Node is one world shared over many links. Its methods are safe for
+// concurrent use.
+type Node struct {
+	opts  Options
+	role  ownership.Role
+	id    string
+	log   *slog.Logger
+	world *gameworld.World
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	links  map[*peer.Link]*linkState
+	order  []*linkState // links in accept order, for routing without map iteration
+	// claims maps a world identifier to the downstream or mesh link whose
+	// identifierChain holds it.
+	claims map[string]*linkState
+	nextID uint64
+	totals closedTotals
+}
+
+// linkState is the node's view of one link; guarded by Node.mu.
+type linkState struct {
+	link *peer.Link
+	kind ownership.LinkKind
+	// chain is the identifierChain the peer advertised. For downstream and
+	// mesh links it holds exactly the identifiers this link claims.
+	chain map[string]bool
+	// ready links receive routed changes: downstream and mesh links once
+	// their metadata is known, upstream links at once.
+	ready          bool
+	refreshPending bool
+	sweep          *sweep
+	remoteURL      string
+}
+
+// New returns a node. Call Close to stop it.
+func New(opts Options) (*Node, error) {
+	if opts.Role == 0 {
+		opts.Role = ownership.Server
+	}
+	if opts.Identifier == "" {
+		prefix := opts.Prefix
+		if prefix == "" {
+			prefix = opts.Role.String()
+		}
+		opts.Identifier = gameworld.NewIdentifier(prefix)
+	}
+	if opts.MetadataTimeout == 0 {
+		opts.MetadataTimeout = 30 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{
+		opts: opts, role: opts.Role, id: opts.Identifier,
+		log:    log.With("node", opts.Identifier),
+		world:  gameworld.New(opts.Identifier),
+		ctx:    ctx,
+		cancel: cancel,
+		links:  make(map[*peer.Link]*linkState),
+		claims: make(map[string]*linkState),
+	}
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(newCollector(n)); err != nil {
+			cancel()
+			return nil, fmt.Errorf("relay: registering metrics: %w", err)
+		}
+	}
+	return n, nil
+}
+
+// Identifier returns the node's world identifier.
+func (n *Node) Identifier() string { return n.id }
+
+// Role returns the node's role.
+func (n *Node) Role() ownership.Role { return n.role }
+
+// World returns the node's world. Read it freely; change it only through
+// the Node (Apply), which routes the changes.
+func (n *Node) World() *gameworld.World { return n.world }
+
+// Close closes every link and waits for them to finish, or for ctx.
+func (n *Node) Close(ctx context.Context) error {
+	n.mu.Lock()
+	n.closed = true
+	for l := range n.links {
+		l.Close(peer.StatusGoingAway, "node shutting down")
+	}
+	n.mu.Unlock()
+	n.cancel()
+	done := make(chan struct{})
+	go func() { n.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("relay: closing node: %w", ctx.Err())
+	}
+}
+
+// ServeHTTP accepts a downstream WebSocket link and serves it until it
+// closes.
+func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	conn, err := peer.Accept(w, r, peer.AcceptOptions{ReadLimit: n.opts.ReadLimit, OriginPatterns: n.opts.OriginPatterns})
+	if err != nil {
+		n.log.Debug("websocket accept failed", "err", err)
+		return
+	}
+	n.ServeConn(conn, ownership.Downstream) //nolint:errcheck // the link logs why it closed
+}
+
+// ServeConn serves a link of the given kind over conn until it closes.
+func (n *Node) ServeConn(conn peer.Conn, kind ownership.LinkKind) error {
+	return n.serve(conn, kind, "")
+}
+
+func (n *Node) serve(conn peer.Conn, kind ownership.LinkKind, remoteURL string) error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		conn.Close(peer.StatusGoingAway, "node shutting down")
+		return ErrClosed
+	}
+	n.nextID++
+	lopts := peer.LinkOptions{
+		ID: n.nextID, Kind: kind, Tick: n.opts.Tick,
+		StallTimeout: n.opts.StallTimeout, PingInterval: n.opts.PingInterval,
+		MaxFrameBytes: n.opts.MaxFrameBytes, Limits: n.opts.Limits,
+		Logger: n.log.With("kind", kind.String()),
+	}
+	if kind != ownership.Upstream && n.opts.MetadataTimeout > 0 {
+		lopts.MetadataTimeout = n.opts.MetadataTimeout
+	}
+	l := peer.NewLink(conn, n, lopts)
+	ls := &linkState{link: l, kind: kind, chain: map[string]bool{}, remoteURL: remoteURL}
+	n.links[l] = ls
+	n.order = append(n.order, ls)
+	n.wg.Add(1)
+	switch kind {
+	case ownership.Upstream:
+		// Introduce ourselves first so the upstream accepts our objects,
+		// then offer them, then ask for everything else.
+		ls.ready = true
+		ls.sweep = newSweep()
+		l.SendMetadata()
+		l.RequestMetadata()
+		l.RequestRefresh()
+		n.sendRefreshLocked(ls)
+	default:
+		l.RequestMetadata()
+		l.RequestRefresh()
+	}
+	n.mu.Unlock()
+	n.log.Debug("link opened", "link", l.ID(), "kind", kind.String(), "remote", conn.RemoteAddr())
+	defer n.wg.Done()
+	return l.Run(n.ctx)
+}
+
+// Apply applies changes to objects this node owns and routes them. Adds
+// without an owner get the node's identifier; changes to objects owned by
+// anyone else are refused.
+func (n *Node) Apply(changes []gameworld.Change) (gameworld.Applied, error) {
+	for i := range changes {
+		if changes[i].Type == gameworld.Add && changes[i].Owner == "" {
+			changes[i].Owner = n.id
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return gameworld.Applied{}, ErrClosed
+	}
+	res := n.world.Apply(changes, func(c gameworld.Change, existing *gameworld.Object) error {
+		owner := c.Owner
+		if existing != nil {
+			owner = existing.Owner
+		}
+		if owner != n.id {
+			return fmt.Errorf("object %s is owned by %s, not %s", c.ID, owner, n.id)
+		}
+		return nil
+	})
+	n.route(res.Records)
+	return res, nil
+}
+
+// relation describes owner relative to the link ls. n.mu must be held.
+func (n *Node) relation(ls *linkState, owner string) ownership.Owner {
+	claim := n.claims[owner]
+	o := ownership.Owner{Local: owner == n.id || (claim != nil && claim.kind == ownership.Downstream)}
+	if ls.kind == ownership.Upstream {
+		o.InLinkChain = ls.chain[owner]
+	} else {
+		o.InLinkChain = claim == ls
+	}
+	return o
+}
+
+// route offers applied records to every ready link. n.mu must be held.
+func (n *Node) route(recs []gameworld.Record) {
+	for i := range recs {
+		r := &recs[i]
+		rec := peer.NewRecord(r.Change)
+		var fullRec *peer.Record
+		full := func() *peer.Record {
+			if r.Type == gameworld.Add {
+				return rec
+			}
+			if fullRec == nil && r.After != nil {
+				fullRec = peer.NewRecord(r.Full())
+			}
+			return fullRec
+		}
+		for _, ls := range n.order {
+			if ls.ready && ownership.MaySend(n.role, ls.kind, n.relation(ls, r.Owner)) {
+				ls.link.Send(rec, full)
+			}
+		}
+	}
+}
+
+// sendRefreshLocked queues every object ls may receive as a full add,
+// then marks the refresh complete. n.mu must be held.
+func (n *Node) sendRefreshLocked(ls *linkState) {
+	for _, o := range n.world.Objects() {
+		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
+			ls.link.Send(peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Properties: o.Properties}), nil)
+		}
+	}
+	ls.link.SendRefreshed()
+}
+
+// HandleWorldChange implements peer.Handler.
+func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ls := n.links[l]
+	if ls == nil || n.closed {
+		return
+	}
+	if !ls.ready {
+		// Without metadata we cannot tell whose objects these are. The
+		// refresh we asked for right after metadata brings them again.
+		l.Stats().Refused.Add(uint64(len(wc.Changes)))
+		n.log.Debug("refusing changes before metadata", "link", l.ID(), "records", len(wc.Changes))
+		return
+	}
+	var peerID string
+	if md, ok := l.Metadata(); ok {
+		peerID = md.Identifier
+	}
+	for i := range wc.Changes {
+		if wc.Changes[i].Owner == "" && wc.Changes[i].Type == gameworld.Add {
+			wc.Changes[i].Owner = peerID
+		}
+	}
+	res := n.world.Apply(wc.Changes, func(c gameworld.Change, existing *gameworld.Object) error {
+		owner := c.Owner
+		if existing != nil {
+			owner = existing.Owner
+		}
+		if owner == "" {
+			return ownership.ErrNotOwner
+		}
+		return ownership.MayAccept(n.role, ls.kind, n.relation(ls, owner))
+	})
+	for _, rf := range res.Refused {
+		if errors.Is(rf.Err, gameworld.ErrUnknownObject) {
+			l.Stats().Ignored.Add(1)
+			continue
+		}
+		l.Stats().Refused.Add(1)
+		n.log.Debug("refused write", "link", l.ID(), "type", rf.Change.Type.String(), "id", rf.Change.ID, "owner", rf.Change.Owner, "err", rf.Err)
+	}
+	// The peer knows what it sent us, so a later remove may be relayed to it.
+	q := l.Queue()
+	for _, r := range res.Records {
+		if r.Type == gameworld.Remove {
+			q.Forget(r.ID)
+		} else {
+			q.MarkKnown(r.ID)
+		}
+	}
+	n.route(res.Records)
+	if ls.sweep != nil {
+		ls.sweep.see(wc.Changes)
+		if wc.Refreshed {
+			n.finishSweep(ls)
+		}
+	}
+}
+
+// HandleRequestRefresh implements peer.Handler.
+func (n *Node) HandleRequestRefresh(l *peer.Link) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ls := n.links[l]
+	if ls == nil {
+		return
+	}
+	if !ls.ready {
+		ls.refreshPending = true
+		return
+	}
+	n.sendRefreshLocked(ls)
+}
+
+// HandleMetadata implements peer.Handler.
+func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ls := n.links[l]
+	if ls == nil || n.closed {
+		return
+	}
+	if ls.kind == ownership.Upstream {
+		ls.chain = make(map[string]bool, len(md.IdentifierChain))
+		for _, id := range md.IdentifierChain {
+			ls.chain[id] = true
+		}
+		return
+	}
+	next := make(map[string]bool, len(md.IdentifierChain))
+	for _, id := range md.IdentifierChain {
+		if id == n.id {
+			l.Close(peer.StatusPolicy, "identifierChain claims this node's identifier")
+			return
+		}
+		next[id] = true
+	}
+	changed := false
+	var gone []string
+	for id := range ls.chain {
+		if !next[id] {
+			gone = append(gone, id)
+		}
+	}
+	for id := range next {
+		if ls.chain[id] {
+			continue
+		}
+		changed = true
+		if other := n.claims[id]; other != nil && other != ls {
+			// The newest claim wins: a reconnecting peer takes over its
+			// identifiers (and objects) from a connection not yet timed out.
+			delete(other.chain, id)
+			if omd, _ := other.link.Metadata(); omd.Identifier == id {
+				other.link.Close(peer.StatusReplaced, "identifier claimed by a newer connection")
+			}
+			n.log.Info("identifier moved to newer link", "identifier", id, "from", other.link.ID(), "to", l.ID())
+		}
+		n.claims[id] = ls
+		ls.chain[id] = true
+	}
+	if len(gone) > 0 {
+		changed = true
+		for _, id := range gone {
+			delete(ls.chain, id)
+			if n.claims[id] == ls {
+				delete(n.claims, id)
+			}
+		}
+		n.removeOwnedBy(gone, l)
+	}
+	first := !ls.ready
+	ls.ready = true
+	if first || ls.refreshPending {
+		ls.refreshPending = false
+		n.sendRefreshLocked(ls)
+	}
+	if changed {
+		n.chainChanged()
+	}
+}
+
+// chainChanged tells upstream links that the set of worlds behind this node
+// changed. n.mu must be held.
+func (n *Node) chainChanged() {
+	for _, ls := range n.order {
+		if ls.kind == ownership.Upstream || ls.kind == ownership.Mesh {
+			ls.link.SendMetadata()
+		}
+	}
+}
+
+// removeOwnedBy removes every object owned by one of owners and routes the
+// removals. from, if not nil, is a link that removed them itself. n.mu must
+// be held.
+func (n *Node) removeOwnedBy(owners []string, from *peer.Link) {
+	set := make(map[string]bool, len(owners))
+	for _, o := range owners {
+		set[o] = true
+	}
+	var changes []gameworld.Change
+	for _, o := range n.world.Objects() {
+		if set[o.Owner] {
+			changes = append(changes, gameworld.Change{Type: gameworld.Remove, ID: o.ID})
+			if from != nil {
+				from.Queue().Forget(o.ID)
+			}
+		}
+	}
+	if len(changes) == 0 {
+		return
+	}
+	res := n.world.Apply(changes, nil)
+	n.route(res.Records)
+	n.log.Debug("removed objects of departed worlds", "worlds", len(owners), "objects", len(res.Records))
+}
+
+// LocalMetadata implements peer.Handler: toward upstream and mesh links a
+// node advertises itself and every world behind its downstream links.
+func (n *Node) LocalMetadata(l *peer.Link) peer.Metadata {
+	md := peer.Metadata{Identifier: n.id, IdentifierChain: []string{n.id}, Role: n.role.String()}
+	if l.Kind() == ownership.Downstream {
+		return md
+	}
+	n.mu.Lock()
+	for id, ls := range n.claims {
+		if ls.kind == ownership.Downstream {
+			md.IdentifierChain = append(md.IdentifierChain, id)
+		}
+	}
+	n.mu.Unlock()
+	sort.Strings(md.IdentifierChain[1:])
+	return md
+}
+
+// HandleClose implements peer.Handler.
+func (n *Node) HandleClose(l *peer.Link, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ls := n.links[l]
+	if ls == nil {
+		return
+	}
+	delete(n.links, l)
+	for i, o := range n.order {
+		if o == ls {
+			n.order = append(n.order[:i:i], n.order[i+1:]...)
+			break
+		}
+	}
+	n.totals.add(l)
+	if ls.kind == ownership.Upstream {
+		// Keep what the upstream told us: on reconnect a refresh brings
+		// it up to date, and downstream clients see no gap.
+		return
+	}
+	var owned []string
+	for id := range ls.chain {
+		if n.claims[id] == ls {
+			delete(n.claims, id)
+			owned = append(owned, id)
+		}
+	}
+	if len(owned) > 0 {
+		n.removeOwnedBy(owned, nil)
+		if !n.closed {
+			n.chainChanged()
+		}
+	}
+	n.log.Debug("link closed", "link", l.ID(), "worlds", len(owned), "err", err)
+}

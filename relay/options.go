@@ -1,0 +1,42 @@
+package relay
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+// Options configures a Node. The zero value is a server with defaults.
+type Options struct {
+	// Role is the node's role. Zero means ownership.Server.
+	Role ownership.Role
+	// Identifier is the node's world identifier. Empty means a fresh one
+	// with Prefix.
+	Identifier string
+	// Prefix of a generated identifier. Empty means the role's name.
+	Prefix string
+	// Tick is how often each link flushes its queue. Zero means
+	// peer.DefaultTick; peer.Immediate sends without delay.
+	Tick time.Duration
+	// StallTimeout, PingInterval, MaxFrameBytes and Limits are passed to
+	// every link (see peer.LinkOptions; zero means their defaults).
+	StallTimeout  time.Duration
+	PingInterval  time.Duration
+	MaxFrameBytes int
+	Limits        peer.Limits
+	// MetadataTimeout closes a downstream link that has not sent its
+	// metadata in time. Zero means 30 s; negative disables it.
+	MetadataTimeout time.Duration
+	// ReadLimit and OriginPatterns configure accepted WebSocket
+	// connections (see peer.AcceptOptions).
+	ReadLimit      int64
+	OriginPatterns []string
+	// Logger receives the node's logs; nil discards them.
+	Logger *slog.Logger
+	// Registerer, if set, receives the node's Prometheus metrics.
+	Registerer prometheus.Registerer
+}

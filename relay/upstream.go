@@ -1,0 +1,113 @@
+package relay
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+// UpstreamOptions configures RunUpstream. The zero value of every field but
+// URL means its default.
+type UpstreamOptions struct {
+	// URL of the upstream server or proxy, ws:// or wss://.
+	URL string
+	// MinBackoff is the first reconnect delay; it doubles per failed attempt
+	// up to MaxBackoff, with jitter. Zero means 100 ms and 5 s.
+	MinBackoff, MaxBackoff time.Duration
+	// DialTimeout bounds one connection attempt. Zero means 10 s.
+	DialTimeout time.Duration
+	// Dial configures the WebSocket handshake (TLS, headers, read limit).
+	Dial peer.DialOptions
+	// OnConnect and OnDisconnect, if set, are called when the upstream link
+	// opens and closes. They run on RunUpstream's goroutine.
+	OnConnect    func()
+	OnDisconnect func(err error)
+}
+
+// RunUpstream keeps a link to the upstream open until ctx is done or the node
+// closes, reconnecting with exponential backoff and jitter. Each connection
+// resynchronises: this node's objects (and its clients') are offered again, a
+// refresh is requested, and objects that vanished upstream meanwhile are
+// removed here. It returns ctx's error or ErrClosed.
+func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 100 * time.Millisecond
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 5 * time.Second
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = opts.MinBackoff
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(n.ctx, cancel)
+	defer stop()
+
+	failures := 0
+	for {
+		dctx, dcancel := context.WithTimeout(ctx, opts.DialTimeout)
+		conn, err := peer.Dial(dctx, opts.URL, opts.Dial)
+		dcancel()
+		if err == nil {
+			failures = 0
+			if opts.OnConnect != nil {
+				opts.OnConnect()
+			}
+			n.log.Info("upstream connected", "url", opts.URL)
+			err = n.serveUpstream(ctx, conn, opts.URL)
+			n.log.Info("upstream disconnected", "url", opts.URL, "err", err)
+			if opts.OnDisconnect != nil {
+				opts.OnDisconnect(err)
+			}
+		} else {
+			n.log.Debug("upstream dial failed", "url", opts.URL, "err", err)
+		}
+		if ctx.Err() != nil {
+			if n.ctx.Err() != nil {
+				return ErrClosed
+			}
+			return ctx.Err()
+		}
+		d := backoff(failures, opts.MinBackoff, opts.MaxBackoff)
+		failures++
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if n.ctx.Err() != nil {
+				return ErrClosed
+			}
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// serveUpstream serves an upstream link until it closes or ctx is done.
+func (n *Node) serveUpstream(ctx context.Context, conn peer.Conn, url string) error {
+	stop := context.AfterFunc(ctx, func() { conn.Close(peer.StatusGoingAway, "node shutting down") })
+	defer stop()
+	return n.serve(conn, ownership.Upstream, url)
+}
+
+// backoff returns the delay before attempt number failures+1: exponential
+// from min to max, with "equal jitter" (half fixed, half random) so that many
+// proxies cut off at once do not reconnect in lockstep.
+func backoff(failures int, min, max time.Duration) time.Duration {
+	d := min
+	for i := 0; i < failures && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	half := d / 2
+	return half + rand.N(half+1)
+}
