@@ -1,0 +1,85 @@
+package peer
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func FuzzDecode(f *testing.F) {
+	seeds := []string{
+		`["worldChange",{"timestamp":1468275353,"changes":[{"type":"add","id":"2345y789-2345y789","owner":"server-2345y789-2345y789","properties":{"position":[1,2,3]}},{"type":"update","id":"2345y789-2345y789","properties":{"position":[1,2,3]}},{"type":"remove","id":"2345y789-2345y789"}]}]`,
+		`["requestRefresh"]`,
+		`["requestRefresh",null]`,
+		`["requestMetadata",null]`,
+		`["metadata",{"identifier":"2345y789-2345y789","identifierChain":["2345y789-2345y789"]}]`,
+		`["metadataChange",{"identifier":"a","identifierChain":["a","b"],"role":"proxy"}]`,
+		`["requestLessData"]`,
+		`["requestMoreData"]`,
+		`["worldChange",{"changes":[],"refreshed":true}]`,
+		`["worldChange",{"changes":[{"type":"add","id":"a","properties":{"a":[[[[{"b":"]]]"}]]]]}}]}]`,
+		`[1]`, `{}`, `"`, `[[[[`,
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	var lim Limits
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := DecodeMessage(b)
+		if err != nil {
+			return
+		}
+		switch m.Type {
+		case TypeWorldChange:
+			wc, err := lim.DecodeWorldChange(m.Data)
+			if err != nil {
+				return
+			}
+			// Whatever decodes must encode to something that decodes the same.
+			buf := AppendWorldChangeHeader(nil, wc.Timestamp)
+			for i, c := range wc.Changes {
+				if i > 0 {
+					buf = append(buf, ',')
+				}
+				buf = AppendChange(buf, c)
+			}
+			buf = AppendWorldChangeTrailer(buf, wc.Refreshed)
+			m2, err := DecodeMessage(buf)
+			if err != nil {
+				t.Fatalf("re-encoded message does not decode: %v\n%s", err, buf)
+			}
+			wc2, err := lim.DecodeWorldChange(m2.Data)
+			if err != nil || len(wc2.Changes) != len(wc.Changes) {
+				t.Fatalf("re-encoded changes do not decode: %v\n%s", err, buf)
+			}
+			for i := range wc.Changes {
+				a, b := wc.Changes[i], wc2.Changes[i]
+				if a.Type != b.Type || a.ID != b.ID || a.Owner != b.Owner || len(a.Properties) != len(b.Properties) {
+					t.Fatalf("change %d differs after round trip: %+v vs %+v", i, a, b)
+				}
+				for k, v := range a.Properties {
+					var x, y any
+					json.Unmarshal(v, &x)
+					json.Unmarshal(b.Properties[k], &y)
+					if xs, _ := json.Marshal(x); string(xs) != func() string { ys, _ := json.Marshal(y); return string(ys) }() {
+						t.Fatalf("property %q differs: %s vs %s", k, v, b.Properties[k])
+					}
+				}
+			}
+		case TypeMetadata, TypeMetadataChange:
+			md, err := lim.DecodeMetadata(m.Data)
+			if err != nil {
+				return
+			}
+			if md.Identifier == "" || len(md.IdentifierChain) == 0 || md.IdentifierChain[0] != md.Identifier {
+				t.Fatalf("metadata invariant broken: %+v", md)
+			}
+			m2, err := DecodeMessage(AppendMetadata(nil, m.Type, md))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lim.DecodeMetadata(m2.Data); err != nil {
+				t.Fatalf("re-encoded metadata does not decode: %v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,197 @@
+package relay
+
+import (
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/internal/wiretest"
+	"github.com/solipsism/mesh/ownership"
+)
+
+// readyLinks counts links whose metadata the node knows.
+func readyLinks(n *Node) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := 0
+	for _, ls := range n.order {
+		if ls.ready && ls.kind != ownership.Upstream {
+			c++
+		}
+	}
+	return c
+}
+
+func TestServerThreeClients(t *testing.T) {
+	node, url := startNode(t, Options{})
+	a := wiretest.Dial(t, url, "client-aaaaaaaa-aaaaaaaa", wiretest.Options{})
+	b := wiretest.Dial(t, url, "client-bbbbbbbb-bbbbbbbb", wiretest.Options{DocDialect: true})
+	c := wiretest.Dial(t, url, "client-cccccccc-cccccccc", wiretest.Options{})
+	waitFor(t, "three ready links", 5*time.Second, func() bool { return readyLinks(node) == 3 })
+
+	t.Run("relay", func(t *testing.T) {
+		a.Change(wiretest.Add("obj-a", a.ID, props{"position": []int{1, 2, 3}, "color": "red"}))
+		b.WaitProp("obj-a", "position", "[1,2,3]")
+		c.WaitProp("obj-a", "color", `"red"`)
+		if got := b.Objects()["obj-a"].Owner; got != a.ID {
+			t.Fatalf("owner = %q, want %q", got, a.ID)
+		}
+	})
+	t.Run("partial update", func(t *testing.T) {
+		a.Change(wiretest.Update("obj-a", a.ID, props{"position": []int{4, 5, 6}}))
+		c.WaitProp("obj-a", "position", "[4,5,6]")
+		if got := string(c.Objects()["obj-a"].Properties["color"]); got != `"red"` {
+			t.Fatalf("untouched property changed to %s", got)
+		}
+	})
+	t.Run("no echo", func(t *testing.T) {
+		b.Change(wiretest.Add("obj-b", b.ID, props{"n": 1}))
+		a.WaitProp("obj-b", "n", "1")
+		c.WaitProp("obj-b", "n", "1")
+		time.Sleep(150 * time.Millisecond) // several ticks
+		if _, ok := b.Objects()["obj-b"]; ok {
+			t.Fatal("server echoed b's own object back to b")
+		}
+		if _, ok := a.Objects()["obj-a"]; ok {
+			t.Fatal("server echoed a's own object back to a")
+		}
+	})
+	t.Run("late joiner gets everything", func(t *testing.T) {
+		d := wiretest.Dial(t, url, "client-dddddddd-dddddddd", wiretest.Options{})
+		d.WaitProp("obj-a", "position", "[4,5,6]")
+		d.WaitProp("obj-a", "color", `"red"`)
+		d.WaitProp("obj-b", "n", "1")
+		d.CheckClean()
+		d.Close()
+	})
+	t.Run("remove", func(t *testing.T) {
+		b.Change(wiretest.Remove("obj-b", b.ID))
+		a.WaitGone("obj-b")
+		c.WaitGone("obj-b")
+		if _, ok := node.World().Get("obj-b"); ok {
+			t.Fatal("server still holds removed object")
+		}
+	})
+	t.Run("disconnect cleanup", func(t *testing.T) {
+		c.Change(wiretest.Add("obj-c1", c.ID, props{}), wiretest.Add("obj-c2", c.ID, props{}))
+		a.WaitHas("obj-c1")
+		b.WaitHas("obj-c2")
+		c.Drop() // no close handshake: a vanished client
+		a.WaitGone("obj-c1")
+		a.WaitGone("obj-c2")
+		b.WaitGone("obj-c1")
+		b.WaitGone("obj-c2")
+		waitFor(t, "node forgets c", 5*time.Second, func() bool { _, ok := node.World().Get("obj-c1"); return !ok })
+	})
+	for _, p := range []*wiretest.Peer{a, b} {
+		p.CheckClean()
+	}
+	// b spoke the documented dialect: it must have been answered in it.
+	if d := dialectOf(node, b.ID); d != "metadata" {
+		t.Errorf("dialect for b = %q, want metadata", d)
+	}
+	if d := dialectOf(node, a.ID); d != "metadataChange" {
+		t.Errorf("dialect for a = %q, want metadataChange", d)
+	}
+}
+
+func dialectOf(n *Node, id string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ls := n.claims[id]; ls != nil {
+		return ls.link.Dialect()
+	}
+	return ""
+}
+
+// A proxy-like peer whose identifierChain holds several worlds: all their
+// objects are accepted, none is echoed, and all go when it disconnects.
+func TestServerChainCleanup(t *testing.T) {
+	node, url := startNode(t, Options{})
+	chain := []string{"proxy-pppppppp-pppppppp", "client-11111111-11111111", "client-22222222-22222222"}
+	p := wiretest.Dial(t, url, chain[0], wiretest.Options{Chain: chain})
+	watcher := wiretest.Dial(t, url, "client-wwwwwwww-wwwwwwww", wiretest.Options{})
+	waitFor(t, "ready", 5*time.Second, func() bool { return readyLinks(node) == 2 })
+
+	p.Change(
+		wiretest.Add("p-own", chain[0], props{"k": 0}),
+		wiretest.Add("c1-obj", chain[1], props{"k": 1}),
+		wiretest.Add("c2-obj", chain[2], props{"k": 2}),
+	)
+	watcher.WaitProp("c2-obj", "k", "2")
+	watcher.WaitProp("c1-obj", "k", "1")
+	watcher.WaitProp("p-own", "k", "0")
+	watcher.Change(wiretest.Add("w-obj", watcher.ID, props{}))
+	p.WaitHas("w-obj")
+	time.Sleep(150 * time.Millisecond)
+	for _, id := range []string{"p-own", "c1-obj", "c2-obj"} {
+		if _, ok := p.Objects()[id]; ok {
+			t.Errorf("%s echoed back to the proxy that owns it", id)
+		}
+	}
+	// A world leaving the chain takes its objects with it.
+	p.Send("metadataChange", map[string]any{"identifier": chain[0], "identifierChain": chain[:2]})
+	watcher.WaitGone("c2-obj")
+	if _, ok := watcher.Objects()["c1-obj"]; !ok {
+		t.Fatal("c1-obj removed although c1 is still in the chain")
+	}
+	p.Close()
+	for _, id := range []string{"p-own", "c1-obj"} {
+		watcher.WaitGone(id)
+	}
+	if n := node.World().Len(); n != 1 {
+		t.Fatalf("world has %d objects after cleanup, want 1 (the watcher's)", n)
+	}
+	watcher.CheckClean()
+	p.CheckClean()
+}
+
+func TestServerRefusesForgedWrites(t *testing.T) {
+	node, url := startNode(t, Options{})
+	victim := wiretest.Dial(t, url, "client-vvvvvvvv-vvvvvvvv", wiretest.Options{})
+	forger := wiretest.Dial(t, url, "client-ffffffff-ffffffff", wiretest.Options{})
+	waitFor(t, "ready", 5*time.Second, func() bool { return readyLinks(node) == 2 })
+	victim.Change(wiretest.Add("v-obj", victim.ID, props{"hp": 100}))
+	forger.WaitProp("v-obj", "hp", "100")
+
+	tests := []struct {
+		name   string
+		change map[string]any
+	}{
+		{"update another's object", wiretest.Update("v-obj", victim.ID, props{"hp": 0})},
+		{"update claiming to own it", wiretest.Update("v-obj", forger.ID, props{"hp": 0})},
+		{"add over another's object", wiretest.Add("v-obj", forger.ID, props{"hp": 0})},
+		{"add claiming a foreign owner", wiretest.Add("fake", victim.ID, props{"hp": 0})},
+		{"remove another's object", wiretest.Remove("v-obj", victim.ID)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := refusedCount(node)
+			forger.Change(tt.change)
+			waitFor(t, "refusal counted", 5*time.Second, func() bool { return refusedCount(node) > before })
+			o, ok := node.World().Get("v-obj")
+			if !ok || string(o.Properties["hp"]) != "100" || o.Owner != victim.ID {
+				t.Fatalf("forged write changed the object: %+v %v", o, ok)
+			}
+			if _, ok := node.World().Get("fake"); ok {
+				t.Fatal("forged add was applied")
+			}
+		})
+	}
+	// The forger's link stays open and its own writes still work.
+	forger.Change(wiretest.Add("f-obj", forger.ID, props{}))
+	victim.WaitHas("f-obj")
+	if _, ok := victim.Objects()["fake"]; ok {
+		t.Fatal("forged object reached the victim")
+	}
+	victim.CheckClean()
+}
+
+func refusedCount(n *Node) uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var c uint64
+	for _, ls := range n.order {
+		c += ls.link.Stats().Refused.Load()
+	}
+	return c
+}
