@@ -85,6 +85,11 @@ type Link struct {
 	writerDone chan struct{}
 	closeOnce  sync.Once
 	started    time.Time
+	// stall closes the link when a write blocks too long. One timer per
+	// link, reused: a context per write would cost an allocation each and
+	// keep one alive per idle link inside the transport.
+	stall   *time.Timer
+	mdTimer *time.Timer
 
 	mu          sync.Mutex
 	closeErr    error
@@ -261,23 +266,34 @@ func (l *Link) closeWith(err error) {
 	})
 }
 
-// Run runs the link until it closes, reading on the calling goroutine and
-// writing on one of its own. It returns why the link closed, after
-// Handler.HandleClose has run.
+// Run runs the link until it closes or ctx is done, reading on the calling
+// goroutine and writing on one of its own. It returns why the link closed,
+// after Handler.HandleClose has run.
 func (l *Link) Run(ctx context.Context) error {
 	l.mu.Lock()
 	l.started = time.Now()
-	l.mu.Unlock()
 	if l.opts.MetadataTimeout > 0 {
-		t := time.AfterFunc(l.opts.MetadataTimeout, func() {
+		l.mdTimer = time.AfterFunc(l.opts.MetadataTimeout, func() {
 			if _, ok := l.Metadata(); !ok {
 				l.Close(StatusNoMetadata, "no metadata received")
 			}
 		})
-		defer t.Stop()
 	}
+	l.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { l.closeWith(ctx.Err()) })
+	defer stop()
+	l.stall = time.AfterFunc(time.Hour, func() {
+		l.log.Warn("peer stalled; closing link", "timeout", l.opts.StallTimeout)
+		l.closeWith(&CloseError{Code: StatusStalled, Reason: fmt.Sprintf("peer did not read for %s", l.opts.StallTimeout)})
+	})
+	l.stall.Stop()
 	go l.writeLoop()
-	err := l.readLoop(ctx)
+	err := l.readLoop()
+	l.mu.Lock()
+	if l.mdTimer != nil {
+		l.mdTimer.Stop()
+	}
+	l.mu.Unlock()
 	l.closeWith(err)
 	<-l.writerDone
 	err = l.Err()
@@ -286,9 +302,11 @@ func (l *Link) Run(ctx context.Context) error {
 	return err
 }
 
-func (l *Link) readLoop(ctx context.Context) error {
+func (l *Link) readLoop() error {
 	for {
-		b, err := l.conn.Read(ctx)
+		// No context: the transport would register a cancellation per
+		// read. Closing the connection is what ends a blocked read.
+		b, err := l.conn.Read(context.Background())
 		if err != nil {
 			select {
 			case <-l.done:
@@ -327,6 +345,10 @@ func (l *Link) readLoop(ctx context.Context) error {
 			l.mu.Lock()
 			l.md, l.hasMD = md, true
 			l.dialect = m.Type
+			if l.mdTimer != nil {
+				l.mdTimer.Stop()
+				l.mdTimer = nil
+			}
 			l.mu.Unlock()
 			l.h.HandleMetadata(l, md)
 		case TypeRequestLessData, TypeRequestMoreData:
@@ -507,17 +529,14 @@ func (l *Link) writeRecords(bp *[]byte, recs []*Record, ts int64, refreshed, all
 }
 
 func (l *Link) write(p []byte, k MessageKind) error {
-	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StallTimeout)
-	defer cancel()
-	if err := l.conn.Write(ctx, p); err != nil {
+	l.stall.Reset(l.opts.StallTimeout)
+	err := l.conn.Write(context.Background(), p)
+	l.stall.Stop()
+	if err != nil {
 		select {
 		case <-l.done:
 			return l.Err()
 		default:
-		}
-		if ctx.Err() != nil {
-			l.log.Warn("peer stalled; closing link", "timeout", l.opts.StallTimeout)
-			return &CloseError{Code: StatusStalled, Reason: fmt.Sprintf("peer did not read for %s", l.opts.StallTimeout)}
 		}
 		return fmt.Errorf("write to %s: %w", l.conn.RemoteAddr(), err)
 	}

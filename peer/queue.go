@@ -35,10 +35,11 @@ func (r *Record) Encoded() []byte {
 //
 // A Queue is safe for concurrent use.
 type Queue struct {
-	mu      sync.Mutex
-	known   map[string]struct{}
-	pending map[string]*slot
-	order   []*slot
+	mu sync.Mutex
+	// entries holds one entry per object the peer knows or that has
+	// changes pending: a single map lookup per Push in the steady state.
+	entries map[string]*entry
+	order   []*entry
 	// refreshed is set when a refresh answer has been queued; the next
 	// drain marks its last frame.
 	refreshed bool
@@ -46,12 +47,15 @@ type Queue struct {
 	coalesced, dropped uint64
 }
 
-// slot is the pending state of one id. knew records whether the peer knew
-// the object before the slot began; removed whether a remove happened since
-// (relevant only if it knew). rec is the object's pending state if it exists
-// at the end of the sequence.
-type slot struct {
+// entry is the state of one id. known: the peer knows the object once what
+// is queued is sent. While queued: knew records whether the peer knew the
+// object before the entry was queued, removed whether a remove happened
+// since (kept only if it knew), and rec is the pending state if the object
+// exists at the end of the sequence.
+type entry struct {
 	id      string
+	known   bool
+	queued  bool
 	knew    bool
 	removed *Record
 	rec     *Record
@@ -63,7 +67,8 @@ type slot struct {
 func (q *Queue) Push(r *Record, full func() *Record) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	_, knows := q.known[r.ID]
+	e := q.entries[r.ID]
+	knows := e != nil && e.known
 	switch r.Type {
 	case gameworld.Update:
 		if !knows {
@@ -71,8 +76,7 @@ func (q *Queue) Push(r *Record, full func() *Record) bool {
 				q.dropped++
 				return false
 			}
-			r = full()
-			if r == nil {
+			if r = full(); r == nil {
 				q.dropped++
 				return false
 			}
@@ -83,30 +87,29 @@ func (q *Queue) Push(r *Record, full func() *Record) bool {
 			return false
 		}
 	}
-	s := q.pending[r.ID]
-	if s == nil {
-		if q.pending == nil {
-			q.pending = make(map[string]*slot)
+	if e == nil {
+		if q.entries == nil {
+			q.entries = make(map[string]*entry)
 		}
-		s = &slot{id: r.ID, knew: knows}
-		q.pending[r.ID] = s
-		q.order = append(q.order, s)
+		e = &entry{id: r.ID}
+		q.entries[r.ID] = e
+	}
+	if !e.queued {
+		e.queued, e.knew = true, e.known
+		q.order = append(q.order, e)
 	} else {
 		q.coalesced++
 	}
 	if r.Type == gameworld.Remove {
-		s.rec = nil
-		if s.knew {
-			s.removed = r
+		e.rec = nil
+		if e.knew {
+			e.removed = r
 		}
-		delete(q.known, r.ID)
+		e.known = false
 		return true
 	}
-	s.rec = merge(s.rec, r)
-	if q.known == nil {
-		q.known = make(map[string]struct{})
-	}
-	q.known[r.ID] = struct{}{}
+	e.rec = merge(e.rec, r)
+	e.known = true
 	return true
 }
 
@@ -138,27 +141,37 @@ func merge(prev, next *Record) *Record {
 // MarkKnown records that the peer knows the object id (it sent it to us).
 func (q *Queue) MarkKnown(id string) {
 	q.mu.Lock()
-	if q.known == nil {
-		q.known = make(map[string]struct{})
+	defer q.mu.Unlock()
+	e := q.entries[id]
+	if e == nil {
+		if q.entries == nil {
+			q.entries = make(map[string]*entry)
+		}
+		e = &entry{id: id}
+		q.entries[id] = e
 	}
-	q.known[id] = struct{}{}
-	q.mu.Unlock()
+	e.known = true
 }
 
 // Forget records that the peer no longer has the object id, for example
 // because it removed the object itself.
 func (q *Queue) Forget(id string) {
 	q.mu.Lock()
-	delete(q.known, id)
-	q.mu.Unlock()
+	defer q.mu.Unlock()
+	if e := q.entries[id]; e != nil {
+		e.known = false
+		if !e.queued {
+			delete(q.entries, id)
+		}
+	}
 }
 
 // Knows reports whether the peer knows id, counting what is queued.
 func (q *Queue) Knows(id string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	_, ok := q.known[id]
-	return ok
+	e := q.entries[id]
+	return e != nil && e.known
 }
 
 // MarkRefreshed notes that a complete refresh answer has been queued.
@@ -192,24 +205,28 @@ func (q *Queue) Drain(b *Batch) {
 	b.First, b.Second = b.First[:0], b.Second[:0]
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, s := range q.order {
+	for _, e := range q.order {
 		switch {
-		case s.removed != nil && s.rec != nil:
-			b.First = append(b.First, s.removed)
-			b.Second = append(b.Second, s.rec)
-		case s.removed != nil:
-			b.First = append(b.First, s.removed)
-		case s.rec != nil:
-			b.First = append(b.First, s.rec)
+		case e.removed != nil && e.rec != nil:
+			b.First = append(b.First, e.removed)
+			b.Second = append(b.Second, e.rec)
+		case e.removed != nil:
+			b.First = append(b.First, e.removed)
+		case e.rec != nil:
+			b.First = append(b.First, e.rec)
+		}
+		e.queued, e.removed, e.rec = false, nil, nil
+		if !e.known {
+			delete(q.entries, e.id)
 		}
 	}
 	b.Refreshed = q.refreshed
 	q.refreshed = false
-	// Keep small tables for reuse; let big ones go so an idle link stays small.
-	if len(q.order) > 64 {
-		q.pending, q.order = nil, nil
+	// Keep a small order slice for reuse; let a big one go so an idle link
+	// stays small.
+	if cap(q.order) > 256 {
+		q.order = nil
 	} else {
-		clear(q.pending)
 		clear(q.order)
 		q.order = q.order[:0]
 	}

@@ -124,15 +124,16 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 }
 
-// ServeHTTP accepts a downstream WebSocket link and serves it until it
-// closes.
+// ServeHTTP accepts a downstream WebSocket link. It returns once the link
+// is running, so that the HTTP request and its buffers can be freed; the
+// link lives until it closes or the node does.
 func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	conn, err := peer.Accept(w, r, peer.AcceptOptions{ReadLimit: n.opts.ReadLimit, OriginPatterns: n.opts.OriginPatterns})
 	if err != nil {
 		n.log.Debug("websocket accept failed", "err", err)
 		return
 	}
-	n.ServeConn(conn, ownership.Downstream) //nolint:errcheck // the link logs why it closed
+	go n.ServeConn(conn, ownership.Downstream) //nolint:errcheck // the link logs why it closed
 }
 
 // ServeConn serves a link of the given kind over conn until it closes.
@@ -212,12 +213,28 @@ func (n *Node) Apply(changes []gameworld.Change) (gameworld.Applied, error) {
 
 // relation describes owner relative to the link ls. n.mu must be held.
 func (n *Node) relation(ls *linkState, owner string) ownership.Owner {
+	return n.ownerInfo(owner).relation(ls)
+}
+
+// ownerInfo is what routing needs to know about an owner, looked up once
+// per record rather than once per link.
+type ownerInfo struct {
+	owner string
+	claim *linkState
+	local bool
+}
+
+func (n *Node) ownerInfo(owner string) ownerInfo {
 	claim := n.claims[owner]
-	o := ownership.Owner{Local: owner == n.id || (claim != nil && claim.kind == ownership.Downstream)}
+	return ownerInfo{owner: owner, claim: claim, local: owner == n.id || (claim != nil && claim.kind == ownership.Downstream)}
+}
+
+func (oi ownerInfo) relation(ls *linkState) ownership.Owner {
+	o := ownership.Owner{Local: oi.local}
 	if ls.kind == ownership.Upstream {
-		o.InLinkChain = ls.chain[owner]
+		o.InLinkChain = ls.chain[oi.owner]
 	} else {
-		o.InLinkChain = claim == ls
+		o.InLinkChain = oi.claim == ls
 	}
 	return o
 }
@@ -237,8 +254,9 @@ func (n *Node) route(recs []gameworld.Record) {
 			}
 			return fullRec
 		}
+		oi := n.ownerInfo(r.Owner)
 		for _, ls := range n.order {
-			if ls.ready && ownership.MaySend(n.role, ls.kind, n.relation(ls, r.Owner)) {
+			if ls.ready && ownership.MaySend(n.role, ls.kind, oi.relation(ls)) {
 				ls.link.Send(rec, full)
 			}
 		}

@@ -1,0 +1,12 @@
+// Command solipsism-load drives a Solipsism node with many WebSocket clients
+// and reports delivered change records and change-to-delivery latency.
+//
+// Every client owns one object and updates it --rate times a second with a
+// timestamp property; every client counts the records it receives, and
+// --observers of them decode each record to measure latency. It prints one
+// line "measuring" when the measured window starts and a JSON report when it
+// ends. With --idle the clients only connect, answer the handshake and wait,
+// which is how per-connection memory is measured.
+//
+//	solipsism-load --url ws://127.0.0.1:8080/ws --clients 200 --rate 20 --duration 10s
+package main

@@ -1,0 +1,199 @@
+package test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/internal/wiretest"
+	"github.com/solipsism/mesh/relay"
+)
+
+var (
+	loadOnce sync.Once
+	loadPath string
+	loadErr  error
+)
+
+// loadBinary builds the load tool once per run.
+func loadBinary(tb testing.TB) string {
+	tb.Helper()
+	loadOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "solipsism-load-")
+		if err != nil {
+			loadErr = err
+			return
+		}
+		loadPath = filepath.Join(dir, "solipsism-load")
+		if out, err := exec.Command("go", "build", "-o", loadPath, "../cmd/solipsism-load").CombinedOutput(); err != nil {
+			loadErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if loadErr != nil {
+		tb.Fatal(loadErr)
+	}
+	return loadPath
+}
+
+// startBenchNode runs a node in this process, so that its CPU time and heap
+// can be measured while the load runs in another process.
+func startBenchNode(tb testing.TB, opts relay.Options) (*relay.Node, string) {
+	tb.Helper()
+	n, err := relay.New(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ws", n)
+	srv := httptest.NewServer(mux)
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n.Close(ctx)
+		srv.Close()
+	})
+	return n, wiretest.WSURL(srv)
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+type loadReport struct {
+	Delivered     int64   `json:"delivered"`
+	DeliveredPerS float64 `json:"delivered_per_second"`
+	Samples       int     `json:"latency_samples"`
+	P50ms         float64 `json:"p50_ms"`
+	P99ms         float64 `json:"p99_ms"`
+	Errors        int64   `json:"errors"`
+}
+
+// runLoad runs the load tool against url and measures this process's CPU
+// time over the tool's measured window.
+func runLoad(tb testing.TB, url string, args ...string) (loadReport, time.Duration) {
+	tb.Helper()
+	cmd := exec.Command(loadBinary(tb), append([]string{"--url", url}, args...)...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	var rep loadReport
+	var cpu0, cpu time.Duration
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		switch line := sc.Text(); {
+		case line == "measuring":
+			cpu0 = cpuTime()
+		case line == "measured":
+			cpu = cpuTime() - cpu0
+		case strings.HasPrefix(line, "{"):
+			if err := json.Unmarshal([]byte(line), &rep); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		tb.Fatalf("load tool: %v", err)
+	}
+	return rep, cpu
+}
+
+// BenchmarkFanout: 200 clients each update one object at 20 Hz through one
+// server with a 50 ms tick. Run with -benchtime 1x; each run measures 10 s.
+//
+//	go test ./test -run '^$' -bench Fanout -benchtime 1x
+func BenchmarkFanout(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		tick time.Duration
+	}{{"tick50ms", 50 * time.Millisecond}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				_, url := startBenchNode(b, relay.Options{Tick: tc.tick})
+				rep, cpu := runLoad(b, url, "--clients", "200", "--rate", "20", "--warmup", "3s", "--duration", "10s")
+				if rep.Errors > 0 {
+					b.Fatalf("load tool saw %d errors", rep.Errors)
+				}
+				b.ReportMetric(float64(rep.Delivered)/cpu.Seconds(), "records/server-cpu-s")
+				b.ReportMetric(rep.DeliveredPerS, "records/s")
+				b.ReportMetric(rep.P50ms, "p50-ms")
+				b.ReportMetric(rep.P99ms, "p99-ms")
+				b.ReportMetric(cpu.Seconds()/10, "server-cores")
+			}
+		})
+	}
+}
+
+// BenchmarkIdleConnections measures the server heap held per idle
+// connection (handshake done, nothing flowing).
+//
+//	go test ./test -run '^$' -bench IdleConnections -benchtime 1x
+func BenchmarkIdleConnections(b *testing.B) {
+	const n = 2000
+	for i := 0; i < b.N; i++ {
+		node, url := startBenchNode(b, relay.Options{})
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		cmd := exec.Command(loadBinary(b), "--url", url, "--clients", fmt.Sprint(n), "--idle")
+		stdin, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		if !sc.Scan() || sc.Text() != "connected" {
+			b.Fatalf("load tool did not connect: %q", sc.Text())
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for readyLinks(node) < n {
+			if time.Now().After(deadline) {
+				b.Fatalf("only %d of %d links ready", readyLinks(node), n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond) // let handshake traffic drain
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if path := os.Getenv("SOLIPSISM_HEAP_PROFILE"); path != "" {
+			if f, err := os.Create(path); err == nil {
+				pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+		}
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/conn")
+		b.ReportMetric(float64(after.StackInuse-before.StackInuse)/n, "stack-B/conn")
+		stdin.Close()
+		cmd.Wait()
+	}
+}
+
+func readyLinks(n *relay.Node) int {
+	c := 0
+	for _, l := range n.Links() {
+		if l.Ready {
+			c++
+		}
+	}
+	return c
+}

@@ -1,0 +1,181 @@
+package test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// nodeBinary builds solipsism-node once per test run.
+func nodeBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "solipsism-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "solipsism-node")
+		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/solipsism-node").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// proc is a running solipsism-node process.
+type proc struct {
+	t    testing.TB
+	cmd  *exec.Cmd
+	Addr string // host:port it serves on
+	mu   sync.Mutex
+	log  strings.Builder
+	done chan struct{}
+	err  error
+}
+
+// The "serving" log line, in text and in JSON format.
+var addrREs = []*regexp.Regexp{
+	regexp.MustCompile(`msg=serving addr=(\S+)`),
+	regexp.MustCompile(`"msg":"serving","addr":"([^"]+)"`),
+}
+
+// startProc starts the binary with args (plus --listen 127.0.0.1:0 unless
+// given) and waits until it serves.
+func startProc(t testing.TB, args ...string) *proc {
+	t.Helper()
+	return startProcEnv(t, nil, args...)
+}
+
+// startProcEnv is startProc with extra environment variables.
+func startProcEnv(t testing.TB, env []string, args ...string) *proc {
+	t.Helper()
+	hasListen := false
+	for _, a := range args {
+		hasListen = hasListen || strings.HasPrefix(a, "--listen")
+	}
+	if !hasListen {
+		args = append([]string{"--listen", "127.0.0.1:0"}, args...)
+	}
+	cmd := exec.Command(nodeBinary(t), args...)
+	cmd.Env = append(append(os.Environ(), "SOLIPSISM_LOG_LEVEL=debug"), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{t: t, cmd: cmd, done: make(chan struct{})}
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.log.WriteString(line + "\n")
+			p.mu.Unlock()
+			for _, re := range addrREs {
+				if m := re.FindStringSubmatch(line); m != nil {
+					select {
+					case addrc <- m[1]:
+					default:
+					}
+				}
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("log of %v:\n%s", args, p.Log())
+		}
+	})
+	select {
+	case p.Addr = <-addrc:
+	case <-p.done:
+		t.Fatalf("solipsism-node %v exited: %v\n%s", args, p.err, p.Log())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("solipsism-node %v did not start\n%s", args, p.Log())
+	}
+	return p
+}
+
+func (p *proc) URL() string { return "ws://" + p.Addr + "/ws" }
+
+func (p *proc) Log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// Kill stops the process with SIGKILL if it is still running.
+func (p *proc) Kill() {
+	select {
+	case <-p.done:
+	default:
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Stop sends SIGTERM and waits for a clean exit.
+func (p *proc) Stop(t testing.TB) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		if p.err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", p.err, p.Log())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no exit within 15s of SIGTERM\n%s", p.Log())
+	}
+}
+
+func httpGet(t testing.TB, url string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func runBinary(bin string, args, env []string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
