@@ -82,6 +82,8 @@ type Record struct {
 	// After holds all the object's properties after this record (nil for a
 	// remove). It shares storage with the world and must not be modified.
 	After Properties
+	// Slot is the object's slot (see Object.Slot).
+	Slot uint32
 }
 
 // Full returns the record as an add carrying the object's complete state,

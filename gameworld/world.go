@@ -25,6 +25,10 @@ type Object struct {
 	Revision uint64
 	Created  time.Time
 	Updated  time.Time
+	// Slot is a small number unique among the world's current objects,
+	// reused after the object is removed: views keep per-object state in
+	// slices indexed by it instead of maps.
+	Slot uint32
 }
 
 // Authorizer decides whether a change may be applied. existing is the stored
@@ -65,6 +69,9 @@ type World struct {
 	objs   map[string]*Object
 	subs   map[int]func(Applied)
 	nextID int
+	// free holds the slots of removed objects, for reuse.
+	free     []uint32
+	nextSlot uint32
 }
 
 // New returns an empty world with the given identifier.
@@ -201,9 +208,16 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		}
 		w.rev++
 		props := c.Properties.Merge(nil) // own copy: callers keep theirs
-		o = &Object{ID: c.ID, Owner: c.Owner, Properties: props, Version: 1, Revision: w.rev, Created: now, Updated: now}
+		var slot uint32
+		if n := len(w.free); n > 0 {
+			slot, w.free = w.free[n-1], w.free[:n-1]
+		} else {
+			slot = w.nextSlot
+			w.nextSlot++
+		}
+		o = &Object{ID: c.ID, Owner: c.Owner, Properties: props, Version: 1, Revision: w.rev, Created: now, Updated: now, Slot: slot}
 		w.objs[c.ID] = o
-		return Record{Change: Change{Type: Add, ID: c.ID, Owner: c.Owner, Properties: props}, Version: 1, Revision: w.rev, After: props}, true
+		return Record{Change: Change{Type: Add, ID: c.ID, Owner: c.Owner, Properties: props}, Version: 1, Revision: w.rev, After: props, Slot: slot}, true
 	case Update:
 		if o == nil {
 			return Record{}, false
@@ -215,7 +229,8 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		}
 		w.rev++
 		delete(w.objs, c.ID)
-		return Record{Change: Change{Type: Remove, ID: c.ID, Owner: o.Owner}, Version: o.Version + 1, Revision: w.rev}, true
+		w.free = append(w.free, o.Slot)
+		return Record{Change: Change{Type: Remove, ID: c.ID, Owner: o.Owner}, Version: o.Version + 1, Revision: w.rev, Slot: o.Slot}, true
 	}
 	return Record{}, false
 }
@@ -240,7 +255,7 @@ func (w *World) update(o *Object, props Properties, now time.Time) Record {
 	o.Version++
 	o.Revision = w.rev
 	o.Updated = now
-	return Record{Change: Change{Type: Update, ID: o.ID, Owner: o.Owner, Properties: delta}, Version: o.Version, Revision: w.rev, After: o.Properties}
+	return Record{Change: Change{Type: Update, ID: o.ID, Owner: o.Owner, Properties: delta}, Version: o.Version, Revision: w.rev, After: o.Properties, Slot: o.Slot}
 }
 
 // appendCoalesced appends rec to recs, folding it into an earlier record for
@@ -260,7 +275,7 @@ func appendCoalesced(recs []Record, pos map[string]int, created map[string]bool,
 	case prev.Type != Remove && rec.Type == Update:
 		// add+update stays an add; update+update merges.
 		prev.Properties = prev.Properties.Merge(rec.Properties)
-		prev.Version, prev.Revision, prev.After = rec.Version, rec.Revision, rec.After
+		prev.Version, prev.Revision, prev.After, prev.Slot = rec.Version, rec.Revision, rec.After, rec.Slot
 		return recs
 	case prev.Type == Add && rec.Type == Remove && created[rec.ID]:
 		// Created and removed within the batch: nobody needs to hear of it.

@@ -74,13 +74,13 @@ func write(t *testing.T, c Conn, s string) {
 
 func update(id string, i int) *Record {
 	return NewRecord(gameworld.Change{Type: gameworld.Update, ID: id, Owner: "w",
-		Properties: gameworld.Properties{"i": json.RawMessage(fmt.Sprint(i))}})
+		Properties: gameworld.Properties{"i": json.RawMessage(fmt.Sprint(i))}}, slotOf(id))
 }
 
 func TestLinkCoalescesWithinTick(t *testing.T) {
 	l, _, far := startLink(t, LinkOptions{Tick: 100 * time.Millisecond})
-	l.Queue().MarkKnown("a")
-	l.Queue().MarkKnown("b")
+	l.Queue().MarkKnown(slotOf("a"), "a")
+	l.Queue().MarkKnown(slotOf("b"), "b")
 	// Prime lastFlush so the next batch waits a whole tick.
 	l.Send(update("a", 0), nil)
 	readMsg(t, far)
@@ -197,7 +197,7 @@ func TestLinkSplitsLargeBatches(t *testing.T) {
 	l.mu.Lock() // hold the writer off until everything is queued
 	for i := 0; i < 40; i++ {
 		l.queue.Push(NewRecord(gameworld.Change{Type: gameworld.Add, ID: fmt.Sprint("o", i), Owner: "w",
-			Properties: gameworld.Properties{"s": json.RawMessage(`"` + big + `"`)}}), nil)
+			Properties: gameworld.Properties{"s": json.RawMessage(`"` + big + `"`)}}, uint32(i)), nil)
 	}
 	l.queue.MarkRefreshed()
 	l.mu.Unlock()
@@ -225,7 +225,7 @@ func TestLinkClosesStalledPeer(t *testing.T) {
 	l, h, _ := startLink(t, LinkOptions{Tick: Immediate, StallTimeout: 200 * time.Millisecond})
 	// The far end never reads: the pipe's buffer fills and a write blocks.
 	for i := 0; i < 200; i++ {
-		l.Send(NewRecord(gameworld.Change{Type: gameworld.Add, ID: fmt.Sprint("o", i), Owner: "w"}), nil)
+		l.Send(NewRecord(gameworld.Change{Type: gameworld.Add, ID: fmt.Sprint("o", i), Owner: "w"}, uint32(i)), nil)
 		time.Sleep(time.Millisecond)
 	}
 	select {

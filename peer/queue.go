@@ -10,12 +10,15 @@ import (
 // once however many links send it. A Record is immutable.
 type Record struct {
 	gameworld.Change
+	// Slot is the object's slot in its world (gameworld.Object.Slot), which
+	// indexes the per-object state of every link's queue.
+	Slot uint32
 	once sync.Once
 	enc  []byte
 }
 
-// NewRecord wraps a change for sending.
-func NewRecord(c gameworld.Change) *Record { return &Record{Change: c} }
+// NewRecord wraps a change to the object in the given slot for sending.
+func NewRecord(c gameworld.Change, slot uint32) *Record { return &Record{Change: c, Slot: slot} }
 
 // Encoded returns the record's JSON encoding. It must not be modified.
 func (r *Record) Encoded() []byte {
@@ -24,22 +27,27 @@ func (r *Record) Encoded() []byte {
 }
 
 // Queue is a link's outbound change queue. It keeps at most one pending
-// entry per object id, coalescing as the protocol allows (add+update is an
+// entry per object, coalescing as the protocol allows (add+update is an
 // add, update+update a merged update, add+remove nothing, update+remove a
 // remove), so its size is bounded by the number of distinct objects however
 // long the link stalls.
 //
-// The queue also tracks which ids the peer knows (was sent, or sent us), so
-// that it never sends a remove of an id the peer never heard of and turns an
-// update of an object the peer lacks into a full add.
+// The queue also tracks which objects the peer knows (was sent, or sent us),
+// so that it never sends a remove of an id the peer never heard of and turns
+// an update of an object the peer lacks into a full add.
+//
+// Per-object state lives in a slice indexed by the object's slot: fan-out
+// touches every link for every change, and an index is much cheaper there
+// than a hash lookup in hundreds of separate maps.
 //
 // A Queue is safe for concurrent use.
 type Queue struct {
-	mu sync.Mutex
-	// entries holds one entry per object the peer knows or that has
-	// changes pending: a single map lookup per Push in the steady state.
-	entries map[string]*entry
-	order   []*entry
+	mu      sync.Mutex
+	entries []entry
+	order   []uint32 // slots with pending changes, in first-push order
+	// orphans are removes still pending for objects whose slot has since
+	// been reused by another object.
+	orphans []*Record
 	// refreshed is set when a refresh answer has been queued; the next
 	// drain marks its last frame.
 	refreshed bool
@@ -47,7 +55,8 @@ type Queue struct {
 	coalesced, dropped uint64
 }
 
-// entry is the state of one id. known: the peer knows the object once what
+// entry is the state of the object in one slot; id is empty when the slot
+// holds nothing for this link. known: the peer knows the object once what
 // is queued is sent. While queued: knew records whether the peer knew the
 // object before the entry was queued, removed whether a remove happened
 // since (kept only if it knew), and rec is the pending state if the object
@@ -61,14 +70,35 @@ type entry struct {
 	rec     *Record
 }
 
+// at returns the entry for the object id in slot, making room for it and
+// taking the slot over from a removed object if needed. q.mu must be held.
+func (q *Queue) at(slot uint32, id string) *entry {
+	if int(slot) >= len(q.entries) {
+		n := max(int(slot)+1, 2*len(q.entries), 8)
+		grown := make([]entry, n)
+		copy(grown, q.entries)
+		q.entries = grown
+	}
+	e := &q.entries[slot]
+	if e.id != id {
+		// The slot's previous object was removed from the world (its remove
+		// was pushed before the slot could be reused); keep that remove.
+		if e.queued && e.removed != nil {
+			q.orphans = append(q.orphans, e.removed)
+		}
+		*e = entry{id: id, queued: e.queued}
+	}
+	return e
+}
+
 // Push queues r. full, if not nil, returns the object's complete state as an
 // add; it is called when r is an update for an object the peer lacks. Push
-// reports whether anything was queued.
-func (q *Queue) Push(r *Record, full func() *Record) bool {
+// reports whether the queue went from empty to non-empty, which is when the
+// writer needs waking.
+func (q *Queue) Push(r *Record, full func() *Record) (wake bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	e := q.entries[r.ID]
-	knows := e != nil && e.known
+	knows := int(r.Slot) < len(q.entries) && q.entries[r.Slot].id == r.ID && q.entries[r.Slot].known
 	switch r.Type {
 	case gameworld.Update:
 		if !knows {
@@ -87,16 +117,11 @@ func (q *Queue) Push(r *Record, full func() *Record) bool {
 			return false
 		}
 	}
-	if e == nil {
-		if q.entries == nil {
-			q.entries = make(map[string]*entry)
-		}
-		e = &entry{id: r.ID}
-		q.entries[r.ID] = e
-	}
+	e := q.at(r.Slot, r.ID)
 	if !e.queued {
+		wake = len(q.order) == 0 && len(q.orphans) == 0
 		e.queued, e.knew = true, e.known
-		q.order = append(q.order, e)
+		q.order = append(q.order, r.Slot)
 	} else {
 		q.coalesced++
 	}
@@ -106,11 +131,11 @@ func (q *Queue) Push(r *Record, full func() *Record) bool {
 			e.removed = r
 		}
 		e.known = false
-		return true
+		return wake
 	}
 	e.rec = merge(e.rec, r)
 	e.known = true
-	return true
+	return wake
 }
 
 // merge folds next (an add or update) into prev.
@@ -135,43 +160,37 @@ func merge(prev, next *Record) *Record {
 		typ = gameworld.Add
 	}
 	return NewRecord(gameworld.Change{Type: typ, ID: next.ID, Owner: next.Owner,
-		Properties: prev.Properties.Merge(next.Properties)})
+		Properties: prev.Properties.Merge(next.Properties)}, next.Slot)
 }
 
-// MarkKnown records that the peer knows the object id (it sent it to us).
-func (q *Queue) MarkKnown(id string) {
+// MarkKnown records that the peer knows the object id in slot (it sent it
+// to us).
+func (q *Queue) MarkKnown(slot uint32, id string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	e := q.entries[id]
-	if e == nil {
-		if q.entries == nil {
-			q.entries = make(map[string]*entry)
-		}
-		e = &entry{id: id}
-		q.entries[id] = e
-	}
-	e.known = true
+	q.at(slot, id).known = true
 }
 
-// Forget records that the peer no longer has the object id, for example
-// because it removed the object itself.
-func (q *Queue) Forget(id string) {
+// Forget records that the peer no longer has the object id in slot, for
+// example because it removed the object itself.
+func (q *Queue) Forget(slot uint32, id string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if e := q.entries[id]; e != nil {
+	if int(slot) < len(q.entries) && q.entries[slot].id == id {
+		e := &q.entries[slot]
 		e.known = false
 		if !e.queued {
-			delete(q.entries, id)
+			*e = entry{}
 		}
 	}
 }
 
-// Knows reports whether the peer knows id, counting what is queued.
-func (q *Queue) Knows(id string) bool {
+// Knows reports whether the peer knows the object id in slot, counting what
+// is queued.
+func (q *Queue) Knows(slot uint32, id string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	e := q.entries[id]
-	return e != nil && e.known
+	return int(slot) < len(q.entries) && q.entries[slot].id == id && q.entries[slot].known
 }
 
 // MarkRefreshed notes that a complete refresh answer has been queued.
@@ -181,11 +200,11 @@ func (q *Queue) MarkRefreshed() {
 	q.mu.Unlock()
 }
 
-// Len returns the number of ids with pending changes.
+// Len returns the number of objects with pending changes.
 func (q *Queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.order)
+	return len(q.order) + len(q.orphans)
 }
 
 // Batch is what one drain of a Queue sends: First goes out before Second,
@@ -205,7 +224,11 @@ func (q *Queue) Drain(b *Batch) {
 	b.First, b.Second = b.First[:0], b.Second[:0]
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, e := range q.order {
+	b.First = append(b.First, q.orphans...)
+	clear(q.orphans)
+	q.orphans = q.orphans[:0]
+	for _, slot := range q.order {
+		e := &q.entries[slot]
 		switch {
 		case e.removed != nil && e.rec != nil:
 			b.First = append(b.First, e.removed)
@@ -217,7 +240,7 @@ func (q *Queue) Drain(b *Batch) {
 		}
 		e.queued, e.removed, e.rec = false, nil, nil
 		if !e.known {
-			delete(q.entries, e.id)
+			*e = entry{}
 		}
 	}
 	b.Refreshed = q.refreshed
@@ -227,7 +250,6 @@ func (q *Queue) Drain(b *Batch) {
 	if cap(q.order) > 256 {
 		q.order = nil
 	} else {
-		clear(q.order)
 		q.order = q.order[:0]
 	}
 }

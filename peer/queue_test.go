@@ -17,7 +17,16 @@ func rec(t gameworld.ChangeType, id string, kv ...string) *Record {
 			p[kv[i]] = json.RawMessage(kv[i+1])
 		}
 	}
-	return NewRecord(gameworld.Change{Type: t, ID: id, Owner: "w", Properties: p})
+	return NewRecord(gameworld.Change{Type: t, ID: id, Owner: "w", Properties: p}, slotOf(id))
+}
+
+// slotOf gives each test id a fixed slot.
+func slotOf(id string) uint32 {
+	var h uint32
+	for _, c := range id {
+		h = h*31 + uint32(c)
+	}
+	return h % 1024
 }
 
 func batchString(b *Batch) string {
@@ -71,7 +80,7 @@ func TestQueueCoalescing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var q Queue
 			for _, id := range tt.known {
-				q.MarkKnown(id)
+				q.MarkKnown(slotOf(id), id)
 			}
 			for _, r := range tt.push {
 				q.Push(r, full(r.ID))
@@ -106,5 +115,27 @@ func TestQueueBoundedByObjects(t *testing.T) {
 	q.Drain(&b)
 	if len(b.First) != 50 || !strings.Contains(string(b.First[0].Encoded()), `"i":99950`) {
 		t.Fatalf("drain kept stale state: %s", b.First[0].Encoded())
+	}
+}
+
+// A slot reused by a new object while the old object's remove is still
+// queued: both go out, the remove first.
+func TestQueueSlotReuse(t *testing.T) {
+	var q Queue
+	q.MarkKnown(7, "old")
+	q.Push(NewRecord(gameworld.Change{Type: gameworld.Remove, ID: "old", Owner: "w"}, 7), nil)
+	q.Push(NewRecord(gameworld.Change{Type: gameworld.Add, ID: "new", Owner: "w", Properties: gameworld.Properties{}}, 7), nil)
+	var b Batch
+	q.Drain(&b)
+	if got := batchString(&b); got != `{"type":"remove","id":"old"},{"type":"add","id":"new","properties":{}}` {
+		t.Fatalf("got %s", got)
+	}
+	if !q.Knows(7, "new") || q.Knows(7, "old") {
+		t.Fatal("known state wrong after reuse")
+	}
+	// A remove of the old id now is of an unknown object: dropped.
+	q.Push(NewRecord(gameworld.Change{Type: gameworld.Remove, ID: "old", Owner: "w"}, 7), nil)
+	if q.Len() != 0 {
+		t.Fatal("remove of an object the peer does not know was queued")
 	}
 }

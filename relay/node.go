@@ -243,14 +243,14 @@ func (oi ownerInfo) relation(ls *linkState) ownership.Owner {
 func (n *Node) route(recs []gameworld.Record) {
 	for i := range recs {
 		r := &recs[i]
-		rec := peer.NewRecord(r.Change)
+		rec := peer.NewRecord(r.Change, r.Slot)
 		var fullRec *peer.Record
 		full := func() *peer.Record {
 			if r.Type == gameworld.Add {
 				return rec
 			}
 			if fullRec == nil && r.After != nil {
-				fullRec = peer.NewRecord(r.Full())
+				fullRec = peer.NewRecord(r.Full(), r.Slot)
 			}
 			return fullRec
 		}
@@ -268,7 +268,7 @@ func (n *Node) route(recs []gameworld.Record) {
 func (n *Node) sendRefreshLocked(ls *linkState) {
 	for _, o := range n.world.Objects() {
 		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
-			ls.link.Send(peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Properties: o.Properties}), nil)
+			ls.link.Send(peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Properties: o.Properties}, o.Slot), nil)
 		}
 	}
 	ls.link.SendRefreshed()
@@ -320,9 +320,9 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	q := l.Queue()
 	for _, r := range res.Records {
 		if r.Type == gameworld.Remove {
-			q.Forget(r.ID)
+			q.Forget(r.Slot, r.ID)
 		} else {
-			q.MarkKnown(r.ID)
+			q.MarkKnown(r.Slot, r.ID)
 		}
 	}
 	n.route(res.Records)
@@ -440,7 +440,7 @@ func (n *Node) removeOwnedBy(owners []string, from *peer.Link) {
 		if set[o.Owner] {
 			changes = append(changes, gameworld.Change{Type: gameworld.Remove, ID: o.ID})
 			if from != nil {
-				from.Queue().Forget(o.ID)
+				from.Queue().Forget(o.Slot, o.ID)
 			}
 		}
 	}
