@@ -447,6 +447,10 @@ func (l *Link) ping() {
 
 // flush writes pending control messages, then pending changes.
 func (l *Link) flush(batch *Batch) error {
+	// Drain before reading the control flags: a change queued after a flag
+	// was set (say, a proxy's new client's object after the metadata that
+	// announces the client) must never overtake that control message.
+	l.queue.Drain(batch)
 	l.mu.Lock()
 	sendMD, reqMD, reqRefresh, dialect := l.sendMD, l.reqMD, l.reqRefresh, l.dialect
 	l.sendMD, l.reqMD, l.reqRefresh = false, false, false
@@ -475,7 +479,6 @@ func (l *Link) flush(batch *Batch) error {
 			return err
 		}
 	}
-	l.queue.Drain(batch)
 	if batch.Empty() {
 		return nil
 	}

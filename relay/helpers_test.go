@@ -2,14 +2,17 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sort"
 	"testing"
 	"time"
 
 	"github.com/solipsism/mesh/internal/wiretest"
+	"github.com/solipsism/mesh/ownership"
 )
 
 // testLogger logs to stderr at debug level when SOLIPSISM_TEST_LOG is set.
@@ -58,3 +61,61 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 }
 
 type props = map[string]any
+
+// startProxy starts a proxy node whose upstream is upstreamURL.
+func startProxy(t testing.TB, upstreamURL string, opts Options) (*Node, string) {
+	t.Helper()
+	opts.Role = ownership.Proxy
+	n, url := startNode(t, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.RunUpstream(ctx, UpstreamOptions{URL: upstreamURL, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return n, url
+}
+
+// chainOf returns the identifierChain of the link that claims id, sorted,
+// or nil.
+func chainOf(n *Node, id string) []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ls := n.claims[id]
+	if ls == nil {
+		return nil
+	}
+	var out []string
+	for c := range ls.chain {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sameSet(got []string, want ...string) bool {
+	w := append([]string(nil), want...)
+	sort.Strings(w)
+	return fmt.Sprint(got) == fmt.Sprint(w)
+}
+
+// ids returns the sorted ids of a peer's view.
+func ids(m map[string]wiretest.Object) []string {
+	var out []string
+	for id := range m {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// upstreamConnected reports whether n has an open upstream link.
+func upstreamConnected(n *Node) bool {
+	for _, l := range n.Links() {
+		if l.Kind == "upstream" {
+			return true
+		}
+	}
+	return false
+}

@@ -328,8 +328,12 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	n.route(res.Records)
 	if ls.sweep != nil {
 		ls.sweep.see(wc.Changes)
-		if wc.Refreshed {
+		switch {
+		case wc.Refreshed:
 			n.finishSweep(ls)
+		case time.Now().After(ls.sweep.deadline):
+			n.log.Info("upstream never marked its refresh answer complete; keeping objects learned before the reconnect")
+			ls.sweep = nil
 		}
 	}
 }
@@ -398,13 +402,15 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	}
 	if len(gone) > 0 {
 		changed = true
+		// Remove while the claims still stand, so the removals route as
+		// local changes (upstream and to mesh peers), then release them.
+		n.removeOwnedBy(gone, l)
 		for _, id := range gone {
 			delete(ls.chain, id)
 			if n.claims[id] == ls {
 				delete(n.claims, id)
 			}
 		}
-		n.removeOwnedBy(gone, l)
 	}
 	first := !ls.ready
 	ls.ready = true
@@ -494,12 +500,16 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 	var owned []string
 	for id := range ls.chain {
 		if n.claims[id] == ls {
-			delete(n.claims, id)
 			owned = append(owned, id)
 		}
 	}
 	if len(owned) > 0 {
+		// As in HandleMetadata: remove first, while the claims make the
+		// removals local, then release the claims.
 		n.removeOwnedBy(owned, nil)
+		for _, id := range owned {
+			delete(n.claims, id)
+		}
 		if !n.closed {
 			n.chainChanged()
 		}

@@ -1,17 +1,29 @@
 package relay
 
 import (
+	"time"
+
 	"github.com/solipsism/mesh/gameworld"
 )
 
+// sweepTimeout bounds how long a node waits for an upstream's refresh
+// answer to be marked complete. Upstreams that do not mark it (the 2016
+// library) never trigger a sweep: stale objects are kept rather than
+// removing live ones on a guess.
+const sweepTimeout = 30 * time.Second
+
 // sweep tracks which objects an upstream sent since we (re)connected, so that
 // when its refresh answer is complete, objects that vanished upstream while
-// we were away can be removed here too.
+// we were away can be removed here too. The set is bounded by the number of
+// objects.
 type sweep struct {
-	seen map[string]bool
+	seen     map[string]bool
+	deadline time.Time
 }
 
-func newSweep() *sweep { return &sweep{seen: make(map[string]bool)} }
+func newSweep() *sweep {
+	return &sweep{seen: make(map[string]bool), deadline: time.Now().Add(sweepTimeout)}
+}
 
 func (s *sweep) see(changes []gameworld.Change) {
 	for _, c := range changes {
