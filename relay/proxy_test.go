@@ -4,10 +4,13 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/solipsism/mesh/internal/wiretest"
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
 )
 
 const (
@@ -213,4 +216,37 @@ func TestProxyWithLegacyPeers(t *testing.T) {
 	}
 	old.CheckClean()
 	direct.CheckClean()
+}
+
+// A proxy dials its upstream over wss://.
+func TestProxyOverWSS(t *testing.T) {
+	s, err := New(Options{Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ws", s)
+	srv := httptest.NewTLSServer(mux)
+	t.Cleanup(func() { s.Close(context.Background()); srv.Close() })
+	wss := "wss" + strings.TrimPrefix(srv.URL, "https") + "/ws"
+
+	p, urlP := startNode(t, Options{Role: ownership.Proxy, Identifier: p1ID})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.RunUpstream(ctx, UpstreamOptions{URL: wss, Dial: peer.DialOptions{HTTPClient: srv.Client()}})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	c, err := Dial(ctx, wss, ClientOptions{Dial: peer.DialOptions{HTTPClient: srv.Client()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	behind := wiretest.Dial(t, urlP, c1ID, wiretest.Options{})
+	c.CreateWithID("tls-obj", map[string]any{"v": 1})
+	behind.WaitProp("tls-obj", "v", "1")
+	behind.Change(wiretest.Add("plain-obj", c1ID, props{"v": 2}))
+	waitFor(t, "object through the wss proxy", 5*time.Second, func() bool { _, ok := c.World().Get("plain-obj"); return ok })
 }

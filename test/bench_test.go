@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/internal/wiretest"
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
 )
 
@@ -81,6 +83,18 @@ type loadReport struct {
 	P50ms         float64 `json:"p50_ms"`
 	P99ms         float64 `json:"p99_ms"`
 	Errors        int64   `json:"errors"`
+}
+
+// startLoad runs the load tool in the background, for traffic that is not
+// itself measured; it ends when its window does.
+func startLoad(tb testing.TB, url string, args ...string) {
+	tb.Helper()
+	cmd := exec.Command(loadBinary(tb), append([]string{"--url", url}, args...)...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 }
 
 // runLoad runs the load tool against url and measures this process's CPU
@@ -196,4 +210,45 @@ func readyLinks(n *relay.Node) int {
 		}
 	}
 	return c
+}
+
+// BenchmarkProxyHop measures what one proxy adds: 50 clients on a server
+// process each update one object at 20 Hz, and 50 observers receive the
+// changes either from the server directly or through a proxy running in this
+// process (whose CPU time is measured).
+//
+//	go test ./test -run '^$' -bench ProxyHop -benchtime 1x
+func BenchmarkProxyHop(b *testing.B) {
+	for _, tick := range []time.Duration{0, 50 * time.Millisecond} {
+		for _, via := range []string{"direct", "proxy"} {
+			b.Run(fmt.Sprintf("tick=%s/%s", tick, via), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					server := startProc(b, "--tick", tick.String())
+					url := server.URL()
+					if via == "proxy" {
+						ptick := tick
+						if ptick == 0 {
+							ptick = peer.Immediate
+						}
+						p, purl := startBenchNode(b, relay.Options{Role: ownership.Proxy, Tick: ptick})
+						ctx, cancel := context.WithCancel(context.Background())
+						go p.RunUpstream(ctx, relay.UpstreamOptions{URL: server.URL()})
+						b.Cleanup(cancel)
+						url = purl
+					}
+					startLoad(b, server.URL(), "--clients", "50", "--rate", "20", "--observers", "0", "--warmup", "3s", "--duration", "11s")
+					rep, cpu := runLoad(b, url, "--clients", "50", "--rate", "0", "--observers", "50", "--warmup", "3s", "--duration", "10s")
+					if rep.Errors > 0 || rep.Samples == 0 {
+						b.Fatalf("load tool: %d errors, %d samples", rep.Errors, rep.Samples)
+					}
+					b.ReportMetric(rep.P50ms, "p50-ms")
+					b.ReportMetric(rep.P99ms, "p99-ms")
+					b.ReportMetric(rep.DeliveredPerS, "records/s")
+					if via == "proxy" {
+						b.ReportMetric(float64(rep.Delivered)/cpu.Seconds(), "records/proxy-cpu-s")
+					}
+				}
+			})
+		}
+	}
 }

@@ -33,7 +33,7 @@ type report struct {
 func main() {
 	url := flag.String("url", "ws://127.0.0.1:8080/ws", "node WebSocket URL")
 	clients := flag.Int("clients", 200, "number of clients")
-	rate := flag.Float64("rate", 20, "updates per second per client")
+	rate := flag.Float64("rate", 20, "updates per second per client; 0 makes pure observers that own nothing")
 	warmup := flag.Duration("warmup", 2*time.Second, "time before measuring")
 	duration := flag.Duration("duration", 10*time.Second, "measured window")
 	observers := flag.Int("observers", 10, "clients that decode every record to measure latency")
@@ -75,7 +75,7 @@ func run(ctx context.Context, url string, n int, rate float64, warmup, duration 
 	var wg sync.WaitGroup
 	for i, c := range conns {
 		cl := &client{id: fmt.Sprintf("load-%08d-%08d", os.Getpid()%100000000, i), obj: fmt.Sprintf("obj-%08d-%08d", os.Getpid()%100000000, i),
-			c: c, st: &st, observer: i < observers, idle: idle}
+			c: c, st: &st, observer: i < observers, idle: idle || rate <= 0}
 		wg.Add(1)
 		go func() { defer wg.Done(); cl.run(ctx, rate) }()
 	}
