@@ -46,12 +46,27 @@ type DialOptions struct {
 	Header http.Header
 }
 
-// Dial opens a WebSocket Conn to a ws:// or wss:// URL.
+// HandshakeError is a refused WebSocket handshake: the server answered with
+// an HTTP status other than 101.
+type HandshakeError struct {
+	URL        string
+	StatusCode int
+	Err        error
+}
+
+func (e *HandshakeError) Error() string {
+	return fmt.Sprintf("dial %s: HTTP %d: %v", e.URL, e.StatusCode, e.Err)
+}
+
+func (e *HandshakeError) Unwrap() error { return e.Err }
+
+// Dial opens a WebSocket Conn to a ws:// or wss:// URL. A handshake the
+// server refuses is reported as a *HandshakeError.
 func Dial(ctx context.Context, url string, opts DialOptions) (Conn, error) {
 	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: opts.HTTPClient, HTTPHeader: opts.Header})
 	if err != nil {
-		if resp != nil {
-			return nil, fmt.Errorf("dial %s: %s: %w", url, resp.Status, err)
+		if resp != nil && resp.StatusCode != 0 {
+			return nil, &HandshakeError{URL: url, StatusCode: resp.StatusCode, Err: err}
 		}
 		return nil, fmt.Errorf("dial %s: %w", url, err)
 	}

@@ -215,4 +215,3 @@ func marshalProps(props map[string]any) (gameworld.Properties, error) {
 	}
 	return p, nil
 }
-

@@ -13,6 +13,7 @@ type closedTotals struct {
 	msgsIn, msgsOut                   [peer.NumKinds]uint64
 	recIn, recOut, bytesIn, bytesOut  uint64
 	refused, ignored, coalesced, drop uint64
+	meshIn, meshOut                   uint64
 }
 
 func (t *closedTotals) add(l *peer.Link) {
@@ -30,6 +31,10 @@ func (t *closedTotals) add(l *peer.Link) {
 	c, d := l.Queue().Counters()
 	t.coalesced += c
 	t.drop += d
+	if l.Kind() == ownership.Mesh {
+		t.meshIn += s.RecordsIn.Load()
+		t.meshOut += s.RecordsOut.Load()
+	}
 }
 
 // collector exports a node's counters. The hot path only bumps per-link
@@ -38,6 +43,7 @@ type collector struct {
 	n                                            *Node
 	links, objects, messages, records, bytes     *prometheus.Desc
 	refused, ignored, coalesced, dropped, queued *prometheus.Desc
+	members, meshRecords                         *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -45,22 +51,24 @@ func newCollector(n *Node) *collector {
 		return prometheus.NewDesc("solipsism_"+name, help, labels, prometheus.Labels{"role": n.role.String()})
 	}
 	return &collector{
-		n:         n,
-		links:     d("links", "Open links by kind.", "kind"),
-		objects:   d("objects", "Objects in the node's world."),
-		messages:  d("messages_total", "Messages by direction and type.", "direction", "type"),
-		records:   d("change_records_total", "Change records by direction.", "direction"),
-		bytes:     d("bytes_total", "Message bytes by direction.", "direction"),
-		refused:   d("refused_writes_total", "Change records refused by ownership rules."),
-		ignored:   d("ignored_records_total", "Change records ignored (update or remove of an unknown id)."),
-		coalesced: d("coalesced_records_total", "Outbound records merged into a pending record for the same object."),
-		dropped:   d("dropped_records_total", "Outbound records not sent because the peer could not need them."),
-		queued:    d("queued_objects", "Objects with changes waiting in link queues."),
+		n:           n,
+		links:       d("links", "Open links by kind.", "kind"),
+		objects:     d("objects", "Objects in the node's world."),
+		messages:    d("messages_total", "Messages by direction and type.", "direction", "type"),
+		records:     d("change_records_total", "Change records by direction.", "direction"),
+		bytes:       d("bytes_total", "Message bytes by direction.", "direction"),
+		refused:     d("refused_writes_total", "Change records refused by ownership rules."),
+		ignored:     d("ignored_records_total", "Change records ignored (update or remove of an unknown id)."),
+		coalesced:   d("coalesced_records_total", "Outbound records merged into a pending record for the same object."),
+		dropped:     d("dropped_records_total", "Outbound records not sent because the peer could not need them."),
+		queued:      d("queued_objects", "Objects with changes waiting in link queues."),
+		members:     d("mesh_members", "Other live members of the mesh, as memberlist sees them."),
+		meshRecords: d("mesh_change_records_total", "Change records exchanged with other mesh nodes, by direction.", "direction"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.links, c.objects, c.messages, c.records, c.bytes, c.refused, c.ignored, c.coalesced, c.dropped, c.queued} {
+	for _, d := range []*prometheus.Desc{c.links, c.objects, c.messages, c.records, c.bytes, c.refused, c.ignored, c.coalesced, c.dropped, c.queued, c.members, c.meshRecords} {
 		ch <- d
 	}
 }
@@ -76,7 +84,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		t.add(ls.link)
 		queued += ls.link.Queue().Len()
 	}
+	m := n.mesh
 	n.mu.Unlock()
+	if m != nil {
+		ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, float64(len(m.Status().Members)))
+	}
+	ch <- prometheus.MustNewConstMetric(c.meshRecords, prometheus.CounterValue, float64(t.meshIn), "in")
+	ch <- prometheus.MustNewConstMetric(c.meshRecords, prometheus.CounterValue, float64(t.meshOut), "out")
 	for k, v := range byKind {
 		ch <- prometheus.MustNewConstMetric(c.links, prometheus.GaugeValue, float64(v), k.String())
 	}

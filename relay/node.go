@@ -40,6 +40,7 @@ type Node struct {
 	claims map[string]*linkState
 	nextID uint64
 	totals closedTotals
+	mesh   *Mesh
 }
 
 // linkState is the node's view of one link; guarded by Node.mu.
@@ -55,6 +56,11 @@ type linkState struct {
 	refreshPending bool
 	sweep          *sweep
 	remoteURL      string
+	// member is the memberlist name of a mesh link's peer.
+	member string
+	// detached mesh links have closed while their member is still alive:
+	// their claims (and objects) are kept for the re-dialed link.
+	detached bool
 }
 
 // New returns a node. Call Close to stop it.
@@ -128,6 +134,17 @@ func (n *Node) Close(ctx context.Context) error {
 // is running, so that the HTTP request and its buffers can be freed; the
 // link lives until it closes or the node does.
 func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(meshNameHeader) != "" {
+		n.mu.Lock()
+		m := n.mesh
+		n.mu.Unlock()
+		if m == nil {
+			http.Error(w, "this node is not in a mesh", http.StatusNotFound)
+			return
+		}
+		m.accept(w, r)
+		return
+	}
 	conn, err := peer.Accept(w, r, peer.AcceptOptions{ReadLimit: n.opts.ReadLimit, OriginPatterns: n.opts.OriginPatterns})
 	if err != nil {
 		n.log.Debug("websocket accept failed", "err", err)
@@ -138,10 +155,15 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // ServeConn serves a link of the given kind over conn until it closes.
 func (n *Node) ServeConn(conn peer.Conn, kind ownership.LinkKind) error {
-	return n.serve(conn, kind, "")
+	return n.serve(conn, kind, "", "")
 }
 
-func (n *Node) serve(conn peer.Conn, kind ownership.LinkKind, remoteURL string) error {
+// serveMesh serves a mesh link to the member with the given name.
+func (n *Node) serveMesh(conn peer.Conn, member, url string) error {
+	return n.serve(conn, ownership.Mesh, url, member)
+}
+
+func (n *Node) serve(conn peer.Conn, kind ownership.LinkKind, remoteURL, member string) error {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -159,7 +181,7 @@ func (n *Node) serve(conn peer.Conn, kind ownership.LinkKind, remoteURL string) 
 		lopts.MetadataTimeout = n.opts.MetadataTimeout
 	}
 	l := peer.NewLink(conn, n, lopts)
-	ls := &linkState{link: l, kind: kind, chain: map[string]bool{}, remoteURL: remoteURL}
+	ls := &linkState{link: l, kind: kind, chain: map[string]bool{}, remoteURL: remoteURL, member: member}
 	n.links[l] = ls
 	n.order = append(n.order, ls)
 	n.wg.Add(1)
@@ -173,6 +195,14 @@ func (n *Node) serve(conn peer.Conn, kind ownership.LinkKind, remoteURL string) 
 		l.RequestMetadata()
 		l.RequestRefresh()
 		n.sendRefreshLocked(ls)
+	case ownership.Mesh:
+		// Like a downstream link (ready once its chain is known), but we
+		// introduce ourselves at once, and its refresh answer tells us
+		// which of its objects went away while a previous link was down.
+		ls.sweep = newSweep()
+		l.SendMetadata()
+		l.RequestMetadata()
+		l.RequestRefresh()
 	default:
 		l.RequestMetadata()
 		l.RequestRefresh()
@@ -387,8 +417,14 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 		if ls.chain[id] {
 			continue
 		}
+		other := n.claims[id]
+		if ls.kind == ownership.Mesh && other != nil && other.kind == ownership.Downstream {
+			// A client connected here speaks for itself; a mesh peer's
+			// stale view of it does not override that.
+			continue
+		}
 		changed = true
-		if other := n.claims[id]; other != nil && other != ls {
+		if other != nil && other != ls {
 			// The newest claim wins: a reconnecting peer takes over its
 			// identifiers (and objects) from a connection not yet timed out.
 			delete(other.chain, id)
@@ -414,6 +450,9 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	}
 	first := !ls.ready
 	ls.ready = true
+	if first && ls.kind == ownership.Mesh {
+		n.releaseGhosts(ls)
+	}
 	if first || ls.refreshPending {
 		ls.refreshPending = false
 		n.sendRefreshLocked(ls)
@@ -497,6 +536,13 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 		// it up to date, and downstream clients see no gap.
 		return
 	}
+	if ls.kind == ownership.Mesh && n.mesh != nil && !n.closed && n.mesh.alive(ls.member) {
+		// memberlist still sees the member: keep its objects for the
+		// re-dialed link instead of removing and re-adding them all.
+		ls.detached = true
+		n.log.Info("mesh link lost; keeping the member's objects until it reconnects or is declared dead", "member", ls.member)
+		return
+	}
 	var owned []string
 	for id := range ls.chain {
 		if n.claims[id] == ls {
@@ -515,4 +561,60 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 		}
 	}
 	n.log.Debug("link closed", "link", l.ID(), "worlds", len(owned), "err", err)
+}
+
+// releaseGhosts drops what detached links of ls's member still claim and
+// the new link did not: worlds that left that member while we were cut off.
+// n.mu must be held.
+func (n *Node) releaseGhosts(ls *linkState) {
+	var stale []string
+	for id, cl := range n.claims {
+		if cl != ls && cl.detached && cl.member == ls.member {
+			stale = append(stale, id)
+		}
+	}
+	if len(stale) == 0 {
+		return
+	}
+	n.removeOwnedBy(stale, nil)
+	for _, id := range stale {
+		delete(n.claims, id)
+	}
+}
+
+// meshMemberGone removes everything owned behind a member that memberlist
+// declared dead or that left, and closes any link to it.
+func (n *Node) meshMemberGone(member string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var owned []string
+	for id, cl := range n.claims {
+		if cl.kind == ownership.Mesh && cl.member == member {
+			owned = append(owned, id)
+		}
+	}
+	n.removeOwnedBy(owned, nil)
+	for _, id := range owned {
+		delete(n.claims, id)
+	}
+	for _, ls := range n.order {
+		if ls.kind == ownership.Mesh && ls.member == member {
+			ls.link.Close(peer.StatusGoingAway, "member left the mesh")
+		}
+	}
+	if len(owned) > 0 {
+		n.log.Info("removed the objects of a departed mesh member", "member", member, "worlds", len(owned))
+	}
+}
+
+// MeshStatus returns the node's mesh status, or nil when it is not in one.
+func (n *Node) MeshStatus() *MeshStatus {
+	n.mu.Lock()
+	m := n.mesh
+	n.mu.Unlock()
+	if m == nil {
+		return nil
+	}
+	st := m.Status()
+	return &st
 }

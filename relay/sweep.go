@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/ownership"
 )
 
 // sweepTimeout bounds how long a node waits for an upstream's refresh
@@ -35,14 +36,22 @@ func (s *sweep) see(changes []gameworld.Change) {
 	}
 }
 
-// finishSweep removes every object that is neither local nor confirmed by
-// the upstream's refresh answer. n.mu must be held.
+// finishSweep removes the objects the link's refresh answer should have
+// confirmed but did not: for an upstream link every object that is not
+// local, for a mesh link every object owned behind that link. n.mu must be
+// held.
 func (n *Node) finishSweep(ls *linkState) {
 	s := ls.sweep
 	ls.sweep = nil
 	var changes []gameworld.Change
 	for _, o := range n.world.Objects() {
-		if s.seen[o.ID] || n.relation(ls, o.Owner).Local {
+		if s.seen[o.ID] {
+			continue
+		}
+		if ls.kind == ownership.Mesh && n.claims[o.Owner] != ls {
+			continue
+		}
+		if ls.kind != ownership.Mesh && n.relation(ls, o.Owner).Local {
 			continue
 		}
 		changes = append(changes, gameworld.Change{Type: gameworld.Remove, ID: o.ID})
@@ -52,5 +61,5 @@ func (n *Node) finishSweep(ls *linkState) {
 	}
 	res := n.world.Apply(changes, nil)
 	n.route(res.Records)
-	n.log.Info("removed objects that vanished upstream while disconnected", "objects", len(res.Records))
+	n.log.Info("removed objects that vanished while disconnected", "kind", ls.kind.String(), "objects", len(res.Records))
 }

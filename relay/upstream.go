@@ -94,7 +94,7 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 func (n *Node) serveUpstream(ctx context.Context, conn peer.Conn, url string) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close(peer.StatusGoingAway, "node shutting down") })
 	defer stop()
-	return n.serve(conn, ownership.Upstream, url)
+	return n.serve(conn, ownership.Upstream, url, "")
 }
 
 // backoff returns the delay before attempt number failures+1: exponential

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -26,6 +29,13 @@ type config struct {
 	upstream   string
 	backoffMin time.Duration
 	backoffMax time.Duration
+
+	meshBind     string
+	join         []string
+	meshSecret   []byte
+	meshLabel    string
+	meshProfile  string
+	advertiseURL string
 }
 
 // envName maps a flag name to its environment variable.
@@ -38,8 +48,9 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs := flag.NewFlagSet("solipsism-node", flag.ContinueOnError)
 	fs.SetOutput(out)
 	var (
-		c                              config
+		c                             config
 		role, origins, level, readLim string
+		join, secret                  string
 	)
 	fs.StringVar(&c.listen, "listen", ":8080", "HTTP listen address")
 	fs.StringVar(&role, "role", "server", "node role: server or proxy")
@@ -52,6 +63,12 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.StringVar(&c.upstream, "upstream", "", "proxy role: ws:// or wss:// URL of the upstream server or proxy")
 	fs.DurationVar(&c.backoffMin, "backoff-min", 100*time.Millisecond, "first reconnect delay toward the upstream")
 	fs.DurationVar(&c.backoffMax, "backoff-max", 5*time.Second, "longest reconnect delay toward the upstream")
+	fs.StringVar(&c.meshBind, "mesh-bind", "", "server role: host:port for mesh membership (memberlist, UDP and TCP); empty runs a single node")
+	fs.StringVar(&join, "join", "", "comma-separated host:port of mesh members to join")
+	fs.StringVar(&secret, "mesh-secret", "", "32-byte key, hex or base64, that encrypts mesh gossip and authenticates mesh links")
+	fs.StringVar(&c.meshLabel, "mesh-label", "", "mesh label; only members with the same label talk to each other")
+	fs.StringVar(&c.meshProfile, "mesh-profile", "lan", "mesh failure-detection timing: lan, local or wan")
+	fs.StringVar(&c.advertiseURL, "advertise-url", "", "ws:// URL other mesh members dial to reach this node (default: from --listen or --mesh-bind)")
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: solipsism-node [flags]\n\nEvery flag may also be set as an environment variable, e.g. --read-limit as %s.\n\n", envName("read-limit"))
 		fs.PrintDefaults()
@@ -111,7 +128,68 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	if c.backoffMin <= 0 || c.backoffMax < c.backoffMin {
 		return c, errors.New("--backoff-min must be positive and at most --backoff-max")
 	}
+	for _, j := range strings.Split(join, ",") {
+		if j = strings.TrimSpace(j); j != "" {
+			c.join = append(c.join, j)
+		}
+	}
+	if c.meshBind == "" && (len(c.join) > 0 || secret != "" || c.meshLabel != "" || c.advertiseURL != "") {
+		return c, errors.New("--join, --mesh-secret, --mesh-label and --advertise-url need --mesh-bind")
+	}
+	if c.meshBind != "" && c.role != ownership.Server {
+		return c, errors.New("--mesh-bind is for --role server")
+	}
+	if secret != "" {
+		if c.meshSecret, err = parseKey(secret); err != nil {
+			return c, fmt.Errorf("--mesh-secret: %w", err)
+		}
+	}
+	if c.advertiseURL != "" && !strings.HasPrefix(c.advertiseURL, "ws://") && !strings.HasPrefix(c.advertiseURL, "wss://") {
+		return c, fmt.Errorf("--advertise-url: want a ws:// or wss:// URL, got %q", c.advertiseURL)
+	}
+	switch c.meshProfile {
+	case "lan", "local", "wan":
+	default:
+		return c, fmt.Errorf("--mesh-profile: want lan, local or wan, got %q", c.meshProfile)
+	}
 	return c, nil
+}
+
+// parseKey accepts a 16-, 24- or 32-byte key written in hex or base64.
+func parseKey(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	if b, err := hex.DecodeString(s); err == nil && validKeyLen(len(b)) {
+		return b, nil
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil && validKeyLen(len(b)) {
+			return b, nil
+		}
+	}
+	return nil, errors.New("want a 32-byte key (16 or 24 also work) in hex or base64, e.g. from: openssl rand -hex 32")
+}
+
+func validKeyLen(n int) bool { return n == 16 || n == 24 || n == 32 }
+
+// meshAdvertise returns the URL other members dial: --advertise-url, or
+// ws://host:port/ws from the listener when it names a host, or from the
+// mesh bind host.
+func (c config) meshAdvertise(listenAddr string) (string, error) {
+	if c.advertiseURL != "" {
+		return c.advertiseURL, nil
+	}
+	host, port, err := net.SplitHostPort(listenAddr)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		bindHost, _, _ := net.SplitHostPort(c.meshBind)
+		if bip := net.ParseIP(bindHost); bindHost == "" || (bip != nil && bip.IsUnspecified()) {
+			return "", errors.New("cannot tell other mesh members how to reach this node: set --advertise-url (or listen on, or bind the mesh to, a specific address)")
+		}
+		host = bindHost
+	}
+	return "ws://" + net.JoinHostPort(host, port) + "/ws", nil
 }
 
 // nodeTick maps the flag's "0 means immediately" to the Options convention.
@@ -148,4 +226,3 @@ func newLogger(c config, w io.Writer) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }
-

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -55,7 +56,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	mux.Handle("/ws", node)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"status":"serving","identifier":%q,"role":%q}`+"\n", node.Identifier(), node.Role())
+		json.NewEncoder(w).Encode(struct {
+			Status     string            `json:"status"`
+			Identifier string            `json:"identifier"`
+			Role       string            `json:"role"`
+			Mesh       *relay.MeshStatus `json:"mesh,omitempty"`
+		}{"serving", node.Identifier(), node.Role().String(), node.MeshStatus()})
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 
@@ -68,6 +74,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("serving", "addr", ln.Addr().String(), "role", cfg.role.String(), "identifier", node.Identifier(),
 		"ws", "/ws", "tick", cfg.tick.String())
+
+	var mesh *relay.Mesh
+	if cfg.meshBind != "" {
+		adv, err := cfg.meshAdvertise(ln.Addr().String())
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		mesh, err = node.JoinMesh(relay.MeshOptions{
+			BindAddr: cfg.meshBind, AdvertiseURL: adv, Join: cfg.join,
+			SecretKey: cfg.meshSecret, Label: cfg.meshLabel, Profile: cfg.meshProfile,
+		})
+		if err != nil {
+			ln.Close()
+			return err
+		}
+	}
 
 	if cfg.upstream != "" {
 		go func() {
@@ -85,6 +108,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if mesh != nil {
+		if merr := mesh.Close(); merr != nil {
+			log.Warn("leaving the mesh", "err", merr)
+		}
+	}
 	if serr := srv.Shutdown(sctx); serr != nil {
 		log.Warn("http shutdown", "err", serr)
 	}

@@ -1,0 +1,399 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/internal/wiretest"
+	"github.com/solipsism/mesh/ownership"
+)
+
+// meshNode is a server node in a test mesh.
+type meshNode struct {
+	node *Node
+	mesh *Mesh
+	url  string
+	srv  *httptest.Server
+	logs *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startMeshNode starts a server on 127.0.0.1 and joins it to the mesh at
+// join (empty: a new mesh). Failure detection is tuned to find a dead node
+// within about 2 s.
+func startMeshNode(t testing.TB, join string, mo MeshOptions) *meshNode {
+	t.Helper()
+	logs := &syncBuffer{}
+	n, err := New(Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ws", n)
+	srv := httptest.NewServer(mux)
+	mo.BindAddr = "127.0.0.1:0"
+	mo.AdvertiseURL = wiretest.WSURL(srv)
+	mo.Profile = "local"
+	if mo.ProbeInterval == 0 {
+		mo.ProbeInterval = 250 * time.Millisecond
+	}
+	mo.MinBackoff, mo.MaxBackoff = 20*time.Millisecond, 300*time.Millisecond
+	if mo.JoinRetry == 0 {
+		mo.JoinRetry = 500 * time.Millisecond
+	}
+	if join != "" {
+		mo.Join = []string{join}
+	}
+	m, err := n.JoinMesh(mo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mn := &meshNode{node: n, mesh: m, url: wiretest.WSURL(srv), srv: srv, logs: logs}
+	t.Cleanup(func() {
+		m.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n.Close(ctx)
+		srv.Close()
+		if t.Failed() && testing.Verbose() {
+			t.Logf("log of %s:\n%s", n.Identifier(), logs.String())
+		}
+	})
+	return mn
+}
+
+// crash stops a node the way kill -9 would look to the others: no Leave,
+// connections cut.
+func (mn *meshNode) crash() {
+	mn.mesh.shutdownAbruptly()
+	mn.srv.CloseClientConnections()
+	mn.srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	mn.node.Close(ctx)
+}
+
+func meshLinks(n *Node) int {
+	c := 0
+	for _, l := range n.Links() {
+		if l.Kind == "mesh" && l.Ready {
+			c++
+		}
+	}
+	return c
+}
+
+// worldDigest describes a world exactly: ids, owners, properties.
+func worldDigest(w *gameworld.World) string {
+	var sb strings.Builder
+	for _, o := range w.Objects() {
+		keys := make([]string, 0, len(o.Properties))
+		for k := range o.Properties {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		fmt.Fprintf(&sb, "%s@%s{", o.ID, o.Owner)
+		for _, k := range keys {
+			fmt.Fprintf(&sb, "%s=%s;", k, o.Properties[k])
+		}
+		sb.WriteString("}\n")
+	}
+	return sb.String()
+}
+
+func startMesh(t *testing.T, size int, mo MeshOptions) []*meshNode {
+	t.Helper()
+	nodes := []*meshNode{startMeshNode(t, "", mo)}
+	for i := 1; i < size; i++ {
+		nodes = append(nodes, startMeshNode(t, nodes[0].mesh.Addr(), mo))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		full := true
+		for _, mn := range nodes {
+			full = full && meshLinks(mn.node) == size-1
+		}
+		if full {
+			return nodes
+		}
+		if time.Now().After(deadline) {
+			for _, mn := range nodes {
+				st := mn.node.MeshStatus()
+				var ms []string
+				for _, m := range st.Members {
+					ms = append(ms, fmt.Sprintf("%s linked=%v", m.Name[:8], m.Linked))
+				}
+				var ls []string
+				for _, l := range mn.node.Links() {
+					ls = append(ls, fmt.Sprintf("%s ready=%v", l.Identifier, l.Ready))
+				}
+				t.Logf("%s (%s): members %v; links %v; memberlist sees %d", mn.node.Identifier(), mn.mesh.Name()[:8], ms, ls, mn.mesh.list.NumMembers())
+			}
+			t.Fatal("timed out waiting for a full mesh")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestMeshFiveNodes(t *testing.T) {
+	nodes := startMesh(t, 5, MeshOptions{})
+	clients := make([]*wiretest.Peer, len(nodes))
+	for i, mn := range nodes {
+		clients[i] = wiretest.Dial(t, mn.url, fmt.Sprintf("client-%08d-mesh0000", i), wiretest.Options{})
+	}
+	t.Run("every client sees every other client", func(t *testing.T) {
+		for i, c := range clients {
+			c.Change(wiretest.Add(fmt.Sprintf("obj-%d", i), c.ID, props{"node": i, "pos": []int{i, 0, 0}}))
+		}
+		for i, c := range clients {
+			for j := range clients {
+				if i != j {
+					c.WaitProp(fmt.Sprintf("obj-%d", j), "node", fmt.Sprint(j))
+				}
+			}
+		}
+		clients[0].Change(wiretest.Update("obj-0", clients[0].ID, props{"pos": []int{9, 9, 9}}))
+		for _, c := range clients[1:] {
+			c.WaitProp("obj-0", "pos", "[9,9,9]")
+		}
+	})
+	t.Run("all five worlds are identical", func(t *testing.T) {
+		want := worldDigest(nodes[0].node.World())
+		waitFor(t, "identical worlds", 5*time.Second, func() bool {
+			for _, mn := range nodes[1:] {
+				if worldDigest(mn.node.World()) != want {
+					return false
+				}
+			}
+			return true
+		})
+		if strings.Count(want, "\n") != 5 {
+			t.Fatalf("world has the wrong objects:\n%s", want)
+		}
+	})
+	t.Run("exactly one link per pair", func(t *testing.T) {
+		for _, mn := range nodes {
+			if got := meshLinks(mn.node); got != 4 {
+				t.Errorf("%s has %d mesh links", mn.node.Identifier(), got)
+			}
+			st := mn.node.MeshStatus()
+			if len(st.Members) != 4 {
+				t.Errorf("%s sees %d members", mn.node.Identifier(), len(st.Members))
+			}
+			for _, m := range st.Members {
+				if !m.Linked {
+					t.Errorf("%s: member %s not linked", mn.node.Identifier(), m.Name)
+				}
+			}
+		}
+	})
+	t.Run("a node dies without leaving", func(t *testing.T) {
+		dead := nodes[4]
+		start := time.Now()
+		dead.crash()
+		for i, c := range clients[:4] {
+			c.Wait("obj-4 gone", 5*time.Second, func(m map[string]wiretest.Object) bool { _, ok := m["obj-4"]; return !ok })
+			if _, ok := nodes[i].node.World().Get("obj-4"); ok {
+				t.Errorf("node %d still holds obj-4", i)
+			}
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("dead node's objects removed after %s, want within 3s", d)
+		}
+		// Survivors keep everything else.
+		for _, c := range clients[:4] {
+			if got := len(c.Objects()); got != 3 {
+				t.Errorf("%s sees %d objects after the crash, want 3", c.ID, got)
+			}
+		}
+	})
+	t.Run("it restarts under a new name and the world converges", func(t *testing.T) {
+		reborn := startMeshNode(t, nodes[0].mesh.Addr(), MeshOptions{})
+		if reborn.mesh.Name() == nodes[4].mesh.Name() {
+			t.Fatal("restarted node reused its memberlist name")
+		}
+		c := wiretest.Dial(t, reborn.url, clients[4].ID, wiretest.Options{})
+		c.Change(wiretest.Add("obj-4", c.ID, props{"node": 4, "pos": []int{4, 0, 0}}))
+		for _, other := range clients[:4] {
+			other.WaitProp("obj-4", "node", "4")
+		}
+		c.Wait("full world", 5*time.Second, func(m map[string]wiretest.Object) bool { return len(m) == 4 })
+		live := []*meshNode{nodes[0], nodes[1], nodes[2], nodes[3], reborn}
+		want := worldDigest(live[0].node.World())
+		waitFor(t, "identical worlds", 5*time.Second, func() bool {
+			for _, mn := range live[1:] {
+				if worldDigest(mn.node.World()) != want {
+					return false
+				}
+			}
+			return true
+		})
+	})
+	for _, c := range clients {
+		c.CheckClean()
+	}
+}
+
+// Cutting a mesh link while both nodes live removes nothing anywhere; the
+// link comes back and what changed meanwhile converges.
+func TestMeshLinkCut(t *testing.T) {
+	nodes := startMesh(t, 3, MeshOptions{})
+	a, b := nodes[0], nodes[1]
+	ca := wiretest.Dial(t, a.url, "client-AAAAAAAA-cut00000", wiretest.Options{})
+	cb := wiretest.Dial(t, b.url, "client-BBBBBBBB-cut00000", wiretest.Options{})
+	ca.Change(wiretest.Add("a1", ca.ID, props{"v": 1}), wiretest.Add("a2", ca.ID, props{"v": 1}))
+	cb.Change(wiretest.Add("b1", cb.ID, props{"v": 1}))
+	cb.WaitHas("a2")
+	ca.WaitHas("b1")
+
+	var mu sync.Mutex
+	var removed []string
+	for _, mn := range nodes {
+		mn.node.World().Subscribe(func(ap gameworld.Applied) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range ap.Records {
+				if r.Type == gameworld.Remove {
+					removed = append(removed, r.ID)
+				}
+			}
+		})
+	}
+	cut := func() {
+		a.node.mu.Lock()
+		defer a.node.mu.Unlock()
+		for _, ls := range a.node.order {
+			if ls.kind == ownership.Mesh && ls.member == b.mesh.Name() {
+				ls.link.Close(websocketGoingAway, "cut for test")
+			}
+		}
+	}
+	// Cut it several times; each time the dialing side re-dials.
+	for i := 0; i < 3; i++ {
+		cut()
+		time.Sleep(30 * time.Millisecond)
+	}
+	ca.Change(wiretest.Update("a1", ca.ID, props{"v": 2}))
+	waitFor(t, "link back", 5*time.Second, func() bool { return meshLinks(a.node) == 2 && meshLinks(b.node) == 2 })
+	cb.WaitProp("a1", "v", "2")
+	mu.Lock()
+	if len(removed) > 0 {
+		t.Errorf("objects removed while a link flapped: %v", removed)
+	}
+	mu.Unlock()
+
+	// A removal during a cut reaches the other side once the link is back.
+	cut()
+	ca.Change(wiretest.Remove("a2", ca.ID))
+	cb.WaitGone("a2")
+	want := worldDigest(a.node.World())
+	waitFor(t, "identical worlds", 5*time.Second, func() bool {
+		return worldDigest(b.node.World()) == want && worldDigest(nodes[2].node.World()) == want
+	})
+	ca.CheckClean()
+	cb.CheckClean()
+}
+
+const websocketGoingAway = 1001
+
+// A mesh peer may only write objects owned by the chain it advertised, and
+// with a secret, a link without the right credentials is not accepted.
+func TestMeshRefusesForgery(t *testing.T) {
+	secret := bytes.Repeat([]byte{7}, 32)
+	nodes := startMesh(t, 2, MeshOptions{SecretKey: secret})
+	a, b := nodes[0], nodes[1]
+	victim := wiretest.Dial(t, a.url, "client-VVVVVVVV-VVVVVVVV", wiretest.Options{})
+	victim.Change(wiretest.Add("v", victim.ID, props{"hp": 100}))
+	waitFor(t, "b sees v", 5*time.Second, func() bool { _, ok := b.node.World().Get("v"); return ok })
+
+	// No credentials: refused before the upgrade.
+	hdr := http.Header{}
+	hdr.Set(meshNameHeader, b.mesh.Name())
+	_, resp, err := websocket.Dial(context.Background(), a.url, &websocket.DialOptions{HTTPHeader: hdr})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("mesh link without credentials: err=%v resp=%v", err, resp)
+	}
+
+	// Valid credentials (as member b), forged ownership: refused.
+	hdr.Set(meshAuthHeader, a.mesh.auth(b.mesh.Name()))
+	c, _, err := websocket.Dial(context.Background(), a.url, &websocket.DialOptions{HTTPHeader: hdr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	send := func(s string) {
+		if err := c.Write(context.Background(), websocket.MessageText, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bID := b.node.Identifier()
+	send(`["metadata",{"identifier":"` + bID + `","identifierChain":["` + bID + `","client-FORGERXX-FORGERXX"]}]`)
+	before := refusedCount(a.node)
+	send(`["worldChange",{"timestamp":1700000000000,"changes":[{"type":"update","id":"v","owner":"client-VVVVVVVV-VVVVVVVV","properties":{"hp":0}},{"type":"add","id":"fake","owner":"client-NOTINCHAIN-00","properties":{}}]}]`)
+	send(`["worldChange",{"timestamp":1700000000000,"changes":[{"type":"add","id":"legit","owner":"client-FORGERXX-FORGERXX","properties":{}}]}]`)
+	waitFor(t, "legit object accepted", 5*time.Second, func() bool { _, ok := a.node.World().Get("legit"); return ok })
+	if got := refusedCount(a.node) - before; got < 2 {
+		t.Fatalf("refused %d forged records, want 2", got)
+	}
+	if o, _ := a.node.World().Get("v"); string(o.Properties["hp"]) != "100" {
+		t.Fatalf("forged update applied: %s", o.Properties["hp"])
+	}
+	if _, ok := a.node.World().Get("fake"); ok {
+		t.Fatal("forged add applied")
+	}
+}
+
+func TestMeshWrongSecretOrLabel(t *testing.T) {
+	good := startMeshNode(t, "", MeshOptions{SecretKey: bytes.Repeat([]byte{1}, 32), Label: "blue"})
+	tests := []struct {
+		name string
+		mo   MeshOptions
+	}{
+		{"wrong secret", MeshOptions{SecretKey: bytes.Repeat([]byte{2}, 32), Label: "blue"}},
+		{"no secret", MeshOptions{Label: "blue"}},
+		{"wrong label", MeshOptions{SecretKey: bytes.Repeat([]byte{1}, 32), Label: "green"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bad := startMeshNode(t, good.mesh.Addr(), tt.mo)
+			time.Sleep(500 * time.Millisecond)
+			if st := bad.node.MeshStatus(); st.Joined || len(st.Members) != 0 {
+				t.Fatalf("joined anyway: %+v", st)
+			}
+			if st := good.node.MeshStatus(); len(st.Members) != 0 {
+				t.Fatalf("the good node admitted it: %+v", st)
+			}
+			if l := bad.logs.String(); !strings.Contains(l, "could not join the mesh") || !strings.Contains(l, "mesh-secret") {
+				t.Fatalf("log does not say why:\n%s", l)
+			}
+		})
+	}
+}
