@@ -129,6 +129,23 @@ func worldDigest(w *gameworld.World) string {
 	return sb.String()
 }
 
+// waitIdentical waits until every node's world equals the first's and
+// returns its digest.
+func waitIdentical(t testing.TB, nodes []*meshNode) string {
+	t.Helper()
+	var want string
+	waitFor(t, "identical worlds", 5*time.Second, func() bool {
+		want = worldDigest(nodes[0].node.World())
+		for _, mn := range nodes[1:] {
+			if worldDigest(mn.node.World()) != want {
+				return false
+			}
+		}
+		return true
+	})
+	return want
+}
+
 func startMesh(t *testing.T, size int, mo MeshOptions) []*meshNode {
 	t.Helper()
 	nodes := []*meshNode{startMeshNode(t, "", mo)}
@@ -186,16 +203,7 @@ func TestMeshFiveNodes(t *testing.T) {
 		}
 	})
 	t.Run("all five worlds are identical", func(t *testing.T) {
-		want := worldDigest(nodes[0].node.World())
-		waitFor(t, "identical worlds", 5*time.Second, func() bool {
-			for _, mn := range nodes[1:] {
-				if worldDigest(mn.node.World()) != want {
-					return false
-				}
-			}
-			return true
-		})
-		if strings.Count(want, "\n") != 5 {
+		if want := waitIdentical(t, nodes); strings.Count(want, "\n") != 5 {
 			t.Fatalf("world has the wrong objects:\n%s", want)
 		}
 	})
@@ -246,16 +254,7 @@ func TestMeshFiveNodes(t *testing.T) {
 			other.WaitProp("obj-4", "node", "4")
 		}
 		c.Wait("full world", 5*time.Second, func(m map[string]wiretest.Object) bool { return len(m) == 4 })
-		live := []*meshNode{nodes[0], nodes[1], nodes[2], nodes[3], reborn}
-		want := worldDigest(live[0].node.World())
-		waitFor(t, "identical worlds", 5*time.Second, func() bool {
-			for _, mn := range live[1:] {
-				if worldDigest(mn.node.World()) != want {
-					return false
-				}
-			}
-			return true
-		})
+		waitIdentical(t, []*meshNode{nodes[0], nodes[1], nodes[2], nodes[3], reborn})
 	})
 	for _, c := range clients {
 		c.CheckClean()
@@ -314,10 +313,7 @@ func TestMeshLinkCut(t *testing.T) {
 	cut()
 	ca.Change(wiretest.Remove("a2", ca.ID))
 	cb.WaitGone("a2")
-	want := worldDigest(a.node.World())
-	waitFor(t, "identical worlds", 5*time.Second, func() bool {
-		return worldDigest(b.node.World()) == want && worldDigest(nodes[2].node.World()) == want
-	})
+	waitIdentical(t, nodes)
 	ca.CheckClean()
 	cb.CheckClean()
 }

@@ -101,6 +101,12 @@ func startLoad(tb testing.TB, url string, args ...string) {
 // time over the tool's measured window.
 func runLoad(tb testing.TB, url string, args ...string) (loadReport, time.Duration) {
 	tb.Helper()
+	return runLoadHook(tb, url, nil, args...)
+}
+
+// runLoadHook is runLoad calling atStart when the measured window opens.
+func runLoadHook(tb testing.TB, url string, atStart func(), args ...string) (loadReport, time.Duration) {
+	tb.Helper()
 	cmd := exec.Command(loadBinary(tb), append([]string{"--url", url}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -117,6 +123,9 @@ func runLoad(tb testing.TB, url string, args ...string) (loadReport, time.Durati
 		switch line := sc.Text(); {
 		case line == "measuring":
 			cpu0 = cpuTime()
+			if atStart != nil {
+				atStart()
+			}
 		case line == "measured":
 			cpu = cpuTime() - cpu0
 		case strings.HasPrefix(line, "{"):
@@ -250,5 +259,83 @@ func BenchmarkProxyHop(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkMesh: five server nodes in one mesh on loopback, tick 0. N
+// clients on node 1 each update one object at 20 Hz (and, being clients,
+// receive each other's updates); 10 observers on node 5 measure
+// change-to-delivery latency across the mesh. All five nodes run in this
+// process, so the CPU time is that of the whole mesh.
+//
+//	go test ./test -run '^$' -bench Mesh -benchtime 1x
+func BenchmarkMesh(b *testing.B) {
+	for _, senders := range []int{10, 50} {
+		b.Run(fmt.Sprintf("senders=%d", senders), func(b *testing.B) { benchMesh(b, senders) })
+	}
+}
+
+func benchMesh(b *testing.B, senders int) {
+	for i := 0; i < b.N; i++ {
+		var nodes []*relay.Node
+		var urls []string
+		var seed string
+		for j := 0; j < 5; j++ {
+			n, url := startBenchNode(b, relay.Options{Tick: peer.Immediate})
+			mo := relay.MeshOptions{BindAddr: "127.0.0.1:0", AdvertiseURL: url, Profile: "local"}
+			if seed != "" {
+				mo.Join = []string{seed}
+			}
+			m, err := n.JoinMesh(mo)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { m.Close() })
+			if seed == "" {
+				seed = m.Addr()
+			}
+			nodes = append(nodes, n)
+			urls = append(urls, url)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			linked := 0
+			for _, n := range nodes {
+				for _, l := range n.Links() {
+					if l.Kind == "mesh" && l.Ready {
+						linked++
+					}
+				}
+			}
+			if linked == 20 {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("mesh did not form: %d of 20 link ends", linked)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		meshIn := func() uint64 {
+			var sum uint64
+			for _, n := range nodes {
+				for _, l := range n.Links() {
+					if l.Kind == "mesh" {
+						sum += l.RecordsIn
+					}
+				}
+			}
+			return sum
+		}
+		startLoad(b, urls[0], "--clients", fmt.Sprint(senders), "--rate", "20", "--observers", "0", "--warmup", "3s", "--duration", "11s")
+		var in0 uint64
+		rep, cpu := runLoadHook(b, urls[4], func() { in0 = meshIn() }, "--clients", "10", "--rate", "0", "--observers", "10", "--warmup", "3s", "--duration", "10s")
+		cross := meshIn() - in0
+		if rep.Errors > 0 || rep.Samples == 0 {
+			b.Fatalf("load tool: %d errors, %d samples", rep.Errors, rep.Samples)
+		}
+		b.ReportMetric(rep.P50ms, "p50-ms")
+		b.ReportMetric(rep.P99ms, "p99-ms")
+		b.ReportMetric(float64(cross)/cpu.Seconds(), "cross-node-records/cpu-s")
+		b.ReportMetric(float64(cross)/10, "cross-node-records/s")
 	}
 }
