@@ -1,7 +1,13 @@
 package relay
 
 import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/solipsism/mesh/gameworld"
 )
 
 // LinkInfo is a snapshot of one link, for inspection.
@@ -61,4 +67,84 @@ func (n *Node) Links() []LinkInfo {
 		out = append(out, info)
 	}
 	return out
+}
+
+// ObjectInfo is a snapshot of one object, for inspection.
+type ObjectInfo struct {
+	ID         string               `json:"id"`
+	Owner      string               `json:"owner"`
+	Properties gameworld.Properties `json:"properties"`
+	Version    uint64               `json:"version"`
+	// AgeMs is how long ago the object was created; UpdatedMs how long ago
+	// it last changed.
+	AgeMs     int64 `json:"ageMs"`
+	UpdatedMs int64 `json:"updatedMs"`
+}
+
+// State is what the inspector endpoint serves.
+type State struct {
+	Identifier string    `json:"identifier"`
+	Role       string    `json:"role"`
+	Started    time.Time `json:"started"`
+	Now        time.Time `json:"now"`
+	Revision   uint64    `json:"revision"`
+	// ObjectCount is the number of objects; Objects may hold fewer (limit).
+	ObjectCount int          `json:"objectCount"`
+	Objects     []ObjectInfo `json:"objects"`
+	Links       []LinkInfo   `json:"links"`
+	Mesh        *MeshStatus  `json:"mesh,omitempty"`
+}
+
+// State returns a snapshot of the node with at most limit objects (all if
+// limit <= 0) whose id, owner or properties contain filter.
+func (n *Node) State(limit int, filter string) State {
+	now := time.Now()
+	objs := n.world.Objects()
+	st := State{Identifier: n.id, Role: n.role.String(), Started: n.started, Now: now,
+		Revision: n.world.Revision(), ObjectCount: len(objs), Objects: []ObjectInfo{},
+		Links: n.Links(), Mesh: n.MeshStatus()}
+	for _, o := range objs {
+		if limit > 0 && len(st.Objects) >= limit {
+			break
+		}
+		if filter != "" && !strings.Contains(o.ID, filter) && !strings.Contains(o.Owner, filter) && !propsContain(o.Properties, filter) {
+			continue
+		}
+		st.Objects = append(st.Objects, ObjectInfo{ID: o.ID, Owner: o.Owner, Properties: o.Properties, Version: o.Version,
+			AgeMs: now.Sub(o.Created).Milliseconds(), UpdatedMs: now.Sub(o.Updated).Milliseconds()})
+	}
+	return st
+}
+
+func propsContain(p gameworld.Properties, s string) bool {
+	for k, v := range p {
+		if strings.Contains(k, s) || strings.Contains(string(v), s) {
+			return true
+		}
+	}
+	return false
+}
+
+// StateHandler serves State as JSON, read-only: GET /api/state?limit=N&q=text.
+// limit defaults to 1000 objects.
+func (n *Node) StateHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "read-only endpoint", http.StatusMethodNotAllowed)
+			return
+		}
+		limit := 1000
+		if v := r.URL.Query().Get("limit"); v != "" {
+			l, err := strconv.Atoi(v)
+			if err != nil {
+				http.Error(w, "limit: want a number", http.StatusBadRequest)
+				return
+			}
+			limit = l
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		json.NewEncoder(w).Encode(n.State(limit, r.URL.Query().Get("q")))
+	})
 }

@@ -27,9 +27,10 @@ type Node struct {
 	log   *slog.Logger
 	world *gameworld.World
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	started time.Time
 
 	mu     sync.Mutex
 	closed bool
@@ -85,12 +86,13 @@ func New(opts Options) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
 		opts: opts, role: opts.Role, id: opts.Identifier,
-		log:    log.With("node", opts.Identifier),
-		world:  gameworld.New(opts.Identifier),
-		ctx:    ctx,
-		cancel: cancel,
-		links:  make(map[*peer.Link]*linkState),
-		claims: make(map[string]*linkState),
+		log:     log.With("node", opts.Identifier),
+		world:   gameworld.New(opts.Identifier),
+		ctx:     ctx,
+		cancel:  cancel,
+		links:   make(map[*peer.Link]*linkState),
+		claims:  make(map[string]*linkState),
+		started: time.Now(),
 	}
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(newCollector(n)); err != nil {

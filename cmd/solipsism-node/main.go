@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/solipsism/mesh/relay"
+	"github.com/solipsism/mesh/web"
 )
 
 func main() {
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}{"serving", node.Identifier(), node.Role().String(), node.MeshStatus()})
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/api/state", node.StateHandler())
+	mux.Handle("/", web.Handler())
 
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {

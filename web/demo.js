@@ -1,0 +1,122 @@
+// The demo: every open tab is an avatar that moves with the mouse or keys
+// and sees every other tab's avatar glide to where its owner moved it.
+import { connect } from "/solipsism.js";
+
+const params = new URLSearchParams(location.search);
+const mode = params.get("mode") === "main" ? "main" : "worker";
+const names = ["otter", "heron", "lynx", "orca", "finch", "gecko", "ibis", "koala", "marten", "newt", "puffin", "quokka"];
+const name = params.get("name") || names[Math.floor(Math.random() * names.length)] + "-" + Math.floor(Math.random() * 100);
+const wsURL = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws";
+
+const session = connect({ url: wsURL, worker: mode === "worker" });
+const W = 1000, H = 600; // world units; the canvas scales them
+
+function colorFor(id) {
+  let h = 0;
+  for (const c of id) h = (h * 31 + c.charCodeAt(0)) >>> 0;
+  return `hsl(${h % 360} 70% 60%)`;
+}
+
+const me = session.world.create({ kind: "avatar", name, color: colorFor(session.world.identifier), x: 200 + Math.random() * 600, y: 150 + Math.random() * 300 });
+
+// Remote avatars are drawn where they are heading, smoothed: each frame
+// moves the shown position a fraction of the way to the last update.
+const shown = new Map(); // id -> {x, y}
+function avatars() {
+  const out = [];
+  for (const o of session.world.objects.values()) {
+    if (o.properties.kind === "avatar" && o.id !== me.id) {
+      const p = shown.get(o.id) || { x: o.properties.x, y: o.properties.y };
+      out.push({ id: o.id, owner: o.owner, name: o.properties.name, x: o.properties.x, y: o.properties.y, shownX: p.x, shownY: p.y });
+    }
+  }
+  return out;
+}
+session.world.addEventListener("remove", (e) => shown.delete(e.detail.object.id));
+
+const statusEl = document.getElementById("status");
+document.getElementById("mode").textContent = mode === "worker" ? "(WebWorker)" : "(main thread)";
+function showStatus() {
+  statusEl.textContent = session.status;
+  statusEl.className = session.status;
+}
+session.addEventListener("status", showStatus);
+showStatus();
+
+const canvas = document.getElementById("world");
+const ctx = canvas.getContext("2d");
+function resize() {
+  canvas.width = innerWidth * devicePixelRatio;
+  canvas.height = innerHeight * devicePixelRatio;
+}
+addEventListener("resize", resize);
+resize();
+const scale = () => Math.min(canvas.width / W, canvas.height / H);
+const offset = () => ({ x: (canvas.width - W * scale()) / 2, y: (canvas.height - H * scale()) / 2 });
+
+function moveTo(x, y) {
+  x = Math.max(0, Math.min(W, x));
+  y = Math.max(0, Math.min(H, y));
+  me.set({ x: Math.round(x * 10) / 10, y: Math.round(y * 10) / 10 });
+}
+canvas.addEventListener("pointermove", (e) => {
+  const s = scale(), o = offset();
+  moveTo((e.clientX * devicePixelRatio - o.x) / s, (e.clientY * devicePixelRatio - o.y) / s);
+});
+const held = new Set();
+addEventListener("keydown", (e) => held.add(e.key.toLowerCase()));
+addEventListener("keyup", (e) => held.delete(e.key.toLowerCase()));
+
+function drawAvatar(x, y, color, label, mine) {
+  const s = scale(), o = offset();
+  const px = o.x + x * s, py = o.y + y * s, r = 18 * s;
+  ctx.beginPath();
+  ctx.arc(px, py, r, 0, Math.PI * 2);
+  ctx.fillStyle = color;
+  ctx.fill();
+  if (mine) {
+    ctx.lineWidth = 3 * s;
+    ctx.strokeStyle = "#ffffff";
+    ctx.stroke();
+  }
+  ctx.fillStyle = "#e8ecf5";
+  ctx.font = `${13 * s}px system-ui, sans-serif`;
+  ctx.textAlign = "center";
+  ctx.fillText(label, px, py - r - 6 * s);
+}
+
+let last = performance.now();
+function frame(now) {
+  const dt = Math.min(100, now - last);
+  last = now;
+  const speed = 0.4 * dt; // world units per ms for keys
+  let dx = 0, dy = 0;
+  if (held.has("arrowleft") || held.has("a")) dx -= speed;
+  if (held.has("arrowright") || held.has("d")) dx += speed;
+  if (held.has("arrowup") || held.has("w")) dy -= speed;
+  if (held.has("arrowdown") || held.has("s")) dy += speed;
+  if (dx || dy) moveTo(me.properties.x + dx, me.properties.y + dy);
+
+  ctx.fillStyle = "#0f1320";
+  ctx.fillRect(0, 0, canvas.width, canvas.height);
+  const s = scale(), o = offset();
+  ctx.strokeStyle = "#2a3350";
+  ctx.lineWidth = 2;
+  ctx.strokeRect(o.x, o.y, W * s, H * s);
+  const k = 1 - Math.exp(-dt / 80); // smoothing time constant: 80 ms
+  for (const a of avatars()) {
+    const p = shown.get(a.id) || { x: a.x, y: a.y };
+    p.x += (a.x - p.x) * k;
+    p.y += (a.y - p.y) * k;
+    shown.set(a.id, p);
+    const obj = session.world.get(a.id);
+    drawAvatar(p.x, p.y, obj.properties.color || colorFor(a.owner), a.name || "?", false);
+  }
+  drawAvatar(me.properties.x, me.properties.y, me.properties.color, name + " (you)", true);
+  document.getElementById("count").textContent = `${avatars().length + 1} here`;
+  requestAnimationFrame(frame);
+}
+requestAnimationFrame(frame);
+
+// For scripts and tests: the session, this tab's avatar, and what it sees.
+window.demo = { session, me, name, mode, avatars, moveTo };

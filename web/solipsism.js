@@ -1,0 +1,622 @@
+// solipsism.js — a Solipsism shared-world client for browsers.
+//
+// A dependency-free ES module that works on a page, inside a Worker and in
+// Node.js. It keeps a GameWorld of GameObjects in sync with a solipsism-node
+// over WebSocket, either directly or through a WebWorker that holds the
+// connection (so rendering never waits for the network). Page and worker
+// exchange the same [type, data] messages as the wire protocol.
+//
+//   import { connect } from "/solipsism.js";
+//   const session = connect({ url: "ws://localhost:8080/ws" });
+//   const me = session.world.create({ name: "alice", x: 10, y: 20 });
+//   me.set({ x: 11 });
+//   session.world.addEventListener("update", (e) => draw(e.detail.object));
+
+const ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+function randomAlnum(n) {
+  const out = [];
+  const buf = new Uint8Array(n * 2);
+  while (out.length < n) {
+    crypto.getRandomValues(buf);
+    for (const b of buf) {
+      if (b < 248 && out.length < n) out.push(ALNUM[b % 62]); // 248 = 4*62: unbiased
+    }
+  }
+  return out.join("");
+}
+
+/** @returns {string} a fresh object id of the form XXXXXXXX-XXXXXXXX. */
+export function newObjectId() {
+  return randomAlnum(8) + "-" + randomAlnum(8);
+}
+
+/**
+ * @param {string} prefix what kind of world this is: client, webworker, ...
+ * @returns {string} a fresh world identifier prefix-XXXXXXXX-XXXXXXXX.
+ */
+export function newIdentifier(prefix = "client") {
+  return prefix + "-" + newObjectId();
+}
+
+/**
+ * One object in a GameWorld. Its owner is the identifier of the world that
+ * created it; only that world may change it.
+ */
+export class GameObject {
+  /** @param {GameWorld} world @param {string} id @param {string} owner @param {object} properties */
+  constructor(world, id, owner, properties) {
+    /** @type {GameWorld} */ this.world = world;
+    /** @type {string} */ this.id = id;
+    /** @type {string} */ this.owner = owner;
+    /** @type {Object<string, any>} all current properties; read-only for callers */
+    this.properties = properties;
+    /** @type {number} when the object last changed, in ms (performance-independent wall clock) */
+    this.updatedAt = Date.now();
+  }
+
+  /** @returns {boolean} whether this world (or a world behind it) owns the object. */
+  get owned() {
+    return this.world.isLocal(this.owner);
+  }
+
+  /**
+   * Sets some properties; the others are unchanged. Only the owner may.
+   * @param {Object<string, any>} properties
+   */
+  set(properties) {
+    this.world.change([{ type: "update", id: this.id, properties }]);
+  }
+
+  /** Removes the object. Only the owner may. */
+  remove() {
+    this.world.change([{ type: "remove", id: this.id }]);
+  }
+}
+
+/**
+ * A set of GameObjects. Events (CustomEvent, detail {object, changed}):
+ * "add" when an object appears, "update" when properties change (changed
+ * holds them), "remove" when it goes away. Events fire for everyone's
+ * objects, this world's own included.
+ */
+export class GameWorld extends EventTarget {
+  /** @param {{identifier?: string, prefix?: string}} [options] */
+  constructor({ identifier, prefix = "client" } = {}) {
+    super();
+    /** @type {string} this world's identifier: the owner of what it creates */
+    this.identifier = identifier || newIdentifier(prefix);
+    /** @type {Map<string, GameObject>} */
+    this.objects = new Map();
+    /** identifiers of worlds behind this one (a worker's page) */
+    this.behind = new Set();
+    /** @type {Set<Link>} links that receive applied changes */
+    this.links = new Set();
+  }
+
+  /** @returns {boolean} whether owner is this world or a world behind it. */
+  isLocal(owner) {
+    return owner === this.identifier || this.behind.has(owner);
+  }
+
+  /** @returns {GameObject|undefined} */
+  get(id) {
+    return this.objects.get(id);
+  }
+
+  /**
+   * Creates an object owned by this world.
+   * @param {Object<string, any>} [properties]
+   * @param {string} [id]
+   * @returns {GameObject}
+   */
+  create(properties = {}, id = newObjectId()) {
+    this.change([{ type: "add", id, owner: this.identifier, properties }]);
+    return this.objects.get(id);
+  }
+
+  /**
+   * Applies changes to objects this world owns, as the owner.
+   * @param {Array<object>} changes change records
+   */
+  change(changes) {
+    const refused = this.apply(changes, null, (c, existing) => {
+      const owner = existing ? existing.owner : c.owner || this.identifier;
+      return owner === this.identifier;
+    });
+    if (refused.length) {
+      throw new Error(`solipsism: ${refused[0].type} ${refused[0].id}: not owned by ${this.identifier}`);
+    }
+  }
+
+  /**
+   * Applies change records in order and offers what changed to every link
+   * except `from`. accept(change, existing) may refuse a record.
+   * @returns {Array<object>} the refused records
+   * @package
+   */
+  apply(changes, from, accept) {
+    const applied = [];
+    const refused = [];
+    for (const c of changes) {
+      const existing = this.objects.get(c.id);
+      if (accept && !accept(c, existing)) {
+        refused.push(c);
+        continue;
+      }
+      const props = c.properties && typeof c.properties === "object" ? c.properties : {};
+      if (c.type === "add" && !existing) {
+        const o = new GameObject(this, c.id, c.owner || this.identifier, { ...props });
+        this.objects.set(c.id, o);
+        applied.push({ rec: { type: "add", id: o.id, owner: o.owner, properties: { ...props } }, object: o });
+      } else if ((c.type === "add" || c.type === "update") && existing) {
+        // An add of an existing id is an update; the owner never changes.
+        Object.assign(existing.properties, props);
+        existing.updatedAt = Date.now();
+        applied.push({ rec: { type: "update", id: existing.id, owner: existing.owner, properties: { ...props } }, object: existing, changed: props });
+      } else if (c.type === "remove" && existing) {
+        this.objects.delete(c.id);
+        applied.push({ rec: { type: "remove", id: existing.id, owner: existing.owner }, object: existing });
+      }
+      // update or remove of an unknown id: ignored, as the protocol says.
+    }
+    for (const a of applied) {
+      for (const l of this.links) if (l !== from) l.offer(a.rec, a.object);
+      this.dispatchEvent(new CustomEvent(a.rec.type, { detail: { object: a.object, changed: a.changed || a.object.properties } }));
+    }
+    return refused;
+  }
+}
+
+const KNOWN_TYPES = new Set(["worldChange", "requestRefresh", "requestMetadata", "metadata", "metadataChange", "requestLessData", "requestMoreData"]);
+
+/**
+ * A link between a GameWorld and one peer, over a port with send(message)
+ * (message is a [type, data] array). Call receive() with what the peer sends.
+ *
+ * kind "upstream": the peer is the server side (a solipsism-node, or the
+ * worker seen from the page): we send objects owned by us or behind us and
+ * accept everything else. kind "downstream": the peer is behind us (the page
+ * seen from the worker): we send everything not owned by its
+ * identifierChain and accept only what it owns.
+ *
+ * Outgoing changes are coalesced per object and flushed once per tick, with
+ * the same rules as the Go node: add+update is an add, update+update a merged
+ * update, add+remove nothing, update+remove a remove; a remove of an object
+ * the peer never heard of is never sent.
+ * @package
+ */
+export class Link extends EventTarget {
+  constructor(world, port, kind, { tick = 50, onMetadata, metaExtra } = {}) {
+    super();
+    this.metaExtra = metaExtra;
+    this.world = world;
+    this.port = port;
+    this.kind = kind;
+    this.tick = tick;
+    this.baseTick = tick;
+    this.onMetadata = onMetadata;
+    this.peer = null; // {identifier, identifierChain, ...} once known
+    this.peerChain = new Set();
+    this.dialect = "metadataChange";
+    this.known = new Set(); // ids the peer knows, counting what is queued
+    this.queue = new Map(); // id -> {knew, removed, rec}
+    this.refreshed = false;
+    this.timer = null;
+    this.lastFlush = 0;
+    this.closed = false;
+    this.sweep = kind === "upstream" ? new Set() : null; // ids seen since connecting
+    this.stats = { messagesIn: 0, messagesOut: 0, ignored: 0, refused: 0 };
+    world.links.add(this);
+  }
+
+  /** Starts the handshake. */
+  start(extraMetadata) {
+    if (this.kind === "upstream") {
+      this.sendMetadata(extraMetadata);
+      this.post(["requestMetadata", null]);
+      this.post(["requestRefresh", null]);
+      this.refresh();
+    } else {
+      this.post(["requestMetadata", null]);
+      this.post(["requestRefresh", null]);
+    }
+  }
+
+  /** Detaches the link from its world. */
+  close() {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.world.links.delete(this);
+  }
+
+  metadata(extra) {
+    const chain = [this.world.identifier];
+    if (this.kind === "upstream") chain.push(...[...this.world.behind].sort());
+    return { identifier: this.world.identifier, identifierChain: chain, ...(this.metaExtra ? this.metaExtra() : {}), ...extra };
+  }
+
+  sendMetadata(extra) {
+    this.flush(); // changes queued before this message go first
+    this.post([this.dialect, this.metadata(extra)]);
+  }
+
+  post(msg) {
+    if (this.closed) return;
+    this.stats.messagesOut++;
+    try {
+      this.port.send(msg);
+    } catch (err) {
+      // A port that cannot send (socket closing) loses the message; the
+      // resynchronisation after reconnecting brings the state back.
+    }
+  }
+
+  mayReceive(owner) {
+    if (this.kind === "upstream") return this.world.isLocal(owner) && !this.peerChain.has(owner);
+    return this.peer !== null && !this.peerChain.has(owner);
+  }
+
+  mayAccept(owner) {
+    if (this.kind === "upstream") return !this.world.isLocal(owner);
+    return this.peerChain.has(owner);
+  }
+
+  /** Offers an applied change record; queued if this link's peer should get it. */
+  offer(rec, object) {
+    if (this.closed || !this.mayReceive(rec.owner)) return;
+    let r = rec;
+    const knows = this.known.has(r.id);
+    if (r.type === "update" && !knows) {
+      r = { type: "add", id: object.id, owner: object.owner, properties: { ...object.properties } };
+    }
+    if (r.type === "remove" && !knows) return;
+    let e = this.queue.get(r.id);
+    if (!e) {
+      e = { knew: knows, removed: null, rec: null };
+      this.queue.set(r.id, e);
+    }
+    if (r.type === "remove") {
+      e.rec = null;
+      if (e.knew) e.removed = r;
+      this.known.delete(r.id);
+    } else {
+      if (!e.rec) {
+        e.rec = { ...r, properties: { ...r.properties } };
+      } else {
+        Object.assign(e.rec.properties, r.properties);
+        if (r.type === "add") e.rec.type = "add";
+      }
+      this.known.add(r.id);
+    }
+    this.schedule();
+  }
+
+  schedule() {
+    if (this.timer !== null || this.closed) return;
+    const wait = Math.max(0, this.lastFlush + this.tick - Date.now());
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.flush();
+    }, wait);
+  }
+
+  /** Sends everything queued now. */
+  flush() {
+    if (this.timer !== null) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    if (this.closed || (this.queue.size === 0 && !this.refreshed)) return;
+    this.lastFlush = Date.now();
+    const first = [];
+    const second = [];
+    for (const e of this.queue.values()) {
+      if (e.removed && e.rec) {
+        first.push(e.removed);
+        second.push(e.rec);
+      } else if (e.removed) first.push(e.removed);
+      else if (e.rec) first.push(e.rec);
+    }
+    this.queue.clear();
+    const refreshed = this.refreshed;
+    this.refreshed = false;
+    const ts = Date.now();
+    // An object removed and re-created within one tick goes out as a
+    // remove, then an add in the next message: never both in one.
+    if (first.length || (refreshed && !second.length)) {
+      this.post(["worldChange", refreshed && !second.length ? { timestamp: ts, changes: first, refreshed: true } : { timestamp: ts, changes: first }]);
+    }
+    if (second.length) {
+      this.post(["worldChange", refreshed ? { timestamp: ts, changes: second, refreshed: true } : { timestamp: ts, changes: second }]);
+    }
+  }
+
+  /** Queues every object the peer may see, as full adds. */
+  refresh() {
+    for (const o of this.world.objects.values()) {
+      if (this.mayReceive(o.owner)) {
+        this.offer({ type: "add", id: o.id, owner: o.owner, properties: o.properties }, o);
+      }
+    }
+    this.refreshed = true;
+    this.schedule();
+  }
+
+  /**
+   * Handles one message from the peer. Malformed messages and unknown types
+   * are ignored (and counted): a bad message never breaks the page.
+   */
+  receive(msg) {
+    if (this.closed) return;
+    this.stats.messagesIn++;
+    if (!Array.isArray(msg) || msg.length < 1 || msg.length > 2 || typeof msg[0] !== "string") {
+      this.stats.ignored++;
+      return;
+    }
+    const [type, data] = msg;
+    if (!KNOWN_TYPES.has(type)) {
+      this.stats.ignored++;
+      return;
+    }
+    switch (type) {
+      case "worldChange":
+        this.receiveChanges(data);
+        break;
+      case "requestRefresh":
+        if (this.peer || this.kind === "upstream") this.refresh();
+        else this.refreshPending = true;
+        break;
+      case "requestMetadata":
+        this.sendMetadata();
+        break;
+      case "metadata":
+      case "metadataChange":
+        this.receiveMetadata(type, data);
+        break;
+      case "requestLessData":
+        this.tick = Math.min(this.tick === 0 ? 10 : this.tick * 1.2, Math.max(20 * this.baseTick, 1000));
+        break;
+      case "requestMoreData":
+        this.tick = Math.max(this.tick / 1.2, this.baseTick / 2);
+        break;
+    }
+  }
+
+  receiveMetadata(type, data) {
+    if (!data || typeof data !== "object") {
+      this.stats.ignored++;
+      return;
+    }
+    const id = typeof data.identifier === "string" ? data.identifier : Array.isArray(data.identifierChain) ? data.identifierChain[0] : null;
+    if (typeof id !== "string" || !id) {
+      this.stats.ignored++;
+      return;
+    }
+    const chain = new Set([id, ...(Array.isArray(data.identifierChain) ? data.identifierChain.filter((x) => typeof x === "string") : [])]);
+    this.dialect = type;
+    const first = this.peer === null;
+    const gone = [...this.peerChain].filter((x) => !chain.has(x));
+    this.peer = { ...data, identifier: id };
+    this.peerChain = chain;
+    if (this.kind === "downstream") {
+      // The worlds behind us changed: objects of those that left go.
+      for (const w of gone) this.world.behind.delete(w);
+      for (const w of chain) this.world.behind.add(w);
+      const stale = [...this.world.objects.values()].filter((o) => gone.includes(o.owner)).map((o) => ({ type: "remove", id: o.id }));
+      if (stale.length) this.world.apply(stale, this, null);
+      if (first || this.refreshPending) {
+        this.refreshPending = false;
+        this.refresh();
+      }
+    }
+    if (this.onMetadata) this.onMetadata(this.peer, first);
+  }
+
+  receiveChanges(data) {
+    if (!data || typeof data !== "object" || !Array.isArray(data.changes)) {
+      this.stats.ignored++;
+      return;
+    }
+    const valid = [];
+    for (const c of data.changes) {
+      if (c && typeof c === "object" && typeof c.id === "string" && c.id && ["add", "update", "remove"].includes(c.type) &&
+          (c.properties === undefined || c.properties === null || (typeof c.properties === "object" && !Array.isArray(c.properties)))) {
+        valid.push(c);
+      } else {
+        this.stats.ignored++;
+      }
+    }
+    if (this.kind === "downstream" && !this.peer) {
+      this.stats.refused += valid.length; // its refresh answer brings them again
+      return;
+    }
+    const fallbackOwner = this.peer ? this.peer.identifier : undefined;
+    const refused = this.world.apply(valid.map((c) => (c.type === "add" && !c.owner ? { ...c, owner: fallbackOwner } : c)), this, (c, existing) =>
+      this.mayAccept(existing ? existing.owner : c.owner));
+    this.stats.refused += refused.length;
+    for (const c of valid) {
+      if (c.type === "remove") this.known.delete(c.id);
+      else if (!refused.includes(c)) this.known.add(c.id);
+      if (this.sweep) {
+        if (c.type === "remove") this.sweep.delete(c.id);
+        else this.sweep.add(c.id);
+      }
+    }
+    if (this.sweep && data.refreshed === true) {
+      // The upstream's refresh answer is complete: what it did not confirm
+      // vanished while we were away.
+      const seen = this.sweep;
+      this.sweep = null;
+      const stale = [...this.world.objects.values()].filter((o) => !this.world.isLocal(o.owner) && !seen.has(o.id)).map((o) => ({ type: "remove", id: o.id }));
+      if (stale.length) this.world.apply(stale, this, null);
+    }
+  }
+}
+
+/**
+ * Keeps a world linked to a solipsism-node over WebSocket, reconnecting with
+ * exponential backoff and jitter. Each connection resynchronises: our
+ * objects are offered again, a refresh is requested, and objects that
+ * vanished meanwhile are removed. Emits "status" events; status is
+ * "connecting", "connected" or "reconnecting".
+ * @package
+ */
+export class SocketConnection extends EventTarget {
+  constructor(world, url, { tick = 50, minBackoff = 100, maxBackoff = 5000, WebSocketImpl = globalThis.WebSocket } = {}) {
+    super();
+    this.world = world;
+    this.url = url;
+    this.tick = tick;
+    this.minBackoff = minBackoff;
+    this.maxBackoff = maxBackoff;
+    this.WebSocketImpl = WebSocketImpl;
+    this.status = "connecting";
+    this.failures = 0;
+    this.link = null;
+    this.closed = false;
+    this.stats = { malformed: 0, connects: 0 };
+    this.open();
+  }
+
+  setStatus(s) {
+    if (s === this.status) return;
+    this.status = s;
+    this.dispatchEvent(new CustomEvent("status", { detail: s }));
+  }
+
+  open() {
+    if (this.closed) return;
+    let ws;
+    try {
+      ws = new this.WebSocketImpl(this.url);
+    } catch (err) {
+      this.retry();
+      return;
+    }
+    this.ws = ws;
+    const port = { send: (m) => ws.readyState === 1 && ws.send(JSON.stringify(m)) };
+    ws.onopen = () => {
+      this.failures = 0;
+      this.stats.connects++;
+      this.link = new Link(this.world, port, "upstream", { tick: this.tick });
+      this.link.start();
+      this.setStatus("connected");
+    };
+    ws.onmessage = (ev) => {
+      if (typeof ev.data !== "string") {
+        this.stats.malformed++;
+        return;
+      }
+      let msg;
+      try {
+        msg = JSON.parse(ev.data);
+      } catch {
+        this.stats.malformed++;
+        return;
+      }
+      try {
+        this.link && this.link.receive(msg);
+      } catch (err) {
+        this.stats.malformed++;
+        console.warn("solipsism: ignoring a message that could not be applied", err);
+      }
+    };
+    ws.onclose = () => {
+      if (this.link) {
+        this.link.close();
+        this.link = null;
+      }
+      if (!this.closed) this.retry();
+    };
+    ws.onerror = () => {}; // onclose follows
+  }
+
+  retry() {
+    this.setStatus("reconnecting");
+    const d = Math.min(this.maxBackoff, this.minBackoff * 2 ** this.failures);
+    this.failures++;
+    const wait = d / 2 + Math.random() * (d / 2);
+    this.retryTimer = setTimeout(() => this.open(), wait);
+  }
+
+  /** Stops the connection for good. */
+  close() {
+    this.closed = true;
+    clearTimeout(this.retryTimer);
+    if (this.link) this.link.close();
+    if (this.ws) this.ws.close(1000, "bye");
+  }
+}
+
+/**
+ * A connection to a solipsism-node, as seen from a page (or any script).
+ * The API is the same whether the socket lives on this thread or in a
+ * WebWorker. Emits "status" events.
+ */
+export class Session extends EventTarget {
+  constructor() {
+    super();
+    /** @type {GameWorld} */ this.world = null;
+    /** @type {"connecting"|"connected"|"reconnecting"} */ this.status = "connecting";
+    /** @type {"worker"|"main"} */ this.mode = "main";
+  }
+
+  setStatus(s) {
+    if (s === this.status) return;
+    this.status = s;
+    this.dispatchEvent(new CustomEvent("status", { detail: s }));
+  }
+}
+
+/**
+ * Connects a new world to a solipsism-node.
+ * @param {object} options
+ * @param {string} options.url ws:// or wss:// URL of the node's /ws
+ * @param {boolean} [options.worker] hold the connection in a WebWorker (default true where Worker exists)
+ * @param {string} [options.prefix] identifier prefix of this world (default "client")
+ * @param {string} [options.identifier] keep a world identifier across page loads
+ * @param {number} [options.tick] flush interval in ms (default 50)
+ * @param {string|URL} [options.workerURL] where solipsism-worker.js lives (default: beside this module)
+ * @returns {Session}
+ */
+export function connect({ url, worker = typeof Worker !== "undefined", prefix = "client", identifier, tick = 50, workerURL } = {}) {
+  const session = new Session();
+  const world = new GameWorld({ identifier, prefix });
+  session.world = world;
+  if (!worker) {
+    session.mode = "main";
+    const conn = new SocketConnection(world, url, { tick });
+    conn.addEventListener("status", (e) => session.setStatus(e.detail));
+    session.connection = conn;
+    session.close = () => conn.close();
+    return session;
+  }
+  session.mode = "worker";
+  const wurl = new URL(workerURL || "./solipsism-worker.js", import.meta.url);
+  wurl.searchParams.set("url", url);
+  wurl.searchParams.set("tick", String(tick));
+  const w = new Worker(wurl, { type: "module" });
+  // The worker is our upstream: same Link, same [type, data] messages.
+  const link = new Link(world, { send: (m) => w.postMessage(m) }, "upstream", {
+    tick: 0, // postMessage is cheap; the worker batches toward the network
+    onMetadata: (md) => {
+      if (typeof md.status === "string") session.setStatus(md.status);
+    },
+  });
+  w.onmessage = (ev) => {
+    try {
+      link.receive(ev.data);
+    } catch (err) {
+      console.warn("solipsism: ignoring a message from the worker", err);
+    }
+  };
+  link.start();
+  session.worker = w;
+  session.link = link;
+  session.close = () => {
+    link.close();
+    w.terminate();
+  };
+  return session;
+}
