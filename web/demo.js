@@ -63,8 +63,14 @@ canvas.addEventListener("pointermove", (e) => {
   const s = scale(), o = offset();
   moveTo((e.clientX * devicePixelRatio - o.x) / s, (e.clientY * devicePixelRatio - o.y) / s);
 });
+// A key tap nudges the avatar; holding it keeps it moving (see frame).
 const held = new Set();
-addEventListener("keydown", (e) => held.add(e.key.toLowerCase()));
+const steps = { arrowleft: [-1, 0], a: [-1, 0], arrowright: [1, 0], d: [1, 0], arrowup: [0, -1], w: [0, -1], arrowdown: [0, 1], s: [0, 1] };
+addEventListener("keydown", (e) => {
+  const k = e.key.toLowerCase();
+  if (steps[k] && !held.has(k)) moveTo(me.properties.x + steps[k][0] * 10, me.properties.y + steps[k][1] * 10);
+  held.add(k);
+});
 addEventListener("keyup", (e) => held.delete(e.key.toLowerCase()));
 
 function drawAvatar(x, y, color, label, mine) {
@@ -118,5 +124,10 @@ function frame(now) {
 }
 requestAnimationFrame(frame);
 
-// For scripts and tests: the session, this tab's avatar, and what it sees.
-window.demo = { session, me, name, mode, avatars, moveTo };
+// For scripts and tests: the session, this tab's avatar, what it sees, and
+// any uncaught error (there should be none).
+const errors = [];
+addEventListener("error", (e) => errors.push(String(e.message)));
+addEventListener("unhandledrejection", (e) => errors.push(String(e.reason)));
+if (session.worker) session.worker.addEventListener("error", (e) => errors.push("worker: " + e.message));
+window.demo = { session, me, name, mode, avatars, moveTo, errors };

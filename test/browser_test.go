@@ -1,0 +1,269 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/chromedp"
+	"github.com/coder/websocket"
+
+	"github.com/solipsism/mesh/internal/wiretest"
+	"github.com/solipsism/mesh/relay"
+	"github.com/solipsism/mesh/web"
+)
+
+// chromiumPath finds Debian's Chromium. Outside CI the browser tests skip
+// without it; in CI they fail, since .ci/run installs it.
+func chromiumPath(t testing.TB) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("Chromium not found; .ci/run installs it with apt-get install -y chromium")
+	}
+	t.Skip("browser tests need Chromium: apt-get install -y chromium (Debian) and run go test again")
+	return ""
+}
+
+// newBrowser starts headless Chromium with a fresh profile, no sandbox, no
+// GPU and no background networking.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(900, 560),
+	)
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { bcancel(); acancel() })
+	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("starting Chromium: %v", err)
+	}
+	return bctx
+}
+
+// tab opens a new tab at url. Its screenshot is saved if the test fails.
+func tab(t *testing.T, browser context.Context, name, url string) (context.Context, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser)
+	t.Cleanup(func() {
+		if t.Failed() && ctx.Err() == nil {
+			saveScreenshot(t, ctx, name)
+		}
+		cancel()
+	})
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatalf("%s: navigate %s: %v", name, url, err)
+	}
+	return ctx, cancel
+}
+
+func saveScreenshot(t *testing.T, ctx context.Context, name string) {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(sctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Logf("screenshot of %s: %v", name, err)
+		return
+	}
+	dir := filepath.Join("screenshots")
+	os.MkdirAll(dir, 0o755)
+	path := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+name+".png")
+	if err := os.WriteFile(path, png, 0o644); err == nil {
+		t.Logf("screenshot of %s saved to test/%s", name, path)
+	}
+}
+
+// waitJS polls a JavaScript expression in a tab until it is truthy.
+func waitJS(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+		t.Fatalf("waiting for %s (%s): %v", what, expr, err)
+	}
+}
+
+func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// injector relays WebSocket connections between the pages and the node and
+// can slip extra messages to the pages: the test hook for malformed input.
+type injector struct {
+	target string
+	mu     sync.Mutex
+	conns  map[*websocket.Conn]*sync.Mutex
+}
+
+func (in *injector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	page, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return
+	}
+	page.SetReadLimit(64 << 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	node, _, err := websocket.Dial(ctx, in.target, nil)
+	if err != nil {
+		page.Close(websocket.StatusInternalError, "cannot reach the node")
+		return
+	}
+	node.SetReadLimit(64 << 20)
+	wmu := &sync.Mutex{}
+	in.mu.Lock()
+	in.conns[page] = wmu
+	in.mu.Unlock()
+	defer func() {
+		in.mu.Lock()
+		delete(in.conns, page)
+		in.mu.Unlock()
+		page.CloseNow()
+		node.CloseNow()
+	}()
+	go func() {
+		defer cancel()
+		for {
+			typ, b, err := page.Read(ctx)
+			if err != nil || node.Write(ctx, typ, b) != nil {
+				return
+			}
+		}
+	}()
+	for {
+		typ, b, err := node.Read(ctx)
+		if err != nil {
+			return
+		}
+		wmu.Lock()
+		err = page.Write(ctx, typ, b)
+		wmu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (in *injector) inject(typ websocket.MessageType, msg string) int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for c, wmu := range in.conns {
+		wmu.Lock()
+		c.Write(context.Background(), typ, []byte(msg))
+		wmu.Unlock()
+	}
+	return len(in.conns)
+}
+
+func TestBrowserDemo(t *testing.T) {
+	browser := newBrowser(t)
+	node, err := relay.New(relay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := httptest.NewServer(node)
+	t.Cleanup(func() { node.Close(context.Background()); inner.Close() })
+	inj := &injector{target: wiretest.WSURL(inner), conns: map[*websocket.Conn]*sync.Mutex{}}
+	inj.target = "ws" + strings.TrimPrefix(inner.URL, "http")
+	mux := http.NewServeMux()
+	mux.Handle("/ws", inj)
+	mux.Handle("/api/state", node.StateHandler())
+	mux.Handle("/", web.Handler())
+	front := httptest.NewServer(mux)
+	t.Cleanup(front.Close)
+
+	alice, closeAlice := tab(t, browser, "alice", front.URL+"/?name=alice")      // WebWorker mode, the default
+	bob, _ := tab(t, browser, "bob", front.URL+"/?name=bob&mode=main")           // main thread
+	waitJS(t, alice, "alice connected", `window.demo && demo.session.status === "connected" && demo.mode === "worker"`)
+	waitJS(t, bob, "bob connected", `window.demo && demo.session.status === "connected" && demo.mode === "main"`)
+
+	t.Run("avatars appear", func(t *testing.T) {
+		waitJS(t, alice, "alice sees bob", `demo.avatars().some(a => a.name === "bob")`)
+		waitJS(t, bob, "bob sees alice", `demo.avatars().some(a => a.name === "alice")`)
+	})
+
+	// moveAndSee moves who's avatar with real mouse events and waits until
+	// other shows it there, the drawn position having glided to it.
+	moveAndSee := func(t *testing.T, who context.Context, whoName string, other context.Context, x, y float64) {
+		t.Helper()
+		if err := chromedp.Do(who, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, x, y)); err != nil {
+			t.Fatal(err)
+		}
+		wx := evalJS[float64](t, who, `demo.me.properties.x`)
+		wy := evalJS[float64](t, who, `demo.me.properties.y`)
+		waitJS(t, other, whoName+" moved", fmt.Sprintf(`demo.avatars().some(a => a.name === %q && a.x === %v && a.y === %v && Math.abs(a.shownX - a.x) < 0.5 && Math.abs(a.shownY - a.y) < 0.5)`, whoName, wx, wy))
+	}
+	t.Run("avatars move", func(t *testing.T) {
+		moveAndSee(t, alice, "alice", bob, 300, 200)
+		moveAndSee(t, bob, "bob", alice, 600, 350)
+		moveAndSee(t, alice, "alice", bob, 120, 400)
+		// Keys move too.
+		before := evalJS[float64](t, bob, `demo.me.properties.x`)
+		if err := chromedp.Do(bob, chromedp.KeyEvent("d")); err != nil {
+			t.Fatal(err)
+		}
+		waitJS(t, alice, "bob moved by key", fmt.Sprintf(`demo.avatars().some(a => a.name === "bob" && a.x !== %v)`, before))
+	})
+
+	t.Run("inspector lists both", func(t *testing.T) {
+		insp, _ := tab(t, browser, "inspector", front.URL+"/inspect")
+		alicePage := evalJS[string](t, alice, `demo.session.world.identifier`)
+		bobPage := evalJS[string](t, bob, `demo.session.world.identifier`)
+		// Alice's link is her worker's, with her page behind it.
+		waitJS(t, insp, "both links listed", fmt.Sprintf(`(() => { const t = document.querySelector("#links tbody").textContent; return t.includes(%q) && t.includes(%q) && t.includes("webworker-"); })()`, alicePage, bobPage))
+		waitJS(t, insp, "objects listed", `document.querySelectorAll("#objects tbody tr").length === 2`)
+		waitJS(t, insp, "rates plotted", `document.getElementById("rates").getContext("2d").getImageData(0,0,800,260).data.some(v => v !== 0)`)
+	})
+
+	t.Run("malformed messages do not break the pages", func(t *testing.T) {
+		for _, m := range []string{
+			`not json at all`, `[]`, `{"a":1}`, `[1,2]`, `["noSuchType",{"x":1}]`,
+			`["worldChange",{"changes":"nope"}]`, `["worldChange",{"changes":[{"type":"add"},{"type":"explode","id":"x"},null,5]}]`,
+			`["worldChange",null]`, `["metadataChange",5]`, `["metadata",{"identifierChain":[1,2]}]`,
+			`["worldChange",{"timestamp":1,"changes":[{"type":"remove","id":"never-seen"}]}]`,
+		} {
+			if n := inj.inject(websocket.MessageText, m); n != 2 {
+				t.Fatalf("injected into %d connections, want 2", n)
+			}
+		}
+		inj.inject(websocket.MessageBinary, "\x00\x01binary")
+		moveAndSee(t, alice, "alice", bob, 500, 100)
+		moveAndSee(t, bob, "bob", alice, 250, 250)
+		for _, p := range []context.Context{alice, bob} {
+			if errs := evalJS[[]string](t, p, `demo.errors`); len(errs) > 0 {
+				t.Fatalf("page errors: %v", errs)
+			}
+			if st := evalJS[string](t, p, `demo.session.status`); st != "connected" {
+				t.Fatalf("status %s after malformed input", st)
+			}
+		}
+	})
+
+	t.Run("a closed page disappears", func(t *testing.T) {
+		closeAlice() // closes the target: the page and its worker go away
+		waitJS(t, bob, "alice gone", `!demo.avatars().some(a => a.name === "alice")`)
+		if errs := evalJS[[]string](t, bob, `demo.errors`); len(errs) > 0 {
+			t.Fatalf("page errors: %v", errs)
+		}
+	})
+}

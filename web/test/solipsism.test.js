@@ -1,0 +1,215 @@
+// Tests of solipsism.js against a real solipsism-node process.
+// Run: SOLIPSISM_NODE_BIN=/path/to/solipsism-node node --experimental-websocket --test web/test/
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import net from "node:net";
+import { connect, GameWorld, Link } from "../solipsism.js";
+
+const BIN = process.env.SOLIPSISM_NODE_BIN;
+if (!BIN) throw new Error("set SOLIPSISM_NODE_BIN to a solipsism-node binary");
+
+const running = new Set();
+after(() => {
+  for (const p of running) p.kill("SIGKILL");
+});
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+    s.on("error", reject);
+  });
+}
+
+/** Starts solipsism-node on 127.0.0.1:port and resolves once it serves. */
+async function startNode(port) {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const p = spawn(BIN, ["--listen", `127.0.0.1:${port}`, "--tick", "20ms"], { stdio: ["ignore", "ignore", "pipe"] });
+    running.add(p);
+    const ok = await new Promise((resolve) => {
+      let log = "";
+      p.stderr.on("data", (d) => {
+        log += d;
+        if (log.includes("msg=serving")) resolve(true);
+      });
+      p.on("exit", () => resolve(false));
+    });
+    if (ok) {
+      return {
+        url: `ws://127.0.0.1:${port}/ws`,
+        http: `http://127.0.0.1:${port}`,
+        stop: () => new Promise((r) => { p.on("exit", r); p.kill("SIGKILL"); running.delete(p); }),
+      };
+    }
+    running.delete(p);
+    await new Promise((r) => setTimeout(r, 100)); // port still held by the previous process
+  }
+  throw new Error("solipsism-node did not start");
+}
+
+async function waitFor(what, cond, ms = 5000) {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error("timed out waiting for " + what);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+const connected = (s) => waitFor("connected", () => s.status === "connected");
+
+test("two clients see each other's objects: add, partial update, remove, no echo", async () => {
+  const node = await startNode(await freePort());
+  const a = connect({ url: node.url, worker: false });
+  const b = connect({ url: node.url, worker: false });
+  await Promise.all([connected(a), connected(b)]);
+  const events = [];
+  for (const t of ["add", "update", "remove"]) b.world.addEventListener(t, (e) => events.push(t + ":" + e.detail.object.id));
+
+  const ball = a.world.create({ x: 1, color: "red" });
+  await waitFor("b sees the ball", () => b.world.get(ball.id)?.properties.x === 1);
+  assert.equal(b.world.get(ball.id).owner, a.world.identifier);
+  assert.equal(b.world.get(ball.id).owned, false);
+  assert.throws(() => b.world.get(ball.id).set({ x: 99 }), /not owned/);
+
+  ball.set({ x: 2 });
+  await waitFor("partial update", () => b.world.get(ball.id)?.properties.x === 2);
+  assert.equal(b.world.get(ball.id).properties.color, "red");
+
+  const cube = b.world.create({ kind: "cube" });
+  await waitFor("a sees the cube", () => a.world.get(cube.id));
+  ball.remove();
+  await waitFor("b loses the ball", () => !b.world.get(ball.id));
+  assert.deepEqual(events.filter((e) => e.endsWith(ball.id)), [`add:${ball.id}`, `update:${ball.id}`, `remove:${ball.id}`]);
+  assert.equal(a.world.objects.size, 1); // only the cube: nothing of a's came back
+
+  // The node knows both worlds and speaks the 2016 dialect with them.
+  const st = await (await fetch(node.http + "/api/state")).json();
+  const ids = st.links.map((l) => l.identifier).sort();
+  assert.deepEqual(ids, [a.world.identifier, b.world.identifier].sort());
+  for (const l of st.links) {
+    assert.equal(l.ready, true);
+    assert.equal(l.dialect, "metadataChange");
+  }
+  a.close();
+  await waitFor("b loses a's objects on disconnect", () => b.world.objects.size === 1);
+  b.close();
+  await node.stop();
+});
+
+test("changes within a tick go out as one coalesced message, with millisecond timestamps", async () => {
+  const node = await startNode(await freePort());
+  const sent = [];
+  class RecordingWebSocket extends WebSocket {
+    send(data) {
+      sent.push(JSON.parse(data));
+      super.send(data);
+    }
+  }
+  const world = new GameWorld();
+  const { SocketConnection } = await import("../solipsism.js");
+  const conn = new SocketConnection(world, node.url, { tick: 100, WebSocketImpl: RecordingWebSocket });
+  await waitFor("connected", () => conn.status === "connected");
+  await new Promise((r) => setTimeout(r, 150));
+  const obj = world.create({ n: 0 });
+  for (let i = 1; i <= 50; i++) obj.set({ n: i, ["k" + (i % 3)]: i });
+  await new Promise((r) => setTimeout(r, 250));
+  const changes = sent.filter((m) => m[0] === "worldChange").flatMap((m) => m[1].changes).filter((c) => c.id === obj.id);
+  assert.equal(changes.length, 1, JSON.stringify(changes));
+  assert.equal(changes[0].type, "add");
+  assert.equal(changes[0].owner, world.identifier);
+  assert.equal(changes[0].properties.n, 50);
+  for (const m of sent.filter((m) => m[0] === "worldChange")) assert.ok(m[1].timestamp > 1e12, "timestamp in ms");
+  assert.ok(sent.some((m) => m[0] === "metadataChange" && m[1].identifier === world.identifier));
+  conn.close();
+  await node.stop();
+});
+
+test("reconnects and resynchronises: nothing duplicated, lost or stale", async () => {
+  const port = await freePort();
+  let node = await startNode(port);
+  const a = connect({ url: node.url, worker: false });
+  const b = connect({ url: node.url, worker: false });
+  await Promise.all([connected(a), connected(b)]);
+  const mine = [a.world.create({ i: 1 }), a.world.create({ i: 2 })];
+  const theirs = b.world.create({ j: 1 });
+  await waitFor("a sees b's object", () => a.world.get(theirs.id));
+
+  await node.stop();
+  await waitFor("a notices", () => a.status === "reconnecting");
+  b.close(); // b is gone for good
+  mine[0].set({ i: 10 }); // changed while disconnected
+  const born = a.world.create({ i: 3 }); // created while disconnected
+  node = await startNode(port); // same port, empty world
+  await connected(a);
+  const c = connect({ url: node.url, worker: false });
+  await connected(c);
+  await waitFor("c sees all of a's objects", () => c.world.objects.size === 3 && c.world.get(mine[0].id)?.properties.i === 10 && c.world.get(born.id));
+  await waitFor("a drops b's stale object", () => !a.world.get(theirs.id));
+  assert.equal(a.world.objects.size, 3);
+  const st = await (await fetch(node.http + "/api/state")).json();
+  assert.equal(st.objectCount, 3);
+  a.close();
+  c.close();
+  await node.stop();
+});
+
+// Link-level rules, over an in-memory port.
+function fakeLink(kind, opts = {}) {
+  const world = new GameWorld();
+  const sent = [];
+  const link = new Link(world, { send: (m) => sent.push(m) }, kind, { tick: 0, ...opts });
+  return { world, link, sent };
+}
+const flushSoon = () => new Promise((r) => setTimeout(r, 5));
+
+test("answers requestMetadata in the peer's dialect and requestRefresh with its objects", async () => {
+  const { world, link, sent } = fakeLink("upstream");
+  const o = world.create({ v: 1 });
+  link.receive(["requestMetadata"]);
+  assert.deepEqual(sent.at(-1), ["metadataChange", { identifier: world.identifier, identifierChain: [world.identifier] }]);
+  link.receive(["metadata", { identifier: "server-AAAAAAAA-AAAAAAAA" }]);
+  link.receive(["requestMetadata", null]);
+  assert.equal(sent.at(-1)[0], "metadata");
+  link.receive(["requestRefresh"]);
+  await flushSoon();
+  const last = sent.at(-1);
+  assert.equal(last[0], "worldChange");
+  assert.equal(last[1].refreshed, true);
+  assert.deepEqual(last[1].changes, [{ type: "add", id: o.id, owner: world.identifier, properties: { v: 1 } }]);
+});
+
+test("never sends what crashes a 2016 peer", async () => {
+  const { world, link, sent } = fakeLink("upstream");
+  link.receive(["metadataChange", { identifier: "server-AAAAAAAA-AAAAAAAA" }]);
+  sent.length = 0;
+  const flash = world.create({});
+  flash.remove(); // add and remove within a tick: nothing at all
+  await flushSoon();
+  assert.equal(sent.length, 0);
+  const o = world.create({ v: 1 });
+  await flushSoon();
+  o.remove();
+  world.create({ v: 2 }, o.id); // re-created within a tick
+  await flushSoon();
+  assert.deepEqual(sent.map((m) => m[1].changes.map((c) => c.type + ":" + c.id)), [[`add:${o.id}`], [`remove:${o.id}`], [`add:${o.id}`]]);
+  for (const m of sent) assert.ok(["worldChange", "metadata", "metadataChange", "requestRefresh", "requestMetadata"].includes(m[0]));
+});
+
+test("ignores malformed messages and refuses others' objects", () => {
+  const { world, link } = fakeLink("upstream");
+  const mine = world.create({ hp: 100 });
+  const junk = [undefined, null, 5, "x", [], [1, 2], ["noSuchType", {}], ["worldChange"], ["worldChange", { changes: "no" }],
+    ["worldChange", { changes: [null, 5, { type: "add" }, { type: "boom", id: "q" }, { type: "add", id: "p", properties: [1] }] }],
+    ["metadataChange", 7], ["metadata", { identifierChain: [1] }], ["worldChange", { changes: [{ type: "remove", id: "never-seen" }] }]];
+  for (const m of junk) assert.doesNotThrow(() => link.receive(m));
+  assert.ok(link.stats.ignored >= junk.length - 1);
+  // The upstream cannot overwrite or remove what this world owns.
+  link.receive(["worldChange", { timestamp: 1, changes: [{ type: "update", id: mine.id, owner: world.identifier, properties: { hp: 0 } }, { type: "remove", id: mine.id }] }]);
+  assert.equal(world.get(mine.id).properties.hp, 100);
+  assert.equal(link.stats.refused, 2);
+  assert.equal(world.objects.size, 1);
+});
