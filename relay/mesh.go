@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -295,9 +296,24 @@ func (m *Mesh) loop() {
 	}
 }
 
-func (m *Mesh) memberUp(node *memberlist.Node) {
+// parseNodeMeta decodes a member's NodeMeta, as gossiped to us.
+func parseNodeMeta(b []byte) (nodeMeta, error) {
 	var meta nodeMeta
-	if err := json.Unmarshal(node.Meta, &meta); err != nil || meta.ID == "" || meta.URL == "" {
+	if err := json.Unmarshal(b, &meta); err != nil {
+		return meta, fmt.Errorf("node metadata: %w", err)
+	}
+	if meta.ID == "" || meta.URL == "" {
+		return meta, errors.New("node metadata lacks an identifier or URL")
+	}
+	if !strings.HasPrefix(meta.URL, "ws://") && !strings.HasPrefix(meta.URL, "wss://") {
+		return meta, fmt.Errorf("node metadata URL %q is not ws:// or wss://", meta.URL)
+	}
+	return meta, nil
+}
+
+func (m *Mesh) memberUp(node *memberlist.Node) {
+	meta, err := parseNodeMeta(node.Meta)
+	if err != nil {
 		m.log.Warn("ignoring member with unreadable metadata", "member", node.Name, "err", err)
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"strings"
 	"time"
@@ -213,7 +214,7 @@ func parseSize(s string) (int64, error) {
 		}
 	}
 	var n int64
-	if _, err := fmt.Sscan(s, &n); err != nil || n <= 0 {
+	if _, err := fmt.Sscan(s, &n); err != nil || n <= 0 || n > math.MaxInt64/mult {
 		return 0, fmt.Errorf("want a positive size such as 1048576 or 1MiB")
 	}
 	return n * mult, nil

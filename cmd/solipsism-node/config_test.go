@@ -1,0 +1,115 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+func TestParseConfig(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		env     func(string) string
+		check   func(t *testing.T, c config)
+		wantErr string
+	}{
+		{"defaults", nil, env(), func(t *testing.T, c config) {
+			if c.listen != ":8080" || c.role != ownership.Server || c.tick != peer.DefaultTick || c.readLimit != 1<<20 || c.nodeTick() != peer.DefaultTick {
+				t.Fatalf("%+v", c)
+			}
+		}, ""},
+		{"tick 0 is immediate", []string{"--tick", "0"}, env(), func(t *testing.T, c config) {
+			if c.nodeTick() != peer.Immediate {
+				t.Fatal(c.nodeTick())
+			}
+		}, ""},
+		{"env fills what flags leave", []string{"--tick", "10ms"}, env("SOLIPSISM_TICK", "99ms", "SOLIPSISM_READ_LIMIT", "64KiB", "SOLIPSISM_ORIGIN", "a.example, b.example"), func(t *testing.T, c config) {
+			if c.tick != 10*time.Millisecond || c.readLimit != 64<<10 || len(c.origins) != 2 || c.origins[1] != "b.example" {
+				t.Fatalf("%+v", c)
+			}
+		}, ""},
+		{"proxy", []string{"--role", "proxy", "--upstream", "wss://example.org/ws"}, env(), func(t *testing.T, c config) {
+			if c.role != ownership.Proxy || c.upstream != "wss://example.org/ws" {
+				t.Fatalf("%+v", c)
+			}
+		}, ""},
+		{"mesh", []string{"--mesh-bind", "127.0.0.1:7946", "--join", "a:1,b:2", "--mesh-secret", strings.Repeat("ab", 32)}, env(), func(t *testing.T, c config) {
+			if len(c.join) != 2 || len(c.meshSecret) != 32 {
+				t.Fatalf("%+v", c)
+			}
+		}, ""},
+		{"client role refused", []string{"--role", "client"}, env(), nil, "--role"},
+		{"proxy without upstream", []string{"--role", "proxy"}, env(), nil, "--upstream"},
+		{"upstream for a server", []string{"--upstream", "ws://x/ws"}, env(), nil, "--upstream is for --role proxy"},
+		{"http upstream", []string{"--role", "proxy", "--upstream", "http://x/ws"}, env(), nil, "ws:// or wss://"},
+		{"join without mesh-bind", []string{"--join", "a:1"}, env(), nil, "--mesh-bind"},
+		{"mesh for a proxy", []string{"--role", "proxy", "--upstream", "ws://x/ws", "--mesh-bind", "127.0.0.1:0"}, env(), nil, "--mesh-bind is for"},
+		{"short secret", []string{"--mesh-bind", "127.0.0.1:0", "--mesh-secret", "abcd"}, env(), nil, "32-byte key"},
+		{"bad profile", []string{"--mesh-bind", "127.0.0.1:0", "--mesh-profile", "moon"}, env(), nil, "--mesh-profile"},
+		{"bad env value", nil, env("SOLIPSISM_TICK", "soon"), nil, "SOLIPSISM_TICK"},
+		{"negative tick", []string{"--tick", "-1s"}, env(), nil, "--tick"},
+		{"bad level", []string{"--log-level", "loud"}, env(), nil, "--log-level"},
+		{"stray argument", []string{"extra"}, env(), nil, "unexpected arguments"},
+		{"backoff order", []string{"--backoff-min", "2s", "--backoff-max", "1s"}, env(), nil, "--backoff-min"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConfig(tt.args, tt.env, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestMeshAdvertise(t *testing.T) {
+	tests := []struct {
+		listen, bind, adv, want string
+		err                     bool
+	}{
+		{"127.0.0.1:8080", "127.0.0.1:7946", "", "ws://127.0.0.1:8080/ws", false},
+		{"[::]:8080", "10.1.2.3:7946", "", "ws://10.1.2.3:8080/ws", false},
+		{"[::]:8080", "0.0.0.0:7946", "", "", true},
+		{"[::]:8080", "0.0.0.0:7946", "wss://node.example/ws", "wss://node.example/ws", false},
+	}
+	for _, tt := range tests {
+		c := config{meshBind: tt.bind, advertiseURL: tt.adv}
+		got, err := c.meshAdvertise(tt.listen)
+		if (err != nil) != tt.err || got != tt.want {
+			t.Errorf("meshAdvertise(%q, bind %q) = %q, %v", tt.listen, tt.bind, got, err)
+		}
+	}
+}
+
+func FuzzParseSizeAndKey(f *testing.F) {
+	for _, s := range []string{"1MiB", "64KiB", "1048576", "0", "-5", "1 GiB", strings.Repeat("ab", 32), "q83vEjRWeJq8nq8SNFZ4mrzerxI0VniavN6vEjRWeJo="} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if n, err := parseSize(s); err == nil && n <= 0 {
+			t.Fatalf("parseSize(%q) = %d without error", s, n)
+		}
+		if k, err := parseKey(s); err == nil && !validKeyLen(len(k)) {
+			t.Fatalf("parseKey(%q) gave %d bytes", s, len(k))
+		}
+	})
+}
