@@ -56,8 +56,11 @@ type Conn interface {
 	Read(ctx context.Context) ([]byte, error)
 	// Write sends one message. The caller may reuse p when Write returns.
 	Write(ctx context.Context, p []byte) error
-	// Close closes the connection with a code and reason for the peer.
+	// Close closes the connection with a code and reason for the peer,
+	// waiting (boundedly) for the peer to acknowledge.
 	Close(code StatusCode, reason string) error
+	// CloseNow closes the connection at once, without telling the peer.
+	CloseNow() error
 	// RemoteAddr describes the peer for logs.
 	RemoteAddr() string
 }
@@ -145,5 +148,7 @@ func (p *pipeConn) Close(code StatusCode, reason string) error {
 	})
 	return nil
 }
+
+func (p *pipeConn) CloseNow() error { return p.Close(StatusGoingAway, "closed") }
 
 func (p *pipeConn) RemoteAddr() string { return p.name }

@@ -240,10 +240,18 @@ func (l *Link) Close(code StatusCode, reason string) {
 	l.closeWith(&CloseError{Code: code, Reason: reason})
 }
 
+// closeGrace is how long a graceful close may wait for the peer before the
+// connection is cut: cleanup must not wait on a peer that does not answer.
+const closeGrace = time.Second
+
 // closeWith records err as the reason for closing, once, and closes the
-// connection in the background: a WebSocket close handshake can take
-// seconds and nobody should wait for it.
-func (l *Link) closeWith(err error) {
+// connection in the background, gracefully (the peer learns the close code)
+// but within closeGrace.
+func (l *Link) closeWith(err error) { l.closeWithMode(err, false) }
+
+// closeWithMode is closeWith; hard skips the close handshake, for peers that
+// do not read (stalled, or not answering pings) and so cannot take part.
+func (l *Link) closeWithMode(err error, hard bool) {
 	l.closeOnce.Do(func() {
 		code, reason := StatusNormal, "closing"
 		var de *DecodeError
@@ -262,7 +270,21 @@ func (l *Link) closeWith(err error) {
 		l.closeErr = err
 		l.mu.Unlock()
 		close(l.done)
-		go l.conn.Close(code, reason)
+		if hard {
+			l.conn.CloseNow()
+			return
+		}
+		go func() {
+			done := make(chan struct{})
+			go func() { l.conn.Close(code, reason); close(done) }()
+			t := time.NewTimer(closeGrace)
+			defer t.Stop()
+			select {
+			case <-done:
+			case <-t.C:
+				l.conn.CloseNow()
+			}
+		}()
 	})
 }
 
@@ -284,7 +306,7 @@ func (l *Link) Run(ctx context.Context) error {
 	defer stop()
 	l.stall = time.AfterFunc(time.Hour, func() {
 		l.log.Warn("peer stalled; closing link", "timeout", l.opts.StallTimeout)
-		l.closeWith(&CloseError{Code: StatusStalled, Reason: fmt.Sprintf("peer did not read for %s", l.opts.StallTimeout)})
+		l.closeWithMode(&CloseError{Code: StatusStalled, Reason: fmt.Sprintf("peer did not read for %s", l.opts.StallTimeout)}, true)
 	})
 	l.stall.Stop()
 	go l.writeLoop()
@@ -440,7 +462,8 @@ func (l *Link) ping() {
 		l.pinging = false
 		l.mu.Unlock()
 		if err != nil {
-			l.closeWith(&CloseError{Code: StatusGoingAway, Reason: "keepalive ping failed"})
+			l.log.Info("peer did not answer a keepalive ping; closing link", "timeout", l.opts.StallTimeout)
+			l.closeWithMode(&CloseError{Code: StatusGoingAway, Reason: "keepalive ping failed"}, true)
 		}
 	}()
 }

@@ -112,6 +112,8 @@ func (w *wsConn) Close(code StatusCode, reason string) error {
 	return w.c.Close(websocket.StatusCode(code), reason)
 }
 
+func (w *wsConn) CloseNow() error { return w.c.CloseNow() }
+
 func (w *wsConn) Ping(ctx context.Context) error { return w.c.Ping(ctx) }
 
 func (w *wsConn) RemoteAddr() string { return w.remote }

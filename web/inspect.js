@@ -29,7 +29,9 @@ function rates(st) {
   const dt = prev ? (Date.parse(st.now) - Date.parse(prev.now)) / 1000 : 0;
   for (const l of st.links) {
     const p = prev && prev.links.find((x) => x.id === l.id);
-    out.set(l.id, p && dt > 0 ? { in: (l.recordsIn - p.recordsIn) / dt, out: (l.recordsOut - p.recordsOut) / dt } : { in: 0, out: 0 });
+    out.set(l.id, p && dt > 0
+      ? { in: (l.recordsIn - p.recordsIn) / dt, out: (l.recordsOut - p.recordsOut) / dt, min: (l.messagesIn - p.messagesIn) / dt, mout: (l.messagesOut - p.messagesOut) / dt }
+      : { in: 0, out: 0, min: 0, mout: 0 });
   }
   return out;
 }
@@ -63,7 +65,7 @@ function drawTopology(st, r) {
 function drawRates() {
   const c = $("rates"), g = c.getContext("2d");
   g.clearRect(0, 0, c.width, c.height);
-  const max = Math.max(10, ...history.map((h) => Math.max(h.in, h.out)));
+  const max = Math.max(10, ...history.map((h) => Math.max(h.in, h.out, h.min, h.mout)));
   g.strokeStyle = "#242c45";
   g.fillStyle = "#9aa4bf";
   g.font = "20px system-ui";
@@ -73,8 +75,9 @@ function drawRates() {
     g.fillText(String(Math.round((max * i) / 4)), 0, y + 6);
   }
   const now = Date.now();
-  for (const [key, color] of [["in", "#5fd38d"], ["out", "#8fb4ff"]]) {
+  for (const [key, color, dash] of [["in", "#5fd38d", []], ["out", "#8fb4ff", []], ["min", "#5fd38d", [8, 6]], ["mout", "#8fb4ff", [8, 6]]]) {
     g.strokeStyle = color;
+    g.setLineDash(dash);
     g.lineWidth = 3;
     g.beginPath();
     history.forEach((h, i) => {
@@ -118,9 +121,9 @@ function render(st) {
   $("nobj").textContent = st.objectCount;
   $("nlinks").textContent = st.links.length;
   const r = rates(st);
-  let tin = 0, tout = 0;
-  for (const v of r.values()) { tin += v.in; tout += v.out; }
-  if (prev) history.push({ t: Date.now(), in: tin, out: tout });
+  const tot = { in: 0, out: 0, min: 0, mout: 0 };
+  for (const v of r.values()) for (const k in tot) tot[k] += v[k];
+  if (prev) history.push({ t: Date.now(), ...tot });
   while (history.length && Date.now() - history[0].t > 60000) history.shift();
 
   const lb = $("links").tBodies[0];

@@ -30,6 +30,8 @@ type config struct {
 	upstream   string
 	backoffMin time.Duration
 	backoffMax time.Duration
+	stall      time.Duration
+	ping       time.Duration
 
 	meshBind     string
 	join         []string
@@ -64,6 +66,8 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.StringVar(&c.upstream, "upstream", "", "proxy role: ws:// or wss:// URL of the upstream server or proxy")
 	fs.DurationVar(&c.backoffMin, "backoff-min", 100*time.Millisecond, "first reconnect delay toward the upstream")
 	fs.DurationVar(&c.backoffMax, "backoff-max", 5*time.Second, "longest reconnect delay toward the upstream")
+	fs.DurationVar(&c.stall, "stall-timeout", peer.DefaultStallTimeout, "close a link whose peer has not read for this long (its queue keeps only the latest state per object meanwhile)")
+	fs.DurationVar(&c.ping, "ping-interval", peer.DefaultPingInterval, "how often each link pings its peer to find dead connections")
 	fs.StringVar(&c.meshBind, "mesh-bind", "", "server role: host:port for mesh membership (memberlist, UDP and TCP); empty runs a single node")
 	fs.StringVar(&join, "join", "", "comma-separated host:port of mesh members to join")
 	fs.StringVar(&secret, "mesh-secret", "", "32-byte key, hex or base64, that encrypts mesh gossip and authenticates mesh links")
@@ -105,6 +109,9 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	}
 	if c.tick < 0 {
 		return c, fmt.Errorf("--tick: must not be negative")
+	}
+	if c.stall <= 0 || c.ping <= 0 {
+		return c, fmt.Errorf("--stall-timeout and --ping-interval must be positive")
 	}
 	if err := c.logLevel.UnmarshalText([]byte(level)); err != nil {
 		return c, fmt.Errorf("--log-level: %w", err)

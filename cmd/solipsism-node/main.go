@@ -47,6 +47,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	node, err := relay.New(relay.Options{
 		Role: cfg.role, Prefix: cfg.prefix, Tick: cfg.nodeTick(),
 		ReadLimit: cfg.readLimit, OriginPatterns: cfg.origins,
+		StallTimeout: cfg.stall, PingInterval: cfg.ping,
 		Logger: log, Registerer: reg,
 	})
 	if err != nil {
