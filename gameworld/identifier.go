@@ -45,7 +45,7 @@ func NewIdentifier(prefix string) string {
 
 // IsIdentifier reports whether s has the recommended identifier form
 // prefix-XXXXXXXX-XXXXXXXX (or XXXXXXXX-XXXXXXXX without a prefix), with X
-// alphanumeric. Peers may use other forms; this is for validating our own
+// alphanumeric and the prefix made of alphanumeric words joined by dashes. Peers may use other forms; this is for validating our own
 // configuration, not for refusing peers.
 func IsIdentifier(s string) bool {
 	parts := strings.Split(s, "-")
@@ -59,8 +59,12 @@ func IsIdentifier(s string) bool {
 	if len(parts) == 2 {
 		return true
 	}
-	prefix := strings.Join(parts[:len(parts)-2], "-")
-	return prefix != ""
+	for _, p := range parts[:len(parts)-2] {
+		if p == "" || strings.Trim(p, alnum) != "" {
+			return false
+		}
+	}
+	return true
 }
 
 func isAlnum(s string, n int) bool {

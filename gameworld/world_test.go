@@ -192,7 +192,7 @@ func TestIdentifiers(t *testing.T) {
 			t.Errorf("IsIdentifier(%q) = false", s)
 		}
 	}
-	for _, s := range []string{"", "server", "server-abc-123", "server-abcdefg!-12345678", "-abcdefgh-12345678"} {
+	for _, s := range []string{"", "server", "server-abc-123", "server-abcdefg!-12345678", "-abcdefgh-12345678", "my server-abcdefgh-12345678", "a--b-abcdefgh-12345678"} {
 		if IsIdentifier(s) {
 			t.Errorf("IsIdentifier(%q) = true", s)
 		}

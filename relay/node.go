@@ -76,6 +76,9 @@ func New(opts Options) (*Node, error) {
 		}
 		opts.Identifier = gameworld.NewIdentifier(prefix)
 	}
+	if !gameworld.IsIdentifier(opts.Identifier) {
+		return nil, fmt.Errorf("relay: identifier %q is not of the form prefix-XXXXXXXX-XXXXXXXX (prefix of letters, digits and dashes; X letters or digits)", opts.Identifier)
+	}
 	if opts.MetadataTimeout == 0 {
 		opts.MetadataTimeout = 30 * time.Second
 	}

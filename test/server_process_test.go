@@ -87,6 +87,7 @@ func TestProcessConfig(t *testing.T) {
 		{"bad read limit", []string{"--read-limit", "lots"}, nil, "--read-limit"},
 		{"bad env", nil, []string{"SOLIPSISM_TICK=soon"}, "SOLIPSISM_TICK"},
 		{"bad log format", []string{"--log-format", "xml"}, nil, "--log-format"},
+		{"bad prefix", []string{"--prefix", "my server"}, nil, "prefix-XXXXXXXX-XXXXXXXX"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
