@@ -19,8 +19,10 @@ func props(kv ...string) Properties {
 func add(id, owner string, kv ...string) Change {
 	return Change{Type: Add, ID: id, Owner: owner, Properties: props(kv...)}
 }
-func upd(id string, kv ...string) Change { return Change{Type: Update, ID: id, Properties: props(kv...)} }
-func rem(id string) Change              { return Change{Type: Remove, ID: id} }
+func upd(id string, kv ...string) Change {
+	return Change{Type: Update, ID: id, Properties: props(kv...)}
+}
+func rem(id string) Change { return Change{Type: Remove, ID: id} }
 
 func summary(recs []Record) string {
 	s := ""

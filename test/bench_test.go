@@ -9,11 +9,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,31 +22,8 @@ import (
 	"github.com/solipsism/mesh/relay"
 )
 
-var (
-	loadOnce sync.Once
-	loadPath string
-	loadErr  error
-)
-
 // loadBinary builds the load tool once per run.
-func loadBinary(tb testing.TB) string {
-	tb.Helper()
-	loadOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "solipsism-load-")
-		if err != nil {
-			loadErr = err
-			return
-		}
-		loadPath = filepath.Join(dir, "solipsism-load")
-		if out, err := exec.Command("go", "build", "-o", loadPath, "../cmd/solipsism-load").CombinedOutput(); err != nil {
-			loadErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if loadErr != nil {
-		tb.Fatal(loadErr)
-	}
-	return loadPath
-}
+func loadBinary(tb testing.TB) string { return binary(tb, "solipsism-load") }
 
 // startBenchNode runs a node in this process, so that its CPU time and heap
 // can be measured while the load runs in another process.

@@ -17,32 +17,46 @@ import (
 	"time"
 )
 
+type built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	buildsMu sync.Mutex
+	builds   = map[string]*built{}
 )
 
-// nodeBinary builds solipsism-node once per test run.
-func nodeBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "solipsism-bin-")
+// binary builds ../cmd/<name> once per test run and returns its path.
+func binary(tb testing.TB, name string) string {
+	tb.Helper()
+	buildsMu.Lock()
+	b := builds[name]
+	if b == nil {
+		b = &built{}
+		builds[name] = b
+	}
+	buildsMu.Unlock()
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", name+"-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		binPath = filepath.Join(dir, "solipsism-node")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/solipsism-node").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		b.path = filepath.Join(dir, name)
+		if out, err := exec.Command("go", "build", "-o", b.path, "../cmd/"+name).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", name, err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		tb.Fatal(b.err)
 	}
-	return binPath
+	return b.path
 }
+
+// nodeBinary builds solipsism-node once per test run.
+func nodeBinary(tb testing.TB) string { return binary(tb, "solipsism-node") }
 
 // proc is a running solipsism-node process.
 type proc struct {

@@ -49,15 +49,7 @@ func (s *LegacyServer) Crashes() []string {
 func (s *LegacyServer) Objects() map[string]Object {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[string]Object{}
-	for id, o := range s.objects {
-		props := map[string]json.RawMessage{}
-		for k, v := range o.Properties {
-			props[k] = v
-		}
-		out[id] = Object{Owner: o.Owner, Properties: props}
-	}
-	return out
+	return copyObjects(s.objects)
 }
 
 func (lc *legacyConn) send(v any) {
@@ -165,31 +157,8 @@ func (s *LegacyServer) apply(from *legacyConn, changes []wireChange) bool {
 			return false
 		}
 		seen[c.ID] = c.Type
-		switch c.Type {
-		case "add":
-			o, ok := s.objects[c.ID]
-			if !ok {
-				o = &Object{Owner: c.Owner, Properties: map[string]json.RawMessage{}}
-				s.objects[c.ID] = o
-			}
-			for k, v := range c.Properties {
-				o.Properties[k] = v
-			}
-		case "update":
-			if o, ok := s.objects[c.ID]; ok {
-				for k, v := range c.Properties {
-					o.Properties[k] = v
-				}
-			}
-		case "remove":
-			if _, ok := s.objects[c.ID]; !ok {
-				s.crashes = append(s.crashes, "remove of unknown id "+c.ID)
-				s.mu.Unlock()
-				return false
-			}
-			delete(s.objects, c.ID)
-		default:
-			s.crashes = append(s.crashes, "unknown change type "+c.Type)
+		if problem := applyLikeJS(s.objects, c); problem != "" {
+			s.crashes = append(s.crashes, problem)
 			s.mu.Unlock()
 			return false
 		}

@@ -44,7 +44,7 @@ type Peer struct {
 
 	mu         sync.Mutex
 	cond       *sync.Cond
-	objects    map[string]Object
+	objects    map[string]*Object
 	owned      map[string]Object
 	messages   []Message
 	violations []string
@@ -86,7 +86,7 @@ func TryDial(t testing.TB, url, id string, opts Options) (*Peer, error) {
 	if opts.Chain == nil {
 		opts.Chain = []string{id}
 	}
-	p := &Peer{t: t, ID: id, opts: opts, conn: c, ctx: ctx, objects: map[string]Object{}, owned: map[string]Object{}}
+	p := &Peer{t: t, ID: id, opts: opts, conn: c, ctx: ctx, objects: map[string]*Object{}, owned: map[string]Object{}}
 	p.cond = sync.NewCond(&p.mu)
 	go p.readLoop()
 	t.Cleanup(func() {
@@ -174,29 +174,8 @@ func (p *Peer) handle(m Message) {
 			if c.Owner == "" {
 				p.violations = append(p.violations, c.Type+" without owner")
 			}
-			switch c.Type {
-			case "add":
-				o, ok := p.objects[c.ID]
-				if !ok {
-					o = Object{Owner: c.Owner, Properties: map[string]json.RawMessage{}}
-				}
-				for k, v := range c.Properties {
-					o.Properties[k] = v
-				}
-				p.objects[c.ID] = o
-			case "update":
-				if o, ok := p.objects[c.ID]; ok {
-					for k, v := range c.Properties {
-						o.Properties[k] = v
-					}
-				}
-			case "remove":
-				if _, ok := p.objects[c.ID]; !ok {
-					p.violations = append(p.violations, "remove of unknown id "+c.ID)
-				}
-				delete(p.objects, c.ID)
-			default:
-				p.violations = append(p.violations, "unknown change type "+c.Type)
+			if problem := applyLikeJS(p.objects, c); problem != "" {
+				p.violations = append(p.violations, problem)
 			}
 		}
 	case "requestMetadata":
@@ -326,7 +305,7 @@ func (p *Peer) WaitErr(timeout time.Duration, cond func(objects map[string]Objec
 	defer timer.Stop()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for !cond(p.objects) {
+	for !cond(p.viewLocked()) {
 		if p.closed != nil {
 			return fmt.Errorf("connection closed: %w", p.closed)
 		}
@@ -378,8 +357,15 @@ func (p *Peer) WaitClosed(timeout time.Duration) (websocket.StatusCode, string) 
 func (p *Peer) Objects() map[string]Object {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[string]Object, len(p.objects))
-	for k, v := range p.objects {
+	return p.viewLocked()
+}
+
+func (p *Peer) viewLocked() map[string]Object { return copyObjects(p.objects) }
+
+// copyObjects returns a deep copy of a view.
+func copyObjects(in map[string]*Object) map[string]Object {
+	out := make(map[string]Object, len(in))
+	for k, v := range in {
 		props := make(map[string]json.RawMessage, len(v.Properties))
 		for pk, pv := range v.Properties {
 			props[pk] = pv
@@ -387,6 +373,36 @@ func (p *Peer) Objects() map[string]Object {
 		out[k] = Object{Owner: v.Owner, Properties: props}
 	}
 	return out
+}
+
+// applyLikeJS applies one change record to a view the way the 2016 library
+// does, and describes what would have crashed it ("" if nothing).
+func applyLikeJS(objs map[string]*Object, c wireChange) string {
+	switch c.Type {
+	case "add":
+		o, ok := objs[c.ID]
+		if !ok {
+			o = &Object{Owner: c.Owner, Properties: map[string]json.RawMessage{}}
+			objs[c.ID] = o
+		}
+		for k, v := range c.Properties {
+			o.Properties[k] = v
+		}
+	case "update":
+		if o, ok := objs[c.ID]; ok {
+			for k, v := range c.Properties {
+				o.Properties[k] = v
+			}
+		}
+	case "remove":
+		if _, ok := objs[c.ID]; !ok {
+			return "remove of unknown id " + c.ID
+		}
+		delete(objs, c.ID)
+	default:
+		return "unknown change type " + c.Type
+	}
+	return ""
 }
 
 // Messages returns the messages received so far.
