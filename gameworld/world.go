@@ -120,6 +120,19 @@ func (w *World) Objects() []Object {
 	return out
 }
 
+// Range calls fn for every object, in no particular order, until fn returns
+// false. It neither copies nor sorts the world, unlike Objects. The world is
+// read-locked meanwhile: fn must not call the World's methods.
+func (w *World) Range(fn func(o Object) bool) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	for _, o := range w.objs {
+		if !fn(*o) {
+			return
+		}
+	}
+}
+
 // Subscribe registers fn to be called after every Apply that changed
 // something. Calls happen in revision order, one at a time, from the
 // goroutine that called Apply, after the world's lock is released: fn may

@@ -200,3 +200,18 @@ func TestIdentifiers(t *testing.T) {
 		}
 	}
 }
+
+func TestRange(t *testing.T) {
+	w := New("w")
+	w.Apply([]Change{add("a", "me"), add("b", "me"), add("c", "you")}, nil)
+	seen := map[string]string{}
+	w.Range(func(o Object) bool { seen[o.ID] = o.Owner; return true })
+	if len(seen) != 3 || seen["c"] != "you" {
+		t.Fatalf("Range saw %v", seen)
+	}
+	n := 0
+	w.Range(func(Object) bool { n++; return false })
+	if n != 1 {
+		t.Fatalf("Range went on after false: %d calls", n)
+	}
+}

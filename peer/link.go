@@ -91,18 +91,17 @@ type Link struct {
 	stall   *time.Timer
 	mdTimer *time.Timer
 
-	mu          sync.Mutex
-	closeErr    error
-	md          Metadata
-	hasMD       bool
-	dialect     string
-	interval    time.Duration
-	sendMD      bool
-	reqMD       bool
-	reqRefresh  bool
-	pinging     bool
-	lastFlush   time.Time
-	peerUsedDoc bool
+	mu         sync.Mutex
+	closeErr   error
+	md         Metadata
+	hasMD      bool
+	dialect    string
+	interval   time.Duration
+	sendMD     bool
+	reqMD      bool
+	reqRefresh bool
+	pinging    bool
+	lastFlush  time.Time
 }
 
 // NewLink returns a link over conn. Call Run to start it.
@@ -186,9 +185,6 @@ func (l *Link) Interval() time.Duration {
 	defer l.mu.Unlock()
 	return l.interval
 }
-
-// Done is closed when the link starts closing.
-func (l *Link) Done() <-chan struct{} { return l.done }
 
 // Err returns why the link closed, or nil while it is open.
 func (l *Link) Err() error {

@@ -4,7 +4,9 @@
 // A Node is a server (accepts downstream links, relays everything except a
 // link's own objects back to it), a proxy (one upstream link toward a server
 // plus downstream clients, chainable to any depth) or a client (one upstream
-// link; see Client for the Go client API). The same routing code serves all
+// link; see Client for the Go client API). Servers can join a mesh
+// (JoinMesh): membership comes from hashicorp/memberlist, and each pair of
+// members keeps one mesh link carrying only what is local to its sender. The same routing code serves all
 // three: every applied change record is encoded once and offered to every
 // ready link, and ownership.MaySend decides per link. Every incoming record is
 // checked with ownership.MayAccept before it touches the world.

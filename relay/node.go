@@ -301,11 +301,12 @@ func (n *Node) route(recs []gameworld.Record) {
 // sendRefreshLocked queues every object ls may receive as a full add,
 // then marks the refresh complete. n.mu must be held.
 func (n *Node) sendRefreshLocked(ls *linkState) {
-	for _, o := range n.world.Objects() {
+	n.world.Range(func(o gameworld.Object) bool {
 		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
 			ls.link.Send(peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Properties: o.Properties}, o.Slot), nil)
 		}
-	}
+		return true
+	})
 	ls.link.SendRefreshed()
 }
 
@@ -443,14 +444,9 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	}
 	if len(gone) > 0 {
 		changed = true
-		// Remove while the claims still stand, so the removals route as
-		// local changes (upstream and to mesh peers), then release them.
-		n.removeOwnedBy(gone, l)
+		n.releaseClaims(gone, l)
 		for _, id := range gone {
 			delete(ls.chain, id)
-			if n.claims[id] == ls {
-				delete(n.claims, id)
-			}
 		}
 	}
 	first := !ls.ready
@@ -477,29 +473,45 @@ func (n *Node) chainChanged() {
 	}
 }
 
-// removeOwnedBy removes every object owned by one of owners and routes the
-// removals. from, if not nil, is a link that removed them itself. n.mu must
-// be held.
-func (n *Node) removeOwnedBy(owners []string, from *peer.Link) {
-	set := make(map[string]bool, len(owners))
-	for _, o := range owners {
-		set[o] = true
+// releaseClaims removes every object owned by one of the worlds ids, routes
+// the removals, then drops the worlds' claims. The removals come first, while
+// the claims still make them local, so that they also go upstream and to mesh
+// peers. from, if not nil, is a link whose peer removed them itself. n.mu
+// must be held.
+func (n *Node) releaseClaims(ids []string, from *peer.Link) {
+	set := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
 	}
+	removed := n.removeWhere(func(o gameworld.Object) bool { return set[o.Owner] }, from)
+	for _, id := range ids {
+		delete(n.claims, id)
+	}
+	if removed > 0 {
+		n.log.Debug("removed objects of departed worlds", "worlds", len(ids), "objects", removed)
+	}
+}
+
+// removeWhere removes every object for which remove is true and routes the
+// removals; it returns how many it removed. from, if not nil, is a link
+// whose peer removed them itself. n.mu must be held.
+func (n *Node) removeWhere(remove func(gameworld.Object) bool, from *peer.Link) int {
 	var changes []gameworld.Change
-	for _, o := range n.world.Objects() {
-		if set[o.Owner] {
+	n.world.Range(func(o gameworld.Object) bool {
+		if remove(o) {
 			changes = append(changes, gameworld.Change{Type: gameworld.Remove, ID: o.ID})
 			if from != nil {
 				from.Queue().Forget(o.Slot, o.ID)
 			}
 		}
-	}
+		return true
+	})
 	if len(changes) == 0 {
-		return
+		return 0
 	}
 	res := n.world.Apply(changes, nil)
 	n.route(res.Records)
-	n.log.Debug("removed objects of departed worlds", "worlds", len(owners), "objects", len(res.Records))
+	return len(res.Records)
 }
 
 // LocalMetadata implements peer.Handler: toward upstream and mesh links a
@@ -555,12 +567,7 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 		}
 	}
 	if len(owned) > 0 {
-		// As in HandleMetadata: remove first, while the claims make the
-		// removals local, then release the claims.
-		n.removeOwnedBy(owned, nil)
-		for _, id := range owned {
-			delete(n.claims, id)
-		}
+		n.releaseClaims(owned, nil)
 		if !n.closed {
 			n.chainChanged()
 		}
@@ -578,13 +585,7 @@ func (n *Node) releaseGhosts(ls *linkState) {
 			stale = append(stale, id)
 		}
 	}
-	if len(stale) == 0 {
-		return
-	}
-	n.removeOwnedBy(stale, nil)
-	for _, id := range stale {
-		delete(n.claims, id)
-	}
+	n.releaseClaims(stale, nil)
 }
 
 // meshMemberGone removes everything owned behind a member that memberlist
@@ -598,10 +599,7 @@ func (n *Node) meshMemberGone(member string) {
 			owned = append(owned, id)
 		}
 	}
-	n.removeOwnedBy(owned, nil)
-	for _, id := range owned {
-		delete(n.claims, id)
-	}
+	n.releaseClaims(owned, nil)
 	for _, ls := range n.order {
 		if ls.kind == ownership.Mesh && ls.member == member {
 			ls.link.Close(peer.StatusGoingAway, "member left the mesh")

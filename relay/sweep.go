@@ -43,23 +43,17 @@ func (s *sweep) see(changes []gameworld.Change) {
 func (n *Node) finishSweep(ls *linkState) {
 	s := ls.sweep
 	ls.sweep = nil
-	var changes []gameworld.Change
-	for _, o := range n.world.Objects() {
-		if s.seen[o.ID] {
-			continue
+	removed := n.removeWhere(func(o gameworld.Object) bool {
+		switch {
+		case s.seen[o.ID]:
+			return false
+		case ls.kind == ownership.Mesh:
+			return n.claims[o.Owner] == ls
+		default:
+			return !n.relation(ls, o.Owner).Local
 		}
-		if ls.kind == ownership.Mesh && n.claims[o.Owner] != ls {
-			continue
-		}
-		if ls.kind != ownership.Mesh && n.relation(ls, o.Owner).Local {
-			continue
-		}
-		changes = append(changes, gameworld.Change{Type: gameworld.Remove, ID: o.ID})
+	}, nil)
+	if removed > 0 {
+		n.log.Info("removed objects that vanished while disconnected", "kind", ls.kind.String(), "objects", removed)
 	}
-	if len(changes) == 0 {
-		return
-	}
-	res := n.world.Apply(changes, nil)
-	n.route(res.Records)
-	n.log.Info("removed objects that vanished while disconnected", "kind", ls.kind.String(), "objects", len(res.Records))
 }

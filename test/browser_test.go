@@ -17,7 +17,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
 
-	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/relay"
 	"github.com/solipsism/mesh/web"
 )
@@ -183,8 +182,8 @@ func TestBrowserDemo(t *testing.T) {
 	}
 	inner := httptest.NewServer(node)
 	t.Cleanup(func() { node.Close(context.Background()); inner.Close() })
-	inj := &injector{target: wiretest.WSURL(inner), conns: map[*websocket.Conn]*sync.Mutex{}}
-	inj.target = "ws" + strings.TrimPrefix(inner.URL, "http")
+	// inner serves the node itself at its root.
+	inj := &injector{target: "ws" + strings.TrimPrefix(inner.URL, "http"), conns: map[*websocket.Conn]*sync.Mutex{}}
 	mux := http.NewServeMux()
 	mux.Handle("/ws", inj)
 	mux.Handle("/api/state", node.StateHandler())

@@ -186,9 +186,8 @@ const KNOWN_TYPES = new Set(["worldChange", "requestRefresh", "requestMetadata",
  * the peer never heard of is never sent.
  * @package
  */
-export class Link extends EventTarget {
+export class Link {
   constructor(world, port, kind, { tick = 50, onMetadata, metaExtra } = {}) {
-    super();
     this.metaExtra = metaExtra;
     this.world = world;
     this.port = port;
@@ -202,6 +201,7 @@ export class Link extends EventTarget {
     this.known = new Set(); // ids the peer knows, counting what is queued
     this.queue = new Map(); // id -> {knew, removed, rec}
     this.refreshed = false;
+    this.refreshPending = false; // a downstream peer asked before sending its metadata
     this.timer = null;
     this.lastFlush = 0;
     this.closed = false;
@@ -432,12 +432,13 @@ export class Link extends EventTarget {
       return;
     }
     const fallbackOwner = this.peer ? this.peer.identifier : undefined;
-    const refused = this.world.apply(valid.map((c) => (c.type === "add" && !c.owner ? { ...c, owner: fallbackOwner } : c)), this, (c, existing) =>
-      this.mayAccept(existing ? existing.owner : c.owner));
-    this.stats.refused += refused.length;
-    for (const c of valid) {
+    const owned = valid.map((c) => (c.type === "add" && !c.owner ? { ...c, owner: fallbackOwner } : c));
+    const refused = new Set(this.world.apply(owned, this, (c, existing) => this.mayAccept(existing ? existing.owner : c.owner)));
+    this.stats.refused += refused.size;
+    for (const c of owned) {
+      if (refused.has(c)) continue;
       if (c.type === "remove") this.known.delete(c.id);
-      else if (!refused.includes(c)) this.known.add(c.id);
+      else this.known.add(c.id);
       if (this.sweep) {
         if (c.type === "remove") this.sweep.delete(c.id);
         else this.sweep.add(c.id);
