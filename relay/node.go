@@ -55,8 +55,10 @@ type linkState struct {
 	// their metadata is known, upstream links at once.
 	ready          bool
 	refreshPending bool
-	sweep          *sweep
-	remoteURL      string
+	// askedRefresh: the upstream has been sent its requestRefresh.
+	askedRefresh bool
+	sweep        *sweep
+	remoteURL    string
 	// member is the memberlist name of a mesh link's peer.
 	member string
 	// detached mesh links have closed while their member is still alive:
@@ -193,12 +195,12 @@ func (n *Node) serve(conn peer.Conn, kind ownership.LinkKind, remoteURL, member 
 	switch kind {
 	case ownership.Upstream:
 		// Introduce ourselves first so the upstream accepts our objects,
-		// then offer them, then ask for everything else.
+		// then offer them. Everything else is asked for once the upstream
+		// has said who it is (see HandleMetadata).
 		ls.ready = true
 		ls.sweep = newSweep()
 		l.SendMetadata()
 		l.RequestMetadata()
-		l.RequestRefresh()
 		n.sendRefreshLocked(ls)
 	case ownership.Mesh:
 		// Like a downstream link (ready once its chain is known), but we
@@ -207,10 +209,11 @@ func (n *Node) serve(conn peer.Conn, kind ownership.LinkKind, remoteURL, member 
 		ls.sweep = newSweep()
 		l.SendMetadata()
 		l.RequestMetadata()
-		l.RequestRefresh()
 	default:
+		// requestRefresh follows the metadata answer, as the 2016 server
+		// does: a refresh answer that overtook the metadata could not be
+		// attributed to anyone and would be lost.
 		l.RequestMetadata()
-		l.RequestRefresh()
 	}
 	n.mu.Unlock()
 	n.log.Debug("link opened", "link", l.ID(), "kind", kind.String(), "remote", conn.RemoteAddr())
@@ -402,6 +405,10 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 		for _, id := range md.IdentifierChain {
 			ls.chain[id] = true
 		}
+		if !ls.askedRefresh {
+			ls.askedRefresh = true
+			l.RequestRefresh()
+		}
 		return
 	}
 	next := make(map[string]bool, len(md.IdentifierChain))
@@ -451,6 +458,9 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	}
 	first := !ls.ready
 	ls.ready = true
+	if first {
+		l.RequestRefresh()
+	}
 	if first && ls.kind == ownership.Mesh {
 		n.releaseGhosts(ls)
 	}

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -194,4 +195,58 @@ func refusedCount(n *Node) uint64 {
 		c += ls.link.Stats().Refused.Load()
 	}
 	return c
+}
+
+// TestRefreshFollowsMetadata: requestRefresh is sent only once the peer has
+// said who it is, so a peer that is slow to answer requestMetadata (or
+// whose objects are ready first) loses nothing.
+func TestRefreshFollowsMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts wiretest.Options
+	}{
+		{"2016 dialect", wiretest.Options{MetadataDelay: 300 * time.Millisecond}},
+		{"documented dialect", wiretest.Options{MetadataDelay: 300 * time.Millisecond, DocDialect: true}},
+		{"proxy-like chain", wiretest.Options{MetadataDelay: 300 * time.Millisecond, Chain: []string{"proxy-ssssssss-ssssssss", "client-ssssssss-ssssssss"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, url := startNode(t, Options{})
+			watcher := wiretest.Dial(t, url, "client-wwwwwwww-wwwwwwww", wiretest.Options{})
+			id := "proxy-ssssssss-ssssssss"
+			owner := tc.opts.Chain
+			if owner == nil {
+				id, owner = "client-ssssssss-ssssssss", []string{"client-ssssssss-ssssssss"}
+			}
+			tc.opts.Owned = []map[string]any{
+				wiretest.Add("still-1", owner[len(owner)-1], props{"n": 1}),
+				wiretest.Add("still-2", owner[0], props{"n": 2}),
+			}
+			slow := wiretest.Dial(t, url, id, tc.opts)
+			watcher.WaitProp("still-1", "n", "1")
+			watcher.WaitProp("still-2", "n", "2")
+			if slow.RefreshBeforeMetadata() {
+				t.Fatal("node sent requestRefresh before the peer answered requestMetadata")
+			}
+			slow.CheckClean()
+			watcher.CheckClean()
+		})
+	}
+	t.Run("proxy under a slow 2016 server", func(t *testing.T) {
+		legacy := wiretest.NewLegacyServer("server-llllllll-llllllll")
+		legacy.MetadataDelay = 300 * time.Millisecond
+		srv := httptest.NewServer(legacy)
+		t.Cleanup(srv.Close)
+		proxy, purl := startProxy(t, wiretest.WSURL(srv), Options{})
+		c := wiretest.Dial(t, purl, "client-cccccccc-cccccccc", wiretest.Options{})
+		c.Change(wiretest.Add("obj-c", c.ID, props{"n": 1}))
+		waitFor(t, "the legacy server to hold obj-c", 5*time.Second, func() bool { _, ok := legacy.Objects()["obj-c"]; return ok })
+		waitFor(t, "the proxy's upstream link", 5*time.Second, func() bool { return upstreamConnected(proxy) })
+		time.Sleep(400 * time.Millisecond) // past the delayed answer
+		if n := legacy.EarlyRefreshes(); n > 0 {
+			t.Fatalf("proxy sent requestRefresh %d times before the server's metadata answer", n)
+		}
+		if cr := legacy.Crashes(); len(cr) > 0 {
+			t.Fatalf("legacy server would have crashed: %v", cr)
+		}
+	})
 }

@@ -212,14 +212,15 @@ export class Link {
 
   /** Starts the handshake. */
   start(extraMetadata) {
+    // requestRefresh waits for the peer's metadata (see receiveMetadata), as
+    // the 2016 server does: a refresh answer that overtook the metadata
+    // could not be attributed and would be lost.
     if (this.kind === "upstream") {
       this.sendMetadata(extraMetadata);
       this.post(["requestMetadata", null]);
-      this.post(["requestRefresh", null]);
       this.refresh();
     } else {
       this.post(["requestMetadata", null]);
-      this.post(["requestRefresh", null]);
     }
   }
 
@@ -399,6 +400,7 @@ export class Link {
     const gone = [...this.peerChain].filter((x) => !chain.has(x));
     this.peer = { ...data, identifier: id };
     this.peerChain = chain;
+    if (first) this.post(["requestRefresh", null]);
     if (this.kind === "downstream") {
       // The worlds behind us changed: objects of those that left go.
       for (const w of gone) this.world.behind.delete(w);

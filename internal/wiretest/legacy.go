@@ -20,17 +20,30 @@ import (
 // one message — it records the crash and drops the connection.
 type LegacyServer struct {
 	ID string
+	// MetadataDelay delays the answer to requestMetadata.
+	MetadataDelay time.Duration
 
 	mu      sync.Mutex
 	objects map[string]*Object
 	conns   map[*legacyConn]bool
 	crashes []string
+	early   int
+}
+
+// EarlyRefreshes counts requestRefresh messages that arrived before the
+// server had answered that connection's requestMetadata.
+func (s *LegacyServer) EarlyRefreshes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.early
 }
 
 type legacyConn struct {
 	c     *websocket.Conn
 	chain map[string]bool
 	wmu   sync.Mutex
+	// answered: our metadata answer has been sent.
+	answered bool
 }
 
 // NewLegacyServer returns a 2016-style server with the given identifier.
@@ -106,8 +119,24 @@ func (s *LegacyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			lc.send([]any{"requestRefresh"})
 			s.sendRefresh(lc)
 		case "requestMetadata":
-			lc.send([]any{"metadataChange", map[string]any{"identifier": s.ID, "identifierChain": []string{s.ID}}})
+			answer := func() {
+				// Marked first: the reply to it may be read before send returns.
+				s.mu.Lock()
+				lc.answered = true
+				s.mu.Unlock()
+				lc.send([]any{"metadataChange", map[string]any{"identifier": s.ID, "identifierChain": []string{s.ID}}})
+			}
+			if s.MetadataDelay > 0 {
+				time.AfterFunc(s.MetadataDelay, answer)
+			} else {
+				answer()
+			}
 		case "requestRefresh":
+			s.mu.Lock()
+			if !lc.answered {
+				s.early++
+			}
+			s.mu.Unlock()
 			s.sendRefresh(lc)
 		case "worldChange":
 			var wc struct {

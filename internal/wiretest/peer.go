@@ -32,6 +32,13 @@ type Options struct {
 	Silent bool
 	// ReadLimit for messages from the node; zero means 64 MiB.
 	ReadLimit int64
+	// MetadataDelay delays the answer to requestMetadata, as a slow peer
+	// (or a worker relaying for a page) would; other messages are handled
+	// meanwhile.
+	MetadataDelay time.Duration
+	// Owned are add records of objects the peer owns from the start; it
+	// offers them only in refresh answers.
+	Owned []map[string]any
 }
 
 // Peer is a raw protocol peer over a real WebSocket connection.
@@ -50,6 +57,9 @@ type Peer struct {
 	violations []string
 	closed     error
 	wmu        sync.Mutex
+	// mdSent: the metadata answer has been sent; earlyRefresh: a
+	// requestRefresh arrived before it.
+	mdSent, earlyRefresh bool
 }
 
 // Message is one received message.
@@ -88,6 +98,7 @@ func TryDial(t testing.TB, url, id string, opts Options) (*Peer, error) {
 	}
 	p := &Peer{t: t, ID: id, opts: opts, conn: c, ctx: ctx, objects: map[string]*Object{}, owned: map[string]Object{}}
 	p.cond = sync.NewCond(&p.mu)
+	p.own(opts.Owned)
 	go p.readLoop()
 	t.Cleanup(func() {
 		p.conn.Close(websocket.StatusNormalClosure, "test done")
@@ -184,9 +195,23 @@ func (p *Peer) handle(m Message) {
 			if p.opts.DocDialect {
 				name = "metadata"
 			}
-			replies = append(replies, [2]any{name, map[string]any{"identifier": p.ID, "identifierChain": p.opts.Chain}})
+			md := map[string]any{"identifier": p.ID, "identifierChain": p.opts.Chain}
+			if p.opts.MetadataDelay > 0 {
+				time.AfterFunc(p.opts.MetadataDelay, func() {
+					p.mu.Lock()
+					p.mdSent = true
+					p.mu.Unlock()
+					p.Send(name, md)
+				})
+			} else {
+				p.mdSent = true
+				replies = append(replies, [2]any{name, md})
+			}
 		}
 	case "requestRefresh":
+		if !p.mdSent {
+			p.earlyRefresh = true
+		}
 		if !p.opts.Silent {
 			changes := []map[string]any{}
 			for id, o := range p.owned {
@@ -229,10 +254,8 @@ func (p *Peer) SendBinary(b []byte) error {
 	return p.conn.Write(ctx, websocket.MessageBinary, b)
 }
 
-// Change sends one worldChange with the given records and remembers the
-// peer's own objects so it can answer requestRefresh.
-func (p *Peer) Change(changes ...map[string]any) {
-	p.t.Helper()
+// own records changes to the peer's own objects, for refresh answers.
+func (p *Peer) own(changes []map[string]any) {
 	p.mu.Lock()
 	for _, c := range changes {
 		id, _ := c["id"].(string)
@@ -263,6 +286,13 @@ func (p *Peer) Change(changes ...map[string]any) {
 		}
 	}
 	p.mu.Unlock()
+}
+
+// Change sends one worldChange with the given records and remembers the
+// peer's own objects so it can answer requestRefresh.
+func (p *Peer) Change(changes ...map[string]any) {
+	p.t.Helper()
+	p.own(changes)
 	if err := p.Send("worldChange", map[string]any{"timestamp": time.Now().UnixMilli(), "changes": changes}); err != nil {
 		p.t.Fatalf("wiretest: %s: send: %v", p.ID, err)
 	}
@@ -426,6 +456,14 @@ func (p *Peer) CheckClean() {
 	if v := p.Violations(); len(v) > 0 {
 		p.t.Errorf("wiretest: %s received what crashes a 2016 peer: %v", p.ID, v)
 	}
+}
+
+// RefreshBeforeMetadata reports whether a requestRefresh arrived before the
+// peer had answered requestMetadata.
+func (p *Peer) RefreshBeforeMetadata() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.earlyRefresh
 }
 
 // Close closes the connection normally.
