@@ -9,8 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"runtime"
-	"runtime/pprof"
 	"strings"
 	"syscall"
 	"testing"
@@ -113,87 +111,6 @@ func runLoadHook(tb testing.TB, url string, atStart func(), args ...string) (loa
 		tb.Fatalf("load tool: %v", err)
 	}
 	return rep, cpu
-}
-
-// BenchmarkFanout: 200 clients each update one object at 20 Hz through one
-// server with a 50 ms tick. Run with -benchtime 1x; each run measures 10 s.
-//
-//	go test ./test -run '^$' -bench Fanout -benchtime 1x
-func BenchmarkFanout(b *testing.B) {
-	for _, tc := range []struct {
-		name string
-		tick time.Duration
-	}{{"tick50ms", 50 * time.Millisecond}} {
-		b.Run(tc.name, func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				_, url := startBenchNode(b, relay.Options{Tick: tc.tick})
-				rep, cpu := runLoad(b, url, "--clients", "200", "--rate", "20", "--warmup", "3s", "--duration", "10s")
-				if rep.Errors > 0 {
-					b.Fatalf("load tool saw %d errors", rep.Errors)
-				}
-				b.ReportMetric(float64(rep.Delivered)/cpu.Seconds(), "records/server-cpu-s")
-				b.ReportMetric(rep.DeliveredPerS, "records/s")
-				b.ReportMetric(rep.P50ms, "p50-ms")
-				b.ReportMetric(rep.P99ms, "p99-ms")
-				b.ReportMetric(cpu.Seconds()/10, "server-cores")
-			}
-		})
-	}
-}
-
-// BenchmarkIdleConnections measures the server heap held per idle
-// connection (handshake done, nothing flowing).
-//
-//	go test ./test -run '^$' -bench IdleConnections -benchtime 1x
-func BenchmarkIdleConnections(b *testing.B) {
-	const n = 2000
-	for i := 0; i < b.N; i++ {
-		node, url := startBenchNode(b, relay.Options{})
-		runtime.GC()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		cmd := exec.Command(loadBinary(b), "--url", url, "--clients", fmt.Sprint(n), "--idle")
-		stdin, _ := cmd.StdinPipe()
-		out, _ := cmd.StdoutPipe()
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		sc := bufio.NewScanner(out)
-		if !sc.Scan() || sc.Text() != "connected" {
-			b.Fatalf("load tool did not connect: %q", sc.Text())
-		}
-		deadline := time.Now().Add(30 * time.Second)
-		for readyLinks(node) < n {
-			if time.Now().After(deadline) {
-				b.Fatalf("only %d of %d links ready", readyLinks(node), n)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		time.Sleep(200 * time.Millisecond) // let handshake traffic drain
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		if path := os.Getenv("SOLIPSISM_HEAP_PROFILE"); path != "" {
-			if f, err := os.Create(path); err == nil {
-				pprof.WriteHeapProfile(f)
-				f.Close()
-			}
-		}
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/conn")
-		b.ReportMetric(float64(after.StackInuse-before.StackInuse)/n, "stack-B/conn")
-		stdin.Close()
-		cmd.Wait()
-	}
-}
-
-func readyLinks(n *relay.Node) int {
-	c := 0
-	for _, l := range n.Links() {
-		if l.Ready {
-			c++
-		}
-	}
-	return c
 }
 
 // BenchmarkProxyHop measures what one proxy adds: 10 clients on a server

@@ -76,6 +76,7 @@ func run(ctx context.Context, url string, n int, rate float64, warmup, duration 
 	for i, c := range conns {
 		cl := &client{id: fmt.Sprintf("load-%08d-%08d", os.Getpid()%100000000, i), obj: fmt.Sprintf("obj-%08d-%08d", os.Getpid()%100000000, i),
 			c: c, st: &st, observer: i < observers, idle: idle || rate <= 0}
+		cl.ownKey = []byte(`"id":"` + cl.obj + `"`)
 		wg.Add(1)
 		go func() { defer wg.Done(); cl.run(ctx, rate) }()
 	}
@@ -129,6 +130,7 @@ type client struct {
 	st       *stats
 	observer bool
 	idle     bool
+	ownKey   []byte // `"id":"<obj>"`, to tell the client's own records
 	wmu      sync.Mutex
 	ready    atomic.Bool
 }
@@ -185,7 +187,10 @@ func (cl *client) read(ctx context.Context) {
 		switch {
 		case bytes.HasPrefix(b, []byte(`["worldChange"`)):
 			if cl.st.measuring.Load() {
-				cl.st.delivered.Add(int64(bytes.Count(b, typeKey)))
+				// A relay that echoes a client's own record does not
+				// deliver it.
+				n := bytes.Count(b, typeKey) - bytes.Count(b, cl.ownKey)
+				cl.st.delivered.Add(int64(n))
 				if cl.observer {
 					cl.observe(b)
 				}
@@ -210,6 +215,7 @@ func (cl *client) observe(b []byte) {
 	}
 	var wc struct {
 		Changes []struct {
+			ID         string `json:"id"`
 			Properties struct {
 				T int64 `json:"t"`
 			} `json:"properties"`
@@ -221,7 +227,7 @@ func (cl *client) observe(b []byte) {
 	}
 	lat := make([]time.Duration, 0, len(wc.Changes))
 	for _, c := range wc.Changes {
-		if c.Properties.T > 0 {
+		if c.Properties.T > 0 && c.ID != cl.obj {
 			lat = append(lat, time.Duration(now-c.Properties.T))
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -33,6 +34,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "solipsism-node:", err)
 		os.Exit(1)
 	}
+}
+
+// debugMux serves net/http/pprof. It is mounted only on the --debug-listen
+// listener: profiles reveal memory contents and cost CPU to take, so they
+// never share the public listener.
+func debugMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 // run starts the node and serves until ctx is done.
@@ -78,6 +92,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("serving", "addr", ln.Addr().String(), "role", cfg.role.String(), "identifier", node.Identifier(),
 		"ws", "/ws", "tick", cfg.tick.String())
+
+	if cfg.debug != "" {
+		dln, err := net.Listen("tcp", cfg.debug)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on --debug-listen %s: %w", cfg.debug, err)
+		}
+		dsrv := &http.Server{Handler: debugMux(), ReadHeaderTimeout: 10 * time.Second}
+		go dsrv.Serve(dln)
+		defer dsrv.Close()
+		log.Info("serving debug endpoints", "addr", dln.Addr().String(), "pprof", "/debug/pprof/")
+	}
 
 	var mesh *relay.Mesh
 	if cfg.meshBind != "" {

@@ -1,0 +1,311 @@
+package test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// relayProc is a relay running as a process of its own, so that its CPU
+// time and resident memory can be read from /proc: what users pay.
+type relayProc struct {
+	pid  int
+	addr string // host:port
+	node *proc  // nil for the bare relay
+}
+
+func (r relayProc) url() string { return "ws://" + r.addr + "/ws" }
+
+// pinned prefixes a command with taskset when it is available, so that the
+// relay and the load each have a core of their own.
+func pinned(cpu string, name string, args ...string) *exec.Cmd {
+	if path, err := exec.LookPath("taskset"); err == nil && os.Getenv("SOLIPSISM_BENCH_NOPIN") == "" {
+		return exec.Command(path, append([]string{"-c", cpu, name}, args...)...)
+	}
+	return exec.Command(name, args...)
+}
+
+// startBareRelay runs the test binary as the bare relay (see TestMain).
+func startBareRelay(tb testing.TB, tick time.Duration) relayProc {
+	tb.Helper()
+	cmd := pinned("0", os.Args[0])
+	cmd.Env = append(os.Environ(), "SOLIPSISM_BARE_RELAY=1", fmt.Sprintf("SOLIPSISM_BARE_RELAY_TICK=%d", tick.Milliseconds()))
+	stdin, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() {
+		tb.Fatal("bare relay did not start")
+	}
+	go io.Copy(io.Discard, out)
+	return relayProc{pid: cmd.Process.Pid, addr: sc.Text()}
+}
+
+// startNodeProc runs solipsism-node, pinned like the bare relay.
+func startNodeProc(tb testing.TB, args ...string) relayProc {
+	tb.Helper()
+	p := startProcEnv(tb, []string{"SOLIPSISM_LOG_LEVEL=info"}, args...)
+	if path, err := exec.LookPath("taskset"); err == nil && os.Getenv("SOLIPSISM_BENCH_NOPIN") == "" {
+		// -a: every thread the runtime has started so far; later ones
+		// inherit the mask.
+		if out, err := exec.Command(path, "-a", "-cp", "0", fmt.Sprint(p.cmd.Process.Pid)).CombinedOutput(); err != nil {
+			tb.Fatalf("taskset: %v: %s", err, out)
+		}
+	}
+	return relayProc{pid: p.cmd.Process.Pid, addr: p.Addr, node: p}
+}
+
+// procUsage reads a process's CPU time (user+system) and RSS from /proc.
+func procUsage(tb testing.TB, pid int) (time.Duration, int64) {
+	tb.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m := regexp.MustCompile(`VmRSS:\s+(\d+) kB`).FindSubmatch(status)
+	rss, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	const clkTck = 100 // USER_HZ on Linux
+	return time.Duration((utime + stime) * int64(time.Second) / clkTck), rss << 10
+}
+
+// loadOn runs the load tool (pinned to the other core) against r and
+// returns its report and r's CPU time over the measured window.
+func loadOn(tb testing.TB, r relayProc, args ...string) (loadReport, time.Duration) {
+	tb.Helper()
+	cmd := pinned("1", loadBinary(tb), append([]string{"--url", r.url()}, args...)...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	var rep loadReport
+	var cpu0, cpu time.Duration
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		switch line := sc.Text(); {
+		case line == "measuring":
+			cpu0, _ = procUsage(tb, r.pid)
+		case line == "measured":
+			c, _ := procUsage(tb, r.pid)
+			cpu = c - cpu0
+		case strings.HasPrefix(line, "{"):
+			if err := json.Unmarshal([]byte(line), &rep); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		tb.Fatalf("load tool: %v", err)
+	}
+	return rep, cpu
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// benchRounds is how many interleaved rounds a comparison runs
+// (SOLIPSISM_BENCH_ROUNDS, default 3): the machine is shared and noisy, so
+// the node and the baseline take turns and medians are compared.
+func benchRounds() int {
+	if n, err := strconv.Atoi(os.Getenv("SOLIPSISM_BENCH_ROUNDS")); err == nil && n > 0 {
+		return n
+	}
+	return 3
+}
+
+// BenchmarkFanout: N clients each update one object at 20 Hz, tick 50 ms,
+// through the node and, in the same run and taking turns with it, through
+// the bare relay of TestMain. Each relay runs as its own process, pinned to
+// core 0 with the load on core 1 (where taskset exists); CPU time is read
+// from /proc. Reports delivered records per relay CPU-second for both, their
+// ratio, and the latency of each.
+//
+//	go test ./test -run '^$' -bench Fanout -benchtime 1x
+func BenchmarkFanout(b *testing.B) {
+	for _, clients := range []int{200, 50} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				var node, bare, nodeP50, nodeP99, bareP50, bareP99 []float64
+				args := []string{"--clients", fmt.Sprint(clients), "--rate", "20", "--warmup", "3s", "--duration", "8s"}
+				for round := 0; round < benchRounds(); round++ {
+					for _, which := range []string{"bare", "node"} {
+						var r relayProc
+						if which == "bare" {
+							r = startBareRelay(b, 50*time.Millisecond)
+						} else {
+							r = startNodeProc(b, "--tick", "50ms")
+						}
+						rep, cpu := loadOn(b, r, args...)
+						if rep.Errors > 0 {
+							b.Fatalf("%s: load tool saw %d errors", which, rep.Errors)
+						}
+						perCPU := float64(rep.Delivered) / cpu.Seconds()
+						b.Logf("round %d %s: %.0f records/s, %.2f cores, %.0f records/cpu-s, p50 %.1f ms, p99 %.1f ms",
+							round, which, rep.DeliveredPerS, cpu.Seconds()/8, perCPU, rep.P50ms, rep.P99ms)
+						if which == "bare" {
+							bare, bareP50, bareP99 = append(bare, perCPU), append(bareP50, rep.P50ms), append(bareP99, rep.P99ms)
+						} else {
+							node, nodeP50, nodeP99 = append(node, perCPU), append(nodeP50, rep.P50ms), append(nodeP99, rep.P99ms)
+						}
+					}
+				}
+				b.ReportMetric(median(node), "node-records/cpu-s")
+				b.ReportMetric(median(bare), "bare-records/cpu-s")
+				b.ReportMetric(median(node)/median(bare), "node/bare")
+				b.ReportMetric(median(nodeP50), "node-p50-ms")
+				b.ReportMetric(median(nodeP99), "node-p99-ms")
+				b.ReportMetric(median(bareP50), "bare-p50-ms")
+				b.ReportMetric(median(bareP99), "bare-p99-ms")
+			}
+		})
+	}
+}
+
+var goroutinesRE = regexp.MustCompile(`(?m)^go_goroutines (\d+)`)
+
+// nodeGoroutines reads the goroutine count from a node's /metrics.
+func nodeGoroutines(tb testing.TB, r relayProc) int {
+	_, body := httpGet(tb, "http://"+r.addr+"/metrics")
+	m := goroutinesRE.FindStringSubmatch(body)
+	if m == nil {
+		tb.Fatal("no go_goroutines in /metrics")
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+var downstreamLinksRE = regexp.MustCompile(`(?m)^solipsism_links\{kind="downstream",role="server"\} (\d+)`)
+
+// BenchmarkIdleConnections: 1,000 idle WebSocket clients (handshake done,
+// nothing flowing) on the node and, in the same run, on the bare relay.
+// Reports each process's RSS growth per connection, and the node's heap and
+// goroutines per connection.
+//
+//	go test ./test -run '^$' -bench IdleConnections -benchtime 1x
+func BenchmarkIdleConnections(b *testing.B) {
+	const n = 1000
+	for i := 0; i < b.N; i++ {
+		var nodeRSS, bareRSS, heap, goroutines []float64
+		for round := 0; round < benchRounds(); round++ {
+			for _, which := range []string{"bare", "node"} {
+				var r relayProc
+				if which == "bare" {
+					r = startBareRelay(b, 50*time.Millisecond)
+				} else {
+					r = startNodeProc(b, "--debug-listen", "127.0.0.1:0")
+				}
+				time.Sleep(time.Second)
+				_, rss0 := procUsage(b, r.pid)
+				var g0 int
+				var heap0 int64
+				if which == "node" {
+					g0 = nodeGoroutines(b, r)
+					heap0 = nodeHeap(b, r)
+				}
+				cmd := pinned("1", loadBinary(b), "--url", r.url(), "--clients", fmt.Sprint(n), "--idle")
+				stdin, _ := cmd.StdinPipe()
+				out, _ := cmd.StdoutPipe()
+				cmd.Stderr = os.Stderr
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				sc := bufio.NewScanner(out)
+				if !sc.Scan() || sc.Text() != "connected" {
+					b.Fatalf("load tool did not connect: %q", sc.Text())
+				}
+				if which == "node" {
+					deadline := time.Now().Add(30 * time.Second)
+					for {
+						_, body := httpGet(b, "http://"+r.addr+"/metrics")
+						if m := downstreamLinksRE.FindStringSubmatch(body); m != nil && m[1] == fmt.Sprint(n) {
+							break
+						}
+						if time.Now().After(deadline) {
+							b.Fatal("links did not all open")
+						}
+						time.Sleep(50 * time.Millisecond)
+					}
+				}
+				time.Sleep(3 * time.Second) // handshakes done, memory settled
+				_, rss1 := procUsage(b, r.pid)
+				perConn := float64(rss1-rss0) / n
+				if which == "node" {
+					g1 := nodeGoroutines(b, r)
+					h1 := nodeHeap(b, r)
+					nodeRSS = append(nodeRSS, perConn)
+					goroutines = append(goroutines, float64(g1-g0)/n)
+					heap = append(heap, float64(h1-heap0)/n)
+					b.Logf("round %d node: RSS %.0f B/conn, heap %.0f B/conn, %.2f goroutines/conn", round, perConn, float64(h1-heap0)/n, float64(g1-g0)/n)
+				} else {
+					bareRSS = append(bareRSS, perConn)
+					b.Logf("round %d bare: RSS %.0f B/conn", round, perConn)
+				}
+				stdin.Close()
+				cmd.Wait()
+			}
+		}
+		b.ReportMetric(median(nodeRSS), "node-RSS-B/conn")
+		b.ReportMetric(median(bareRSS), "bare-RSS-B/conn")
+		b.ReportMetric(median(heap), "node-heap-B/conn")
+		b.ReportMetric(median(goroutines), "node-goroutines/conn")
+	}
+}
+
+var (
+	heapAllocRE = regexp.MustCompile(`(?m)^# HeapAlloc = (\d+)`)
+	debugAddrRE = regexp.MustCompile(`msg="serving debug endpoints" addr=(\S+)`)
+)
+
+// debugAddr returns the host:port of a node's --debug-listen server.
+func debugAddr(tb testing.TB, r relayProc) string {
+	tb.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if m := debugAddrRE.FindStringSubmatch(r.node.Log()); m != nil {
+			return m[1]
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("node did not log its debug address:\n%s", r.node.Log())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// nodeHeap reads the node's live heap after a GC, from its pprof listener.
+func nodeHeap(tb testing.TB, r relayProc) int64 {
+	tb.Helper()
+	_, body := httpGet(tb, "http://"+debugAddr(tb, r)+"/debug/pprof/heap?gc=1&debug=1")
+	m := heapAllocRE.FindStringSubmatch(body)
+	if m == nil {
+		tb.Fatal("no HeapAlloc in the heap profile")
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	return n
+}
