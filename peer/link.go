@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/ownership"
 )
 
@@ -32,7 +33,8 @@ type Handler interface {
 	HandleWorldChange(l *Link, wc WorldChange)
 	HandleRequestRefresh(l *Link)
 	HandleMetadata(l *Link, md Metadata)
-	// LocalMetadata returns what this side tells the peer about itself.
+	// LocalMetadata returns what this side tells the peer about itself,
+	// when the peer asks.
 	LocalMetadata(l *Link) Metadata
 	// HandleClose reports that the link has closed, and why.
 	HandleClose(l *Link, err error)
@@ -68,41 +70,94 @@ type LinkOptions struct {
 	Limits Limits
 	// Logger receives the link's logs; nil discards them.
 	Logger *slog.Logger
+	// Delivered, if set, is called after each worldChange written with the
+	// age of its oldest record (see Record.Born), from the writer.
+	Delivered func(age time.Duration)
 }
+
+// Verdict is what a link does with one record its node offers it.
+type Verdict uint8
+
+const (
+	// Skip: the record is not for this link's peer.
+	Skip Verdict = iota
+	// Send: send the record to the peer.
+	Send
+	// Echo: the peer sent this change itself, so it knows the outcome.
+	Echo
+)
 
 // Link is one connection to a peer world. Its methods are safe for
 // concurrent use.
+//
+// A link has no goroutine of its own while it has nothing to write: the
+// goroutine that calls Run reads, and a writer goroutine is started when
+// there is something to send and ends when all is sent. Idle links cost
+// their memory only.
 type Link struct {
 	conn  Conn
 	h     Handler
 	opts  LinkOptions
 	log   *slog.Logger
-	queue Queue
 	stats Stats
 
-	wake       chan struct{}
-	done       chan struct{}
-	writerDone chan struct{}
-	closeOnce  sync.Once
-	started    time.Time
+	done      chan struct{}
+	closeOnce sync.Once
+	// writers counts running writer goroutines (at most one).
+	writers sync.WaitGroup
 	// stall closes the link when a write blocks too long. One timer per
 	// link, reused: a context per write would cost an allocation each and
 	// keep one alive per idle link inside the transport.
-	stall   *time.Timer
-	mdTimer *time.Timer
+	stall     *time.Timer
+	pingTimer *time.Timer
+	mdTimer   *time.Timer
 
-	mu         sync.Mutex
-	closeErr   error
-	md         Metadata
-	hasMD      bool
-	dialect    string
-	interval   time.Duration
-	sendMD     bool
-	reqMD      bool
-	reqRefresh bool
-	pinging    bool
-	lastFlush  time.Time
+	mu       sync.Mutex
+	started  time.Time
+	closeErr error
+	md       Metadata
+	hasMD    bool
+	dialect  string
+	interval time.Duration
+
+	// Outbound state, guarded by outMu.
+	outMu   sync.Mutex
+	closed  bool
+	writing bool
+	// known is the set of slots whose objects the peer knows, counting
+	// what is in the outbox.
+	known slotSet
+	// outbox is what waits to be written, in order. Control messages are
+	// barriers: a metadata message goes after every record offered before
+	// it was asked for and before every record offered after. Records
+	// between two control messages coalesce in one queue.
+	outbox    []*item
+	lastFlush time.Time
+	coalesced uint64
+	dropped   uint64
 }
+
+// item is one entry of a link's outbox: control messages, or records
+// offered directly to an idle link (checked, each object once), or a queue
+// that coalesces what arrives while the link is busy.
+type item struct {
+	flags uint8
+	md    Metadata // with flagSendMD
+	recs  []*Record
+	q     *queue
+}
+
+// maxOutbox bounds a link's outbox. Only control messages add items, and a
+// link that keeps up has at most a few; one that has fallen this far behind
+// is cut off as stalled rather than allowed to pile up queues.
+const maxOutbox = 64
+
+// Control messages, as flags.
+const (
+	flagSendMD uint8 = 1 << iota
+	flagReqMD
+	flagReqRefresh
+)
 
 // NewLink returns a link over conn. Call Run to start it.
 func NewLink(conn Conn, h Handler, opts LinkOptions) *Link {
@@ -131,15 +186,20 @@ func NewLink(conn Conn, h Handler, opts LinkOptions) *Link {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Link{
+	l := &Link{
 		conn: conn, h: h, opts: opts,
-		log:        log.With("link", opts.ID, "remote", conn.RemoteAddr()),
-		wake:       make(chan struct{}, 1),
-		done:       make(chan struct{}),
-		writerDone: make(chan struct{}),
-		dialect:    TypeMetadataChange,
-		interval:   opts.Tick,
+		log:      log.With("link", opts.ID, "remote", conn.RemoteAddr()),
+		done:     make(chan struct{}),
+		dialect:  TypeMetadataChange,
+		interval: opts.Tick,
 	}
+	// Writers may start before Run (a handshake is queued first).
+	l.stall = time.AfterFunc(time.Hour, func() {
+		l.log.Warn("peer stalled; closing link", "timeout", l.opts.StallTimeout)
+		l.closeWithMode(&CloseError{Code: StatusStalled, Reason: fmt.Sprintf("peer did not read for %s", l.opts.StallTimeout)}, true)
+	})
+	l.stall.Stop()
+	return l
 }
 
 // ID returns the link's ID from LinkOptions.
@@ -153,9 +213,6 @@ func (l *Link) RemoteAddr() string { return l.conn.RemoteAddr() }
 
 // Stats returns the link's live counters.
 func (l *Link) Stats() *Stats { return &l.stats }
-
-// Queue returns the link's outbound queue.
-func (l *Link) Queue() *Queue { return &l.queue }
 
 // Started returns when Run was called.
 func (l *Link) Started() time.Time {
@@ -193,42 +250,212 @@ func (l *Link) Err() error {
 	return l.closeErr
 }
 
-// Send queues a change record. full returns the object's complete state as
-// an add, for peers that do not know the object yet (see Queue.Push).
-func (l *Link) Send(r *Record, full func() *Record) {
-	if l.queue.Push(r, full) {
-		l.signal()
-	}
-}
-
-// SendRefreshed marks the end of a refresh answer queued with Send.
-func (l *Link) SendRefreshed() {
-	l.queue.MarkRefreshed()
-	l.signal()
-}
-
-// SendMetadata sends the peer this side's metadata (from
-// Handler.LocalMetadata, read when the message is written).
-func (l *Link) SendMetadata() { l.setFlag(&l.sendMD) }
+// SendMetadata sends the peer md, after every record offered so far and
+// before every record offered later.
+func (l *Link) SendMetadata(md Metadata) { l.control(flagSendMD, md) }
 
 // RequestMetadata asks the peer for its metadata.
-func (l *Link) RequestMetadata() { l.setFlag(&l.reqMD) }
+func (l *Link) RequestMetadata() { l.control(flagReqMD, Metadata{}) }
 
 // RequestRefresh asks the peer to send all its relevant objects.
-func (l *Link) RequestRefresh() { l.setFlag(&l.reqRefresh) }
+func (l *Link) RequestRefresh() { l.control(flagReqRefresh, Metadata{}) }
 
-func (l *Link) setFlag(f *bool) {
-	l.mu.Lock()
-	*f = true
-	l.mu.Unlock()
-	l.signal()
+func (l *Link) control(f uint8, md Metadata) {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	if l.closed {
+		return
+	}
+	it := l.tailLocked()
+	if it == nil || it.recs != nil || it.q != nil {
+		it = l.appendLocked(&item{})
+		if it == nil {
+			return
+		}
+	}
+	it.flags |= f
+	if f == flagSendMD {
+		it.md = md
+	}
+	l.startWriterLocked()
 }
 
-func (l *Link) signal() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
+func (l *Link) tailLocked() *item {
+	if len(l.outbox) == 0 {
+		return nil
 	}
+	return l.outbox[len(l.outbox)-1]
+}
+
+// appendLocked appends it to the outbox, or cuts the link off if the
+// outbox is full, returning nil. outMu must be held.
+func (l *Link) appendLocked(it *item) *item {
+	if len(l.outbox) >= maxOutbox {
+		l.closed = true
+		go l.closeWithMode(&CloseError{Code: StatusStalled, Reason: "peer fell too far behind"}, true)
+		return nil
+	}
+	l.outbox = append(l.outbox, it)
+	return it
+}
+
+// openQueueLocked returns the queue at the outbox's tail, adding one if
+// the tail is not a queue. outMu must be held.
+func (l *Link) openQueueLocked() *queue {
+	if it := l.tailLocked(); it != nil && it.q != nil {
+		return it.q
+	}
+	it := l.appendLocked(&item{q: &queue{}})
+	if it == nil {
+		return nil
+	}
+	return it.q
+}
+
+// Offer hands the link records that changed its node's world, in the order
+// they took effect, with what to do with each: verdict(i) for recs[i]. A
+// record the peer cannot take as it is becomes what it needs: an update of
+// an object the peer lacks is sent as full(i), the object's complete state
+// as an add (full may return nil, or be nil, to drop it); a remove of an
+// object the peer never heard of is dropped. unique promises that no object
+// appears twice in recs.
+//
+// Offer neither blocks nor writes: a link that is idle and due takes recs as
+// they are and starts a writer; a busy one coalesces them into its queue.
+func (l *Link) Offer(recs []*Record, verdict func(i int) Verdict, full func(i int) *Record, unique bool) {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	if l.closed {
+		return
+	}
+	var direct *item
+	var q *queue
+	if unique && !l.writing && len(l.outbox) == 0 && !time.Now().Before(l.dueLocked()) {
+		direct = &item{}
+	}
+	for i, r := range recs {
+		switch verdict(i) {
+		case Echo:
+			if r.Type == gameworld.Remove {
+				l.known.remove(r.Slot)
+			} else {
+				l.known.add(r.Slot)
+			}
+			continue
+		case Skip:
+			// Its slot may be reused for an object this peer is sent.
+			if r.Type == gameworld.Remove {
+				l.known.remove(r.Slot)
+			}
+			continue
+		}
+		switch r.Type {
+		case gameworld.Update:
+			if !l.known.has(r.Slot) {
+				if full == nil {
+					l.dropped++
+					continue
+				}
+				if r = full(i); r == nil {
+					l.dropped++
+					continue
+				}
+			}
+		case gameworld.Remove:
+			if !l.known.has(r.Slot) {
+				l.dropped++
+				continue
+			}
+		}
+		if direct != nil {
+			if r.Type == gameworld.Remove {
+				l.known.remove(r.Slot)
+			} else {
+				l.known.add(r.Slot)
+			}
+			direct.recs = append(direct.recs, r)
+			continue
+		}
+		if q == nil {
+			if q = l.openQueueLocked(); q == nil {
+				return
+			}
+		}
+		if e := q.entries[r.Slot]; e != nil && e.id == r.ID {
+			l.coalesced++
+		}
+		q.push(r, &l.known)
+	}
+	if direct != nil && len(direct.recs) > 0 {
+		l.outbox = append(l.outbox, direct)
+	}
+	l.startWriterLocked()
+}
+
+// MarkRefreshed marks the end of a refresh answer: records offered so far
+// complete it, and the last message that carries them says so.
+func (l *Link) MarkRefreshed() {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	if l.closed {
+		return
+	}
+	if q := l.openQueueLocked(); q != nil {
+		q.refreshed = true
+		l.startWriterLocked()
+	}
+}
+
+// Queued returns the number of objects with changes waiting to be sent.
+func (l *Link) Queued() int {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	n := 0
+	for _, it := range l.outbox {
+		n += len(it.recs)
+		if it.q != nil {
+			n += it.q.len()
+		}
+	}
+	return n
+}
+
+// Known returns the number of objects the peer knows, counting what is
+// queued.
+func (l *Link) Known() int {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	return l.known.len()
+}
+
+// Counters returns how many records were coalesced into pending ones and
+// how many were dropped because the peer could not need them.
+func (l *Link) Counters() (coalesced, dropped uint64) {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	return l.coalesced, l.dropped
+}
+
+// dueLocked returns when the link may flush next: one interval after the
+// last flush, less half a tick of slack so that a link flushed on every
+// node tick stays due on the next one despite scheduling jitter.
+func (l *Link) dueLocked() time.Time {
+	l.mu.Lock()
+	iv := l.interval
+	l.mu.Unlock()
+	slack := min(l.opts.Tick/2, iv/2)
+	return l.lastFlush.Add(iv - slack)
+}
+
+// startWriterLocked starts the writer if there is something to write and
+// none runs. outMu must be held.
+func (l *Link) startWriterLocked() {
+	if l.writing || l.closed || len(l.outbox) == 0 {
+		return
+	}
+	l.writing = true
+	l.writers.Add(1)
+	go l.writeOut()
 }
 
 // Close closes the link with a close code and reason for the peer.
@@ -265,6 +492,9 @@ func (l *Link) closeWithMode(err error, hard bool) {
 		l.mu.Lock()
 		l.closeErr = err
 		l.mu.Unlock()
+		l.outMu.Lock()
+		l.closed = true
+		l.outMu.Unlock()
 		close(l.done)
 		if hard {
 			l.conn.CloseNow()
@@ -285,8 +515,8 @@ func (l *Link) closeWithMode(err error, hard bool) {
 }
 
 // Run runs the link until it closes or ctx is done, reading on the calling
-// goroutine and writing on one of its own. It returns why the link closed,
-// after Handler.HandleClose has run.
+// goroutine (writers come and go as there is something to send). It returns
+// why the link closed, after Handler.HandleClose has run.
 func (l *Link) Run(ctx context.Context) error {
 	l.mu.Lock()
 	l.started = time.Now()
@@ -300,12 +530,11 @@ func (l *Link) Run(ctx context.Context) error {
 	l.mu.Unlock()
 	stop := context.AfterFunc(ctx, func() { l.closeWith(ctx.Err()) })
 	defer stop()
-	l.stall = time.AfterFunc(time.Hour, func() {
-		l.log.Warn("peer stalled; closing link", "timeout", l.opts.StallTimeout)
-		l.closeWithMode(&CloseError{Code: StatusStalled, Reason: fmt.Sprintf("peer did not read for %s", l.opts.StallTimeout)}, true)
-	})
-	l.stall.Stop()
-	go l.writeLoop()
+	if _, ok := l.conn.(Pinger); ok && l.opts.PingInterval > 0 {
+		l.outMu.Lock()
+		l.pingTimer = time.AfterFunc(l.opts.PingInterval, l.ping)
+		l.outMu.Unlock()
+	}
 	err := l.readLoop()
 	l.mu.Lock()
 	if l.mdTimer != nil {
@@ -313,7 +542,13 @@ func (l *Link) Run(ctx context.Context) error {
 	}
 	l.mu.Unlock()
 	l.closeWith(err)
-	<-l.writerDone
+	l.outMu.Lock()
+	if l.pingTimer != nil {
+		l.pingTimer.Stop()
+	}
+	l.outMu.Unlock()
+	// No writer starts once closed is set (under outMu, by closeWith).
+	l.writers.Wait()
 	err = l.Err()
 	l.log.Debug("link closed", "err", err)
 	l.h.HandleClose(l, err)
@@ -353,7 +588,7 @@ func (l *Link) readLoop() error {
 		case TypeRequestRefresh:
 			l.h.HandleRequestRefresh(l)
 		case TypeRequestMetadata:
-			l.SendMetadata()
+			l.SendMetadata(l.h.LocalMetadata(l))
 		case TypeMetadata, TypeMetadataChange:
 			md, err := l.opts.Limits.DecodeMetadata(m.Data)
 			if err != nil {
@@ -398,120 +633,123 @@ func (l *Link) scaleInterval(less bool) {
 
 var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
-func (l *Link) writeLoop() {
-	defer close(l.writerDone)
-	var pingC <-chan time.Time
-	if _, ok := l.conn.(Pinger); ok && l.opts.PingInterval > 0 {
-		t := time.NewTicker(l.opts.PingInterval)
-		defer t.Stop()
-		pingC = t.C
-	}
-	var batch Batch
-	var timer *time.Timer
-	for {
-		select {
-		case <-l.done:
-			return
-		case <-pingC:
-			l.ping()
-			continue
-		case <-l.wake:
-		}
-		// Wait for the tick: at most one flush per interval, so everything
-		// that arrives meanwhile is coalesced.
-		l.mu.Lock()
-		next := l.lastFlush.Add(l.interval)
-		l.mu.Unlock()
-		if d := time.Until(next); d > 0 {
-			if timer == nil {
-				timer = time.NewTimer(d)
-			} else {
-				timer.Reset(d)
-			}
-			select {
-			case <-l.done:
-				return
-			case <-timer.C:
-			}
-		}
-		if err := l.flush(&batch); err != nil {
-			l.closeWith(err)
-			return
-		}
-	}
-}
-
-func (l *Link) ping() {
-	p := l.conn.(Pinger)
-	l.mu.Lock()
-	if l.pinging {
-		l.mu.Unlock()
-		return
-	}
-	l.pinging = true
-	l.mu.Unlock()
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), l.opts.StallTimeout)
-		defer cancel()
-		err := p.Ping(ctx)
-		l.mu.Lock()
-		l.pinging = false
-		l.mu.Unlock()
-		if err != nil {
-			l.log.Info("peer did not answer a keepalive ping; closing link", "timeout", l.opts.StallTimeout)
-			l.closeWithMode(&CloseError{Code: StatusGoingAway, Reason: "keepalive ping failed"}, true)
-		}
-	}()
-}
-
-// flush writes pending control messages, then pending changes.
-func (l *Link) flush(batch *Batch) error {
-	// Drain before reading the control flags: a change queued after a flag
-	// was set (say, a proxy's new client's object after the metadata that
-	// announces the client) must never overtake that control message.
-	l.queue.Drain(batch)
-	l.mu.Lock()
-	sendMD, reqMD, reqRefresh, dialect := l.sendMD, l.reqMD, l.reqRefresh, l.dialect
-	l.sendMD, l.reqMD, l.reqRefresh = false, false, false
-	l.lastFlush = time.Now()
-	l.mu.Unlock()
-
+// writeOut is the writer goroutine: it writes the outbox in order, a queue
+// once the link is due, and ends when the outbox is empty.
+func (l *Link) writeOut() {
+	defer l.writers.Done()
 	bp := framePool.Get().(*[]byte)
 	defer func() {
 		if cap(*bp) <= 64<<10 {
 			framePool.Put(bp)
 		}
 	}()
-	if sendMD {
-		*bp = AppendMetadata((*bp)[:0], dialect, l.h.LocalMetadata(l))
+	var batch Batch
+	var timer *time.Timer
+	for {
+		l.outMu.Lock()
+		if l.closed {
+			l.outMu.Unlock()
+			return
+		}
+		if len(l.outbox) == 0 {
+			l.writing = false
+			l.outbox = nil // an idle link keeps no buffers
+			l.outMu.Unlock()
+			return
+		}
+		it := l.outbox[0]
+		if it.q != nil {
+			if wait := time.Until(l.dueLocked()); wait > 0 {
+				// Not due yet: what arrives meanwhile coalesces into it.
+				l.outMu.Unlock()
+				if timer == nil {
+					timer = time.NewTimer(wait)
+				} else {
+					timer.Reset(wait)
+				}
+				select {
+				case <-l.done:
+					return
+				case <-timer.C:
+				}
+				continue
+			}
+		}
+		l.outbox[0] = nil
+		l.outbox = l.outbox[1:]
+		if it.q != nil {
+			it.q.drain(&batch)
+		}
+		if it.recs != nil || it.q != nil {
+			l.lastFlush = time.Now()
+		}
+		l.outMu.Unlock()
+		err := l.flush(bp, it, &batch)
+		batch.reset()
+		if err != nil {
+			l.closeWith(err)
+			return
+		}
+	}
+}
+
+// ping checks the peer is alive, from the ping timer's goroutine, and
+// re-arms the timer. A peer that does not answer within the stall timeout
+// is cut off.
+func (l *Link) ping() {
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StallTimeout)
+	defer cancel()
+	if err := l.conn.(Pinger).Ping(ctx); err != nil {
+		select {
+		case <-l.done:
+			return
+		default:
+		}
+		l.log.Info("peer did not answer a keepalive ping; closing link", "timeout", l.opts.StallTimeout)
+		l.closeWithMode(&CloseError{Code: StatusGoingAway, Reason: "keepalive ping failed"}, true)
+		return
+	}
+	l.outMu.Lock()
+	if !l.closed {
+		l.pingTimer.Reset(l.opts.PingInterval)
+	}
+	l.outMu.Unlock()
+}
+
+// flush writes one outbox item: its control messages, then its records
+// (recs as one worldChange, split if large) or its queue's batch.
+func (l *Link) flush(bp *[]byte, it *item, batch *Batch) error {
+	if it.flags&flagSendMD != 0 {
+		*bp = AppendMetadata((*bp)[:0], l.Dialect(), it.md)
 		if err := l.write(*bp, KindMetadata); err != nil {
 			return err
 		}
 	}
-	if reqMD {
+	if it.flags&flagReqMD != 0 {
 		if err := l.write(AppendRequest((*bp)[:0], TypeRequestMetadata), KindRequestMetadata); err != nil {
 			return err
 		}
 	}
-	if reqRefresh {
+	if it.flags&flagReqRefresh != 0 {
 		if err := l.write(AppendRequest((*bp)[:0], TypeRequestRefresh), KindRequestRefresh); err != nil {
+			return err
+		}
+	}
+	ts := time.Now().UnixMilli()
+	if len(it.recs) > 0 {
+		if err := l.writeRecords(bp, it.recs, ts, false, false); err != nil {
 			return err
 		}
 	}
 	if batch.Empty() {
 		return nil
 	}
-	ts := time.Now().UnixMilli()
 	if err := l.writeRecords(bp, batch.First, ts, batch.Refreshed && len(batch.Second) == 0, true); err != nil {
 		return err
 	}
 	if len(batch.Second) > 0 {
-		if err := l.writeRecords(bp, batch.Second, ts, batch.Refreshed, false); err != nil {
-			return err
-		}
+		return l.writeRecords(bp, batch.Second, ts, batch.Refreshed, false)
 	}
-	clear(batch.First)
-	clear(batch.Second)
 	return nil
 }
 
@@ -521,7 +759,16 @@ func (l *Link) writeRecords(bp *[]byte, recs []*Record, ts int64, refreshed, all
 	buf := AppendWorldChangeHeader((*bp)[:0], ts)
 	head := len(buf)
 	n := 0
+	var oldest int64
+	defer func() {
+		if oldest != 0 && l.opts.Delivered != nil {
+			l.opts.Delivered(time.Duration(time.Now().UnixNano() - oldest))
+		}
+	}()
 	for _, r := range recs {
+		if r.Born != 0 && (oldest == 0 || r.Born < oldest) {
+			oldest = r.Born
+		}
 		enc := r.Encoded()
 		if n > 0 && len(buf)+len(enc)+32 > l.opts.MaxFrameBytes {
 			buf = AppendWorldChangeTrailer(buf, false)

@@ -79,14 +79,12 @@ func update(id string, i int) *Record {
 
 func TestLinkCoalescesWithinTick(t *testing.T) {
 	l, _, far := startLink(t, LinkOptions{Tick: 100 * time.Millisecond})
-	l.Queue().MarkKnown(slotOf("a"), "a")
-	l.Queue().MarkKnown(slotOf("b"), "b")
+	l.Offer([]*Record{rec(gameworld.Add, "a"), rec(gameworld.Add, "b")}, func(int) Verdict { return Echo }, nil, true)
 	// Prime lastFlush so the next batch waits a whole tick.
-	l.Send(update("a", 0), nil)
+	l.Offer([]*Record{update("a", 0)}, sendAll, nil, true)
 	readMsg(t, far)
 	for i := 1; i <= 50; i++ {
-		l.Send(update("a", i), nil)
-		l.Send(update("b", i), nil)
+		l.Offer([]*Record{update("a", i), update("b", i)}, sendAll, nil, true)
 	}
 	m := readMsg(t, far)
 	var lim Limits
@@ -194,14 +192,13 @@ func TestLinkIgnoresUnknownTypes(t *testing.T) {
 func TestLinkSplitsLargeBatches(t *testing.T) {
 	l, _, far := startLink(t, LinkOptions{Tick: Immediate, MaxFrameBytes: 1024})
 	big := strings.Repeat("x", 200)
-	l.mu.Lock() // hold the writer off until everything is queued
+	var recs []*Record
 	for i := 0; i < 40; i++ {
-		l.queue.Push(NewRecord(gameworld.Change{Type: gameworld.Add, ID: fmt.Sprint("o", i), Owner: "w",
-			Properties: gameworld.Properties{"s": json.RawMessage(`"` + big + `"`)}}, uint32(i)), nil)
+		recs = append(recs, NewRecord(gameworld.Change{Type: gameworld.Add, ID: fmt.Sprint("o", i), Owner: "w",
+			Properties: gameworld.Properties{"s": json.RawMessage(`"` + big + `"`)}}, uint32(i)))
 	}
-	l.queue.MarkRefreshed()
-	l.mu.Unlock()
-	l.signal()
+	l.Offer(recs, sendAll, nil, false)
+	l.MarkRefreshed()
 	var lim Limits
 	total, frames := 0, 0
 	for total < 40 {
@@ -225,7 +222,7 @@ func TestLinkClosesStalledPeer(t *testing.T) {
 	l, h, _ := startLink(t, LinkOptions{Tick: Immediate, StallTimeout: 200 * time.Millisecond})
 	// The far end never reads: the pipe's buffer fills and a write blocks.
 	for i := 0; i < 200; i++ {
-		l.Send(NewRecord(gameworld.Change{Type: gameworld.Add, ID: fmt.Sprint("o", i), Owner: "w"}, uint32(i)), nil)
+		l.Offer([]*Record{NewRecord(gameworld.Change{Type: gameworld.Add, ID: fmt.Sprint("o", i), Owner: "w"}, uint32(i))}, sendAll, nil, true)
 		time.Sleep(time.Millisecond)
 	}
 	select {
@@ -237,7 +234,7 @@ func TestLinkClosesStalledPeer(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("stalled link not closed")
 	}
-	if l.Queue().Len() > 200 {
+	if l.Queued() > 200 {
 		t.Fatal("queue grew past the number of objects")
 	}
 }

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"math/bits"
 	"sync"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -11,8 +12,11 @@ import (
 type Record struct {
 	gameworld.Change
 	// Slot is the object's slot in its world (gameworld.Object.Slot), which
-	// indexes the per-object state of every link's queue.
+	// indexes what each link knows.
 	Slot uint32
+	// Born is when the change took effect on this node, in Unix
+	// nanoseconds, for delivery latency; zero if unknown.
+	Born int64
 	once sync.Once
 	enc  []byte
 }
@@ -26,120 +30,10 @@ func (r *Record) Encoded() []byte {
 	return r.enc
 }
 
-// Queue is a link's outbound change queue. It keeps at most one pending
-// entry per object, coalescing as the protocol allows (add+update is an
-// add, update+update a merged update, add+remove nothing, update+remove a
-// remove), so its size is bounded by the number of distinct objects however
-// long the link stalls.
-//
-// The queue also tracks which objects the peer knows (was sent, or sent us),
-// so that it never sends a remove of an id the peer never heard of and turns
-// an update of an object the peer lacks into a full add.
-//
-// Per-object state lives in a slice indexed by the object's slot: fan-out
-// touches every link for every change, and an index is much cheaper there
-// than a hash lookup in hundreds of separate maps.
-//
-// A Queue is safe for concurrent use.
-type Queue struct {
-	mu      sync.Mutex
-	entries []entry
-	order   []uint32 // slots with pending changes, in first-push order
-	// orphans are removes still pending for objects whose slot has since
-	// been reused by another object.
-	orphans []*Record
-	// refreshed is set when a refresh answer has been queued; the next
-	// drain marks its last frame.
-	refreshed bool
-
-	coalesced, dropped uint64
-}
-
-// entry is the state of the object in one slot; id is empty when the slot
-// holds nothing for this link. known: the peer knows the object once what
-// is queued is sent. While queued: knew records whether the peer knew the
-// object before the entry was queued, removed whether a remove happened
-// since (kept only if it knew), and rec is the pending state if the object
-// exists at the end of the sequence.
-type entry struct {
-	id      string
-	known   bool
-	queued  bool
-	knew    bool
-	removed *Record
-	rec     *Record
-}
-
-// at returns the entry for the object id in slot, making room for it and
-// taking the slot over from a removed object if needed. q.mu must be held.
-func (q *Queue) at(slot uint32, id string) *entry {
-	if int(slot) >= len(q.entries) {
-		n := max(int(slot)+1, 2*len(q.entries), 8)
-		grown := make([]entry, n)
-		copy(grown, q.entries)
-		q.entries = grown
-	}
-	e := &q.entries[slot]
-	if e.id != id {
-		// The slot's previous object was removed from the world (its remove
-		// was pushed before the slot could be reused); keep that remove.
-		if e.queued && e.removed != nil {
-			q.orphans = append(q.orphans, e.removed)
-		}
-		*e = entry{id: id, queued: e.queued}
-	}
-	return e
-}
-
-// Push queues r. full, if not nil, returns the object's complete state as an
-// add; it is called when r is an update for an object the peer lacks. Push
-// reports whether the queue went from empty to non-empty, which is when the
-// writer needs waking.
-func (q *Queue) Push(r *Record, full func() *Record) (wake bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	knows := int(r.Slot) < len(q.entries) && q.entries[r.Slot].id == r.ID && q.entries[r.Slot].known
-	switch r.Type {
-	case gameworld.Update:
-		if !knows {
-			if full == nil {
-				q.dropped++
-				return false
-			}
-			if r = full(); r == nil {
-				q.dropped++
-				return false
-			}
-		}
-	case gameworld.Remove:
-		if !knows {
-			q.dropped++
-			return false
-		}
-	}
-	e := q.at(r.Slot, r.ID)
-	if !e.queued {
-		wake = len(q.order) == 0 && len(q.orphans) == 0
-		e.queued, e.knew = true, e.known
-		q.order = append(q.order, r.Slot)
-	} else {
-		q.coalesced++
-	}
-	if r.Type == gameworld.Remove {
-		e.rec = nil
-		if e.knew {
-			e.removed = r
-		}
-		e.known = false
-		return wake
-	}
-	e.rec = merge(e.rec, r)
-	e.known = true
-	return wake
-}
-
-// merge folds next (an add or update) into prev.
-func merge(prev, next *Record) *Record {
+// Coalesce folds next (an add or update of the same object) into prev, as
+// the protocol allows: add+update is an add, update+update one update with
+// the later values. prev may be nil.
+func Coalesce(prev, next *Record) *Record {
 	if prev == nil {
 		return next
 	}
@@ -159,55 +53,135 @@ func merge(prev, next *Record) *Record {
 	if prev.Type == gameworld.Add || next.Type == gameworld.Add {
 		typ = gameworld.Add
 	}
-	return NewRecord(gameworld.Change{Type: typ, ID: next.ID, Owner: next.Owner,
+	r := NewRecord(gameworld.Change{Type: typ, ID: next.ID, Owner: next.Owner,
 		Properties: prev.Properties.Merge(next.Properties)}, next.Slot)
+	r.Born = min(prev.Born, next.Born)
+	if prev.Born == 0 || next.Born == 0 {
+		r.Born = max(prev.Born, next.Born)
+	}
+	return r
 }
 
-// MarkKnown records that the peer knows the object id in slot (it sent it
-// to us).
-func (q *Queue) MarkKnown(slot uint32, id string) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.at(slot, id).known = true
+// slotSet is a set of slots, one bit each: what a peer knows costs a link
+// an eighth of a byte per slot of the world, and worlds reuse their lowest
+// free slots, so it follows the world's size rather than its history.
+type slotSet []uint64
+
+func (s slotSet) has(slot uint32) bool {
+	w := int(slot >> 6)
+	return w < len(s) && s[w]&(1<<(slot&63)) != 0
 }
 
-// Forget records that the peer no longer has the object id in slot, for
-// example because it removed the object itself.
-func (q *Queue) Forget(slot uint32, id string) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if int(slot) < len(q.entries) && q.entries[slot].id == id {
-		e := &q.entries[slot]
-		e.known = false
-		if !e.queued {
-			*e = entry{}
+func (s *slotSet) add(slot uint32) {
+	w := int(slot >> 6)
+	if w >= len(*s) {
+		if w < cap(*s) {
+			*s = (*s)[:w+1]
+		} else {
+			grown := make(slotSet, w+1, max(w+1, 2*cap(*s), 4))
+			copy(grown, *s)
+			*s = grown
 		}
 	}
+	(*s)[w] |= 1 << (slot & 63)
 }
 
-// Knows reports whether the peer knows the object id in slot, counting what
-// is queued.
-func (q *Queue) Knows(slot uint32, id string) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return int(slot) < len(q.entries) && q.entries[slot].id == id && q.entries[slot].known
+func (s *slotSet) remove(slot uint32) {
+	w := int(slot >> 6)
+	if w >= len(*s) {
+		return
+	}
+	(*s)[w] &^= 1 << (slot & 63)
+	if w != len(*s)-1 || (*s)[w] != 0 {
+		return
+	}
+	// Trim trailing empty words, and give the memory back once the set
+	// has shrunk to a quarter of it (say, after a flood of objects left).
+	n := len(*s)
+	for n > 0 && (*s)[n-1] == 0 {
+		n--
+	}
+	if n < cap(*s)/4 {
+		*s = append(slotSet(nil), (*s)[:n]...)
+		return
+	}
+	*s = (*s)[:n]
 }
 
-// MarkRefreshed notes that a complete refresh answer has been queued.
-func (q *Queue) MarkRefreshed() {
-	q.mu.Lock()
-	q.refreshed = true
-	q.mu.Unlock()
+func (s slotSet) len() int {
+	n := 0
+	for _, w := range s {
+		n += bits.OnesCount64(w)
+	}
+	return n
 }
 
-// Len returns the number of objects with pending changes.
-func (q *Queue) Len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.order) + len(q.orphans)
+// queue holds what a link could not send at once (its writer was busy, or
+// its peer asked for less data), coalesced per object as the protocol
+// allows: add+update is an add, update+update a merged update, add+remove
+// nothing, update+remove a remove. Its size is bounded by the number of
+// distinct objects however long the link stalls, and it holds nothing
+// while the link keeps up. Guarded by the link's outMu.
+type queue struct {
+	entries map[uint32]*entry
+	order   []uint32 // slots with pending changes, in first-push order
+	// orphans are removes still pending for objects whose slot has since
+	// been reused by another object.
+	orphans []*Record
+	// refreshed is set when a refresh answer has been queued; the next
+	// drain marks its last frame.
+	refreshed bool
 }
 
-// Batch is what one drain of a Queue sends: First goes out before Second,
+// entry is the pending state of the object id in one slot: knew records
+// whether the peer knew the object before the entry was queued, removed
+// whether a remove happened since (kept only if it knew), and rec is the
+// pending state if the object exists at the end of the sequence.
+type entry struct {
+	id      string
+	knew    bool
+	removed *Record
+	rec     *Record
+}
+
+func (q *queue) len() int { return len(q.order) + len(q.orphans) }
+
+func (q *queue) empty() bool { return q.len() == 0 && !q.refreshed }
+
+// push queues r; known is the link's set of known slots, updated to what
+// the peer will know once the queue is sent.
+func (q *queue) push(r *Record, known *slotSet) {
+	if q.entries == nil {
+		q.entries = make(map[uint32]*entry)
+	}
+	e := q.entries[r.Slot]
+	if e != nil && e.id != r.ID {
+		// The slot's previous object was removed from the world (its remove
+		// was pushed before the slot could be reused); keep that remove.
+		if e.removed != nil {
+			q.orphans = append(q.orphans, e.removed)
+		}
+		e.id, e.removed, e.rec = r.ID, nil, nil
+		e.knew = known.has(r.Slot)
+	}
+	if e == nil {
+		e = &entry{id: r.ID, knew: known.has(r.Slot)}
+		q.entries[r.Slot] = e
+		q.order = append(q.order, r.Slot)
+	}
+	if r.Type == gameworld.Remove {
+		e.rec = nil
+		if e.knew {
+			e.removed = r
+		}
+		known.remove(r.Slot)
+		return
+	}
+	e.rec = Coalesce(e.rec, r)
+	known.add(r.Slot)
+}
+
+// Batch is what one drain of a queue sends: First goes out before Second,
 // in a separate message, so that an object removed and created again within
 // one tick reaches the peer as a remove followed by a fresh add, never as
 // both in one message.
@@ -219,16 +193,17 @@ type Batch struct {
 // Empty reports whether the batch sends nothing at all.
 func (b *Batch) Empty() bool { return len(b.First) == 0 && len(b.Second) == 0 && !b.Refreshed }
 
-// Drain empties the queue into b, reusing b's slices.
-func (q *Queue) Drain(b *Batch) {
-	b.First, b.Second = b.First[:0], b.Second[:0]
-	q.mu.Lock()
-	defer q.mu.Unlock()
+func (b *Batch) reset() {
+	clear(b.First)
+	clear(b.Second)
+	b.First, b.Second, b.Refreshed = b.First[:0], b.Second[:0], false
+}
+
+// drain empties the queue into b.
+func (q *queue) drain(b *Batch) {
 	b.First = append(b.First, q.orphans...)
-	clear(q.orphans)
-	q.orphans = q.orphans[:0]
 	for _, slot := range q.order {
-		e := &q.entries[slot]
+		e := q.entries[slot]
 		switch {
 		case e.removed != nil && e.rec != nil:
 			b.First = append(b.First, e.removed)
@@ -238,26 +213,8 @@ func (q *Queue) Drain(b *Batch) {
 		case e.rec != nil:
 			b.First = append(b.First, e.rec)
 		}
-		e.queued, e.removed, e.rec = false, nil, nil
-		if !e.known {
-			*e = entry{}
-		}
 	}
 	b.Refreshed = q.refreshed
-	q.refreshed = false
-	// Keep a small order slice for reuse; let a big one go so an idle link
-	// stays small.
-	if cap(q.order) > 256 {
-		q.order = nil
-	} else {
-		q.order = q.order[:0]
-	}
-}
-
-// Counters returns how many records were coalesced into pending ones and
-// how many were dropped because the peer could not need them.
-func (q *Queue) Counters() (coalesced, dropped uint64) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.coalesced, q.dropped
+	// Nothing is kept: a link that keeps up holds no queue at all.
+	*q = queue{}
 }

@@ -44,11 +44,34 @@ func batchString(b *Batch) string {
 	return strings.ReplaceAll(strings.ReplaceAll(out, `"owner":"w",`, ""), `,"owner":"w"`, "")
 }
 
+// busyLink returns a link whose writer counts as busy, so that what is
+// offered to it goes through its queue; it is never run.
+func busyLink(known ...string) *Link {
+	a, _ := Pipe()
+	l := NewLink(a, newRecorder(), LinkOptions{})
+	l.writing = true
+	for _, id := range known {
+		l.known.add(slotOf(id))
+	}
+	return l
+}
+
+func sendAll(int) Verdict { return Send }
+
+// drainOutbox drains every queue in l's outbox into one batch.
+func drainOutbox(l *Link) *Batch {
+	var b Batch
+	for _, it := range l.outbox {
+		if it.q != nil {
+			it.q.drain(&b)
+		}
+	}
+	l.outbox = nil
+	return &b
+}
+
 func TestQueueCoalescing(t *testing.T) {
 	add, upd, rem := gameworld.Add, gameworld.Update, gameworld.Remove
-	full := func(id string) func() *Record {
-		return func() *Record { return rec(add, id, "full", "true") }
-	}
 	tests := []struct {
 		name  string
 		known []string
@@ -78,19 +101,13 @@ func TestQueueCoalescing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var q Queue
-			for _, id := range tt.known {
-				q.MarkKnown(slotOf(id), id)
-			}
-			for _, r := range tt.push {
-				q.Push(r, full(r.ID))
-			}
-			var b Batch
-			q.Drain(&b)
-			if got := batchString(&b); got != tt.want {
+			l := busyLink(tt.known...)
+			l.Offer(tt.push, sendAll, func(i int) *Record { return rec(add, tt.push[i].ID, "full", "true") }, false)
+			b := drainOutbox(l)
+			if got := batchString(b); got != tt.want {
 				t.Fatalf("got  %s\nwant %s", got, tt.want)
 			}
-			if q.Len() != 0 {
+			if l.Queued() != 0 {
 				t.Fatal("queue not empty after drain")
 			}
 		})
@@ -99,20 +116,19 @@ func TestQueueCoalescing(t *testing.T) {
 
 // A stalled link keeps one entry per object however many changes arrive.
 func TestQueueBoundedByObjects(t *testing.T) {
-	var q Queue
+	l := busyLink()
 	for i := 0; i < 100000; i++ {
 		id := fmt.Sprintf("obj-%d", i%50)
-		q.Push(rec(gameworld.Add, id, "i", fmt.Sprint(i)), nil)
+		l.Offer([]*Record{rec(gameworld.Add, id, "i", fmt.Sprint(i))}, sendAll, nil, true)
 	}
-	if q.Len() != 50 {
-		t.Fatalf("queue holds %d entries, want 50", q.Len())
+	if l.Queued() != 50 {
+		t.Fatalf("queue holds %d entries, want 50", l.Queued())
 	}
-	coalesced, _ := q.Counters()
+	coalesced, _ := l.Counters()
 	if coalesced != 100000-50 {
 		t.Fatalf("coalesced = %d", coalesced)
 	}
-	var b Batch
-	q.Drain(&b)
+	b := drainOutbox(l)
 	if len(b.First) != 50 || !strings.Contains(string(b.First[0].Encoded()), `"i":99950`) {
 		t.Fatalf("drain kept stale state: %s", b.First[0].Encoded())
 	}
@@ -121,21 +137,51 @@ func TestQueueBoundedByObjects(t *testing.T) {
 // A slot reused by a new object while the old object's remove is still
 // queued: both go out, the remove first.
 func TestQueueSlotReuse(t *testing.T) {
-	var q Queue
-	q.MarkKnown(7, "old")
-	q.Push(NewRecord(gameworld.Change{Type: gameworld.Remove, ID: "old", Owner: "w"}, 7), nil)
-	q.Push(NewRecord(gameworld.Change{Type: gameworld.Add, ID: "new", Owner: "w", Properties: gameworld.Properties{}}, 7), nil)
-	var b Batch
-	q.Drain(&b)
-	if got := batchString(&b); got != `{"type":"remove","id":"old"},{"type":"add","id":"new","properties":{}}` {
+	l := busyLink()
+	l.known.add(7)
+	l.Offer([]*Record{
+		NewRecord(gameworld.Change{Type: gameworld.Remove, ID: "old", Owner: "w"}, 7),
+		NewRecord(gameworld.Change{Type: gameworld.Add, ID: "new", Owner: "w", Properties: gameworld.Properties{}}, 7),
+	}, sendAll, nil, false)
+	b := drainOutbox(l)
+	if got := batchString(b); got != `{"type":"remove","id":"old"},{"type":"add","id":"new","properties":{}}` {
 		t.Fatalf("got %s", got)
 	}
-	if !q.Knows(7, "new") || q.Knows(7, "old") {
-		t.Fatal("known state wrong after reuse")
+	if !l.known.has(7) {
+		t.Fatal("the new object is not known after reuse")
 	}
-	// A remove of the old id now is of an unknown object: dropped.
-	q.Push(NewRecord(gameworld.Change{Type: gameworld.Remove, ID: "old", Owner: "w"}, 7), nil)
-	if q.Len() != 0 {
-		t.Fatal("remove of an object the peer does not know was queued")
+}
+
+// What a peer sent itself (Echo) is known without being sent back, and
+// what is not for it (Skip) is not sent.
+func TestOfferVerdicts(t *testing.T) {
+	l := busyLink()
+	recs := []*Record{rec(gameworld.Add, "mine"), rec(gameworld.Add, "theirs"), rec(gameworld.Add, "secret")}
+	l.Offer(recs, func(i int) Verdict { return []Verdict{Echo, Send, Skip}[i] }, nil, true)
+	b := drainOutbox(l)
+	if got := batchString(b); got != `{"type":"add","id":"theirs","properties":{}}` {
+		t.Fatalf("got %s", got)
+	}
+	if !l.known.has(slotOf("mine")) || l.known.has(slotOf("secret")) {
+		t.Fatal("known set wrong")
+	}
+	// A remove of its own object is not echoed; of the skipped one never sent.
+	l.Offer([]*Record{rec(gameworld.Remove, "mine"), rec(gameworld.Remove, "secret")}, sendAll, nil, true)
+	b = drainOutbox(l)
+	if got := batchString(b); got != `{"type":"remove","id":"mine"}` {
+		t.Fatalf("got %s", got)
+	}
+}
+
+func TestSlotSetGivesMemoryBack(t *testing.T) {
+	var s slotSet
+	for i := uint32(0); i < 300000; i++ {
+		s.add(i)
+	}
+	for i := uint32(299999); i >= 10; i-- {
+		s.remove(i)
+	}
+	if s.len() != 10 || cap(s) > 64 {
+		t.Fatalf("after the flood left: %d slots in a set of capacity %d words", s.len(), cap(s))
 	}
 }

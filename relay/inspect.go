@@ -51,7 +51,7 @@ func (n *Node) Links() []LinkInfo {
 		info := LinkInfo{
 			ID: l.ID(), Kind: ls.kind.String(), Remote: l.RemoteAddr(), URL: ls.remoteURL,
 			Identifier: md.Identifier, Chain: md.IdentifierChain, Role: md.Role,
-			Dialect: l.Dialect(), Ready: ls.ready, Queued: l.Queue().Len(),
+			Dialect: l.Dialect(), Ready: ls.ready, Queued: l.Queued(),
 			IntervalMs: float64(l.Interval()) / float64(time.Millisecond), Since: l.Started(),
 			RecordsIn: s.RecordsIn.Load(), RecordsOut: s.RecordsOut.Load(),
 			BytesIn: s.BytesIn.Load(), BytesOut: s.BytesOut.Load(),

@@ -28,12 +28,34 @@ func (t *closedTotals) add(l *peer.Link) {
 	t.bytesOut += s.BytesOut.Load()
 	t.refused += s.Refused.Load()
 	t.ignored += s.Ignored.Load()
-	c, d := l.Queue().Counters()
+	c, d := l.Counters()
 	t.coalesced += c
 	t.drop += d
 	if l.Kind() == ownership.Mesh {
 		t.meshIn += s.RecordsIn.Load()
 		t.meshOut += s.RecordsOut.Load()
+	}
+}
+
+// nodeMetrics are the histograms a node observes as it works.
+type nodeMetrics struct {
+	tick     prometheus.Histogram
+	delivery prometheus.Histogram
+}
+
+func newNodeMetrics(role string) *nodeMetrics {
+	labels := prometheus.Labels{"role": role}
+	return &nodeMetrics{
+		tick: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "solipsism_tick_duration_seconds", ConstLabels: labels,
+			Help:    "Time to offer one tick's changes (and pending refresh answers) to every link.",
+			Buckets: prometheus.ExponentialBuckets(10e-6, 2.5, 12), // 10µs … ~600ms
+		}),
+		delivery: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "solipsism_delivery_latency_seconds", ConstLabels: labels,
+			Help:    "Per message written, the age of its oldest change record: from when the change took effect on this node until it was written to a peer.",
+			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16), // 100µs … ~3.3s
+		}),
 	}
 }
 
@@ -82,7 +104,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, ls := range n.order {
 		byKind[ls.kind]++
 		t.add(ls.link)
-		queued += ls.link.Queue().Len()
+		queued += ls.link.Queued()
 	}
 	m := n.mesh
 	n.mu.Unlock()

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
@@ -42,6 +44,9 @@ type Node struct {
 	nextID uint64
 	totals closedTotals
 	mesh   *Mesh
+	fan    fanout
+	// metrics is nil unless Options.Registerer is set.
+	metrics *nodeMetrics
 }
 
 // linkState is the node's view of one link; guarded by Node.mu.
@@ -57,6 +62,8 @@ type linkState struct {
 	refreshPending bool
 	// askedRefresh: the upstream has been sent its requestRefresh.
 	askedRefresh bool
+	// refreshWanted: the next flush answers the link's refresh request.
+	refreshWanted bool
 	sweep        *sweep
 	remoteURL    string
 	// member is the memberlist name of a mesh link's peer.
@@ -81,6 +88,9 @@ func New(opts Options) (*Node, error) {
 	if !gameworld.IsIdentifier(opts.Identifier) {
 		return nil, fmt.Errorf("relay: identifier %q is not of the form prefix-XXXXXXXX-XXXXXXXX (prefix of letters, digits and dashes; X letters or digits)", opts.Identifier)
 	}
+	if opts.Tick == 0 {
+		opts.Tick = peer.DefaultTick
+	}
 	if opts.MetadataTimeout == 0 {
 		opts.MetadataTimeout = 30 * time.Second
 	}
@@ -100,10 +110,17 @@ func New(opts Options) (*Node, error) {
 		started: time.Now(),
 	}
 	if opts.Registerer != nil {
-		if err := opts.Registerer.Register(newCollector(n)); err != nil {
-			cancel()
-			return nil, fmt.Errorf("relay: registering metrics: %w", err)
+		n.metrics = newNodeMetrics(n.role.String())
+		for _, c := range []prometheus.Collector{newCollector(n), n.metrics.tick, n.metrics.delivery} {
+			if err := opts.Registerer.Register(c); err != nil {
+				cancel()
+				return nil, fmt.Errorf("relay: registering metrics: %w", err)
+			}
 		}
+	}
+	if opts.Tick != peer.Immediate {
+		n.wg.Add(1)
+		go n.tickLoop()
 	}
 	return n, nil
 }
@@ -184,6 +201,9 @@ func (n *Node) serve(conn peer.Conn, kind ownership.LinkKind, remoteURL, member 
 		MaxFrameBytes: n.opts.MaxFrameBytes, Limits: n.opts.Limits,
 		Logger: n.log.With("kind", kind.String()),
 	}
+	if n.metrics != nil {
+		lopts.Delivered = func(age time.Duration) { n.metrics.delivery.Observe(age.Seconds()) }
+	}
 	if kind != ownership.Upstream && n.opts.MetadataTimeout > 0 {
 		lopts.MetadataTimeout = n.opts.MetadataTimeout
 	}
@@ -199,15 +219,15 @@ func (n *Node) serve(conn peer.Conn, kind ownership.LinkKind, remoteURL, member 
 		// has said who it is (see HandleMetadata).
 		ls.ready = true
 		ls.sweep = newSweep()
-		l.SendMetadata()
+		l.SendMetadata(n.localMetadataLocked(kind))
 		l.RequestMetadata()
-		n.sendRefreshLocked(ls)
+		n.wantRefresh(ls)
 	case ownership.Mesh:
 		// Like a downstream link (ready once its chain is known), but we
 		// introduce ourselves at once, and its refresh answer tells us
 		// which of its objects went away while a previous link was down.
 		ls.sweep = newSweep()
-		l.SendMetadata()
+		l.SendMetadata(n.localMetadataLocked(kind))
 		l.RequestMetadata()
 	default:
 		// requestRefresh follows the metadata answer, as the 2016 server
@@ -245,7 +265,7 @@ func (n *Node) Apply(changes []gameworld.Change) (gameworld.Applied, error) {
 		}
 		return nil
 	})
-	n.route(res.Records)
+	n.route(res.Records, nil)
 	return res, nil
 }
 
@@ -275,42 +295,6 @@ func (oi ownerInfo) relation(ls *linkState) ownership.Owner {
 		o.InLinkChain = oi.claim == ls
 	}
 	return o
-}
-
-// route offers applied records to every ready link. n.mu must be held.
-func (n *Node) route(recs []gameworld.Record) {
-	for i := range recs {
-		r := &recs[i]
-		rec := peer.NewRecord(r.Change, r.Slot)
-		var fullRec *peer.Record
-		full := func() *peer.Record {
-			if r.Type == gameworld.Add {
-				return rec
-			}
-			if fullRec == nil && r.After != nil {
-				fullRec = peer.NewRecord(r.Full(), r.Slot)
-			}
-			return fullRec
-		}
-		oi := n.ownerInfo(r.Owner)
-		for _, ls := range n.order {
-			if ls.ready && ownership.MaySend(n.role, ls.kind, oi.relation(ls)) {
-				ls.link.Send(rec, full)
-			}
-		}
-	}
-}
-
-// sendRefreshLocked queues every object ls may receive as a full add,
-// then marks the refresh complete. n.mu must be held.
-func (n *Node) sendRefreshLocked(ls *linkState) {
-	n.world.Range(func(o gameworld.Object) bool {
-		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
-			ls.link.Send(peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Properties: o.Properties}, o.Slot), nil)
-		}
-		return true
-	})
-	ls.link.SendRefreshed()
 }
 
 // HandleWorldChange implements peer.Handler.
@@ -355,16 +339,9 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 		l.Stats().Refused.Add(1)
 		n.log.Debug("refused write", "link", l.ID(), "type", rf.Change.Type.String(), "id", rf.Change.ID, "owner", rf.Change.Owner, "err", rf.Err)
 	}
-	// The peer knows what it sent us, so a later remove may be relayed to it.
-	q := l.Queue()
-	for _, r := range res.Records {
-		if r.Type == gameworld.Remove {
-			q.Forget(r.Slot, r.ID)
-		} else {
-			q.MarkKnown(r.Slot, r.ID)
-		}
-	}
-	n.route(res.Records)
+	// The peer knows what it sent us (Echo), so a later remove may be
+	// relayed to it.
+	n.route(res.Records, ls)
 	if ls.sweep != nil {
 		ls.sweep.see(wc.Changes)
 		switch {
@@ -389,7 +366,7 @@ func (n *Node) HandleRequestRefresh(l *peer.Link) {
 		ls.refreshPending = true
 		return
 	}
-	n.sendRefreshLocked(ls)
+	n.wantRefresh(ls)
 }
 
 // HandleMetadata implements peer.Handler.
@@ -451,7 +428,7 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	}
 	if len(gone) > 0 {
 		changed = true
-		n.releaseClaims(gone, l)
+		n.releaseClaims(gone, ls)
 		for _, id := range gone {
 			delete(ls.chain, id)
 		}
@@ -466,20 +443,10 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	}
 	if first || ls.refreshPending {
 		ls.refreshPending = false
-		n.sendRefreshLocked(ls)
+		n.wantRefresh(ls)
 	}
 	if changed {
 		n.chainChanged()
-	}
-}
-
-// chainChanged tells upstream links that the set of worlds behind this node
-// changed. n.mu must be held.
-func (n *Node) chainChanged() {
-	for _, ls := range n.order {
-		if ls.kind == ownership.Upstream || ls.kind == ownership.Mesh {
-			ls.link.SendMetadata()
-		}
 	}
 }
 
@@ -488,7 +455,7 @@ func (n *Node) chainChanged() {
 // the claims still make them local, so that they also go upstream and to mesh
 // peers. from, if not nil, is a link whose peer removed them itself. n.mu
 // must be held.
-func (n *Node) releaseClaims(ids []string, from *peer.Link) {
+func (n *Node) releaseClaims(ids []string, from *linkState) {
 	set := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		set[id] = true
@@ -505,14 +472,11 @@ func (n *Node) releaseClaims(ids []string, from *peer.Link) {
 // removeWhere removes every object for which remove is true and routes the
 // removals; it returns how many it removed. from, if not nil, is a link
 // whose peer removed them itself. n.mu must be held.
-func (n *Node) removeWhere(remove func(gameworld.Object) bool, from *peer.Link) int {
+func (n *Node) removeWhere(remove func(gameworld.Object) bool, from *linkState) int {
 	var changes []gameworld.Change
 	n.world.Range(func(o gameworld.Object) bool {
 		if remove(o) {
 			changes = append(changes, gameworld.Change{Type: gameworld.Remove, ID: o.ID})
-			if from != nil {
-				from.Queue().Forget(o.Slot, o.ID)
-			}
 		}
 		return true
 	})
@@ -520,24 +484,30 @@ func (n *Node) removeWhere(remove func(gameworld.Object) bool, from *peer.Link) 
 		return 0
 	}
 	res := n.world.Apply(changes, nil)
-	n.route(res.Records)
+	n.route(res.Records, from)
 	return len(res.Records)
 }
 
 // LocalMetadata implements peer.Handler: toward upstream and mesh links a
 // node advertises itself and every world behind its downstream links.
 func (n *Node) LocalMetadata(l *peer.Link) peer.Metadata {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.localMetadataLocked(l.Kind())
+}
+
+// localMetadataLocked is LocalMetadata for a link of the given kind. n.mu
+// must be held.
+func (n *Node) localMetadataLocked(kind ownership.LinkKind) peer.Metadata {
 	md := peer.Metadata{Identifier: n.id, IdentifierChain: []string{n.id}, Role: n.role.String()}
-	if l.Kind() == ownership.Downstream {
+	if kind == ownership.Downstream {
 		return md
 	}
-	n.mu.Lock()
 	for id, ls := range n.claims {
 		if ls.kind == ownership.Downstream {
 			md.IdentifierChain = append(md.IdentifierChain, id)
 		}
 	}
-	n.mu.Unlock()
 	sort.Strings(md.IdentifierChain[1:])
 	return md
 }

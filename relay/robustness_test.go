@@ -24,13 +24,14 @@ func silentPeer(t *testing.T, url, id string) *websocket.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.CloseNow() })
-	for i := 0; i < 2; i++ { // requestMetadata, requestRefresh
-		if _, _, err := c.Read(ctx); err != nil {
-			t.Fatal(err)
-		}
+	if _, _, err := c.Read(ctx); err != nil { // requestMetadata
+		t.Fatal(err)
 	}
 	md, _ := json.Marshal([]any{"metadataChange", map[string]any{"identifier": id, "identifierChain": []string{id}}})
 	if err := c.Write(ctx, websocket.MessageText, md); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Read(ctx); err != nil { // requestRefresh, which follows the metadata
 		t.Fatal(err)
 	}
 	return c

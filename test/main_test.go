@@ -127,4 +127,3 @@ func runBareRelay() error {
 	os.Stdin.Read(b)
 	return nil
 }
-

@@ -1,0 +1,214 @@
+package relay
+
+import (
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+// Fan-out. Changes applied to the world are appended to one shared log;
+// once per tick (at once with a tick of peer.Immediate) the node offers the
+// log to every ready link, each record with its verdict for that link. A
+// link that keeps up takes the records as they are and writes them from
+// encodings shared by all links; only a link that falls behind coalesces
+// them into a queue of its own. So the work per record and link is one
+// ownership check and one pointer, and what one link costs does not
+// depend on what the others do.
+
+// logEntry is one record of the shared log, with what routing needs.
+type logEntry struct {
+	rec *peer.Record
+	// after is the object's state after rec, for peers that lack it.
+	after gameworld.Properties
+	full  *peer.Record
+	// from is the link whose peer made the change, or nil.
+	from *linkState
+	// oi is taken when the change takes effect: a departing peer's
+	// removals must still count as local when they are routed, although
+	// its claims are gone by the next tick.
+	oi ownerInfo
+}
+
+// fanout is the shared log. Guarded by Node.mu.
+type fanout struct {
+	log  []logEntry
+	recs []*peer.Record // log[i].rec, as Offer takes them
+	// bySlot indexes the log's entries by slot, to coalesce a moving
+	// object's updates within a tick.
+	bySlot map[uint32]int
+	// unique is false when an object has more than one entry (say, removed
+	// and added again), so links must coalesce through their queues.
+	unique bool
+	// refreshes is set when some link waits for a refresh answer.
+	refreshes bool
+	// mdAt lists positions in the log where the worlds behind this node
+	// changed: upstream and mesh links are sent this node's metadata there,
+	// so that a departed world's removals go before the metadata that drops
+	// it, and a new world's objects after the metadata that announces it.
+	mdAt []int
+}
+
+// route appends applied records to the shared log. from is the link whose
+// peer made the changes, or nil. n.mu must be held.
+func (n *Node) route(recs []gameworld.Record, from *linkState) {
+	f := &n.fan
+	if f.bySlot == nil {
+		f.bySlot = make(map[uint32]int)
+	}
+	if len(f.log) == 0 {
+		f.unique = true
+	}
+	now := time.Now().UnixNano()
+	for i := range recs {
+		r := &recs[i]
+		if j, ok := f.bySlot[r.Slot]; ok {
+			e := &f.log[j]
+			if r.Type == gameworld.Update && e.from == from && e.rec.ID == r.ID && e.rec.Type != gameworld.Remove {
+				e.rec = peer.Coalesce(e.rec, n.newRecord(r.Change, r.Slot, e.rec.Born))
+				f.recs[j] = e.rec
+				e.after, e.full = r.After, nil
+				continue
+			}
+			f.unique = false
+		}
+		f.bySlot[r.Slot] = len(f.log)
+		rec := n.newRecord(r.Change, r.Slot, now)
+		f.log = append(f.log, logEntry{rec: rec, after: r.After, from: from, oi: n.ownerInfo(r.Owner)})
+		f.recs = append(f.recs, rec)
+	}
+	if n.opts.Tick == peer.Immediate {
+		n.flushLocked()
+	}
+}
+
+func (n *Node) newRecord(c gameworld.Change, slot uint32, born int64) *peer.Record {
+	r := peer.NewRecord(c, slot)
+	r.Born = born
+	return r
+}
+
+// wantRefresh makes the next flush send ls every object it may receive, as
+// full adds, then mark the answer complete. Answering in the flush, after
+// the log, keeps what the link knows in order with what it is sent. n.mu
+// must be held.
+func (n *Node) wantRefresh(ls *linkState) {
+	ls.refreshWanted = true
+	n.fan.refreshes = true
+	if n.opts.Tick == peer.Immediate {
+		n.flushLocked()
+	}
+}
+
+// chainChanged tells upstream and mesh links, at this point of the log,
+// that the set of worlds behind this node changed. n.mu must be held.
+func (n *Node) chainChanged() {
+	n.fan.mdAt = append(n.fan.mdAt, len(n.fan.log))
+	if n.opts.Tick == peer.Immediate {
+		n.flushLocked()
+	}
+}
+
+// tickLoop flushes the shared log once per tick until the node closes.
+func (n *Node) tickLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.opts.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		n.mu.Lock()
+		n.flushLocked()
+		n.mu.Unlock()
+	}
+}
+
+// flushLocked offers the shared log to every ready link, answers pending
+// refreshes, and empties the log. n.mu must be held.
+func (n *Node) flushLocked() {
+	f := &n.fan
+	if len(f.log) == 0 && !f.refreshes && len(f.mdAt) == 0 {
+		return
+	}
+	start := time.Now()
+	full := func(i int) *peer.Record {
+		e := &f.log[i]
+		if e.rec.Type == gameworld.Add {
+			return e.rec
+		}
+		if e.full == nil && e.after != nil {
+			e.full = n.newRecord(gameworld.Change{Type: gameworld.Add, ID: e.rec.ID, Owner: e.rec.Owner, Properties: e.after}, e.rec.Slot, e.rec.Born)
+		}
+		return e.full
+	}
+	var md peer.Metadata
+	if len(f.mdAt) > 0 {
+		md = n.localMetadataLocked(ownership.Upstream)
+	}
+	for _, ls := range n.order {
+		announces := len(f.mdAt) > 0 && (ls.kind == ownership.Upstream || ls.kind == ownership.Mesh)
+		if !ls.ready {
+			if announces {
+				ls.link.SendMetadata(md)
+			}
+			continue
+		}
+		from := 0
+		offer := func(to int) {
+			if to == from {
+				return
+			}
+			base := from
+			ls.link.Offer(f.recs[from:to], func(i int) peer.Verdict {
+				e := &f.log[base+i]
+				switch {
+				case e.from == ls:
+					return peer.Echo
+				case ownership.MaySend(n.role, ls.kind, e.oi.relation(ls)):
+					return peer.Send
+				}
+				return peer.Skip
+			}, func(i int) *peer.Record { return full(base + i) }, f.unique)
+			from = to
+		}
+		if announces {
+			for _, at := range f.mdAt {
+				offer(at)
+				ls.link.SendMetadata(md)
+			}
+		}
+		offer(len(f.log))
+		if ls.refreshWanted {
+			ls.refreshWanted = false
+			n.sendRefreshLocked(ls)
+		}
+	}
+	clear(f.log)
+	clear(f.recs)
+	clear(f.bySlot)
+	f.log, f.recs, f.refreshes, f.mdAt = f.log[:0], f.recs[:0], false, f.mdAt[:0]
+	if cap(f.log) > 4096 { // after a burst, let the memory go
+		f.log, f.recs, f.bySlot = nil, nil, nil
+	}
+	if n.metrics != nil {
+		n.metrics.tick.Observe(time.Since(start).Seconds())
+	}
+}
+
+// sendRefreshLocked offers ls every object it may receive as a full add,
+// then marks the refresh complete. n.mu must be held.
+func (n *Node) sendRefreshLocked(ls *linkState) {
+	var recs []*peer.Record
+	n.world.Range(func(o gameworld.Object) bool {
+		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
+			recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Properties: o.Properties}, o.Slot))
+		}
+		return true
+	})
+	ls.link.Offer(recs, func(int) peer.Verdict { return peer.Send }, nil, false)
+	ls.link.MarkRefreshed()
+}
