@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
+
 	"strconv"
 	"unicode/utf8"
 
@@ -51,42 +51,6 @@ type Message struct {
 	Data json.RawMessage
 }
 
-// DecodeMessage decodes the envelope of one message: a JSON array of the
-// message type and, optionally for requests, its data.
-func DecodeMessage(b []byte) (Message, error) {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || b[0] != '[' {
-		if !json.Valid(b) {
-			return Message{}, invalid("not JSON")
-		}
-		return Message{}, invalid("not a [messageType, data] array")
-	}
-	var parts []json.RawMessage
-	if err := json.Unmarshal(b, &parts); err != nil {
-		return Message{}, invalid("not JSON: %v", err)
-	}
-	if len(parts) < 1 || len(parts) > 2 {
-		return Message{}, invalid("array has %d elements, want 2", len(parts))
-	}
-	var m Message
-	if err := json.Unmarshal(parts[0], &m.Type); err != nil {
-		return Message{}, invalid("message type is not a string")
-	}
-	if len(parts) == 2 {
-		m.Data = parts[1]
-	}
-	if m.Data == nil {
-		switch m.Type {
-		case TypeRequestRefresh, TypeRequestMetadata, TypeRequestLessData, TypeRequestMoreData:
-		default:
-			if known(m.Type) {
-				return Message{}, invalid("%s message without data", m.Type)
-			}
-		}
-	}
-	return m, nil
-}
-
 func known(t string) bool {
 	switch t {
 	case TypeWorldChange, TypeRequestRefresh, TypeRequestMetadata, TypeMetadata,
@@ -98,9 +62,11 @@ func known(t string) bool {
 
 // Limits bound what a decoder accepts. The zero value means the defaults.
 type Limits struct {
-	// MaxChanges is the most change records one worldChange may carry.
-	// Zero means 10,000.
-	MaxChanges int
+	// MaxRecordBytes bounds one change record, and a whole message of any
+	// type but worldChange, in bytes; a larger one closes the link with
+	// 1009. A worldChange may carry any number of records: it is decoded
+	// as a stream. Zero means DefaultMaxRecordBytes.
+	MaxRecordBytes int
 	// MaxDepth is the deepest nesting of arrays and objects allowed inside a
 	// property value. Zero means 32. JavaScript peers parse what we relay, so
 	// pathological nesting is refused here rather than passed on.
@@ -113,8 +79,8 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() Limits {
-	if l.MaxChanges <= 0 {
-		l.MaxChanges = 10000
+	if l.MaxRecordBytes <= 0 {
+		l.MaxRecordBytes = DefaultMaxRecordBytes
 	}
 	if l.MaxDepth <= 0 {
 		l.MaxDepth = 32
@@ -136,91 +102,6 @@ type WorldChange struct {
 	// Refreshed is our extension: the frame ends the answer to a
 	// requestRefresh. Peers that do not know it ignore the extra key.
 	Refreshed bool
-}
-
-// DecodeWorldChange decodes and validates the data of a worldChange message.
-// Either every record is valid or an error is returned and none is.
-func (l Limits) DecodeWorldChange(data json.RawMessage) (WorldChange, error) {
-	l = l.withDefaults()
-	var env map[string]json.RawMessage
-	if err := json.Unmarshal(data, &env); err != nil || env == nil {
-		return WorldChange{}, invalid("worldChange data is not an object")
-	}
-	var wc WorldChange
-	if ts, ok := env["timestamp"]; ok && !isNull(ts) {
-		f, err := strconv.ParseFloat(string(ts), 64)
-		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-			return WorldChange{}, invalid("timestamp is not a number")
-		}
-		wc.Timestamp = int64(f)
-	}
-	if r, ok := env["refreshed"]; ok {
-		wc.Refreshed = string(r) == "true"
-	}
-	raw, ok := env["changes"]
-	if !ok || len(raw) == 0 || raw[0] != '[' {
-		return WorldChange{}, invalid("changes is not an array")
-	}
-	var recs []json.RawMessage
-	if err := json.Unmarshal(raw, &recs); err != nil {
-		return WorldChange{}, invalid("changes is not an array")
-	}
-	if len(recs) > l.MaxChanges {
-		return WorldChange{}, &DecodeError{Code: StatusMessageTooBig,
-			Reason: fmt.Sprintf("%d changes in one message (limit %d)", len(recs), l.MaxChanges)}
-	}
-	wc.Changes = make([]gameworld.Change, len(recs))
-	for i, rb := range recs {
-		c, err := l.decodeChange(rb)
-		if err != nil {
-			return WorldChange{}, invalid("change %d: %s", i, err.(*DecodeError).Reason)
-		}
-		wc.Changes[i] = c
-	}
-	return wc, nil
-}
-
-func (l Limits) decodeChange(b json.RawMessage) (gameworld.Change, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(b, &fields); err != nil || fields == nil {
-		return gameworld.Change{}, invalid("not an object")
-	}
-	var c gameworld.Change
-	var typ string
-	if err := decodeString(fields, "type", &typ, true); err != nil {
-		return c, err
-	}
-	t, ok := gameworld.ParseChangeType(typ)
-	if !ok {
-		return c, invalid("unknown change type %q", typ)
-	}
-	c.Type = t
-	if err := decodeString(fields, "id", &c.ID, true); err != nil {
-		return c, err
-	}
-	if err := l.checkID("id", c.ID); err != nil {
-		return c, err
-	}
-	if err := decodeString(fields, "owner", &c.Owner, false); err != nil {
-		return c, err
-	}
-	if c.Owner != "" {
-		if err := l.checkID("owner", c.Owner); err != nil {
-			return c, err
-		}
-	}
-	if p, ok := fields["properties"]; ok && !isNull(p) {
-		if p[0] != '{' {
-			return c, invalid("properties is not an object")
-		}
-		if d := depth(p); d > l.MaxDepth+1 {
-			return c, invalid("properties nested %d deep (limit %d)", d-1, l.MaxDepth)
-		}
-		if err := json.Unmarshal(p, &c.Properties); err != nil {
-			return c, invalid("properties: %v", err)
-		}
-	}
-	return c, nil
 }
 
 func (l Limits) checkID(name, v string) error {

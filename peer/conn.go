@@ -1,7 +1,9 @@
 package peer
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"errors"
 	"fmt"
 	"sync"
@@ -44,16 +46,18 @@ func (e *CloseError) Error() string {
 }
 
 // Conn is a message-oriented connection to a peer, carrying one text message
-// per Read or Write.
+// per Reader or Write.
 //
-// Concurrency: Read is called by one goroutine at a time, and Write by one
-// goroutine at a time, possibly concurrently with Read. Close may be called
-// at any time, from any goroutine, more than once; it unblocks Read and
-// Write.
+// Concurrency: Reader (and reading what it returns) is done by one
+// goroutine at a time, and Write by one goroutine at a time, possibly
+// concurrently with reading. Close may be called at any time, from any
+// goroutine, more than once; it unblocks reads and writes.
 type Conn interface {
-	// Read returns the next message. A message the transport cannot carry
-	// (a binary frame) is reported as a *DecodeError with its close code.
-	Read(ctx context.Context) ([]byte, error)
+	// Reader returns a reader for the next message, to be read to its end
+	// (io.EOF) before Reader is called again: messages are streamed, never
+	// buffered whole. A message the transport cannot carry (a binary
+	// frame) is reported as a *DecodeError with its close code.
+	Reader(ctx context.Context) (io.Reader, error)
 	// Write sends one message. The caller may reuse p when Write returns.
 	Write(ctx context.Context, p []byte) error
 	// Close closes the connection with a code and reason for the peer,
@@ -68,6 +72,16 @@ type Conn interface {
 // Pinger is implemented by transports that can check the peer is alive.
 type Pinger interface {
 	Ping(ctx context.Context) error
+}
+
+// ReadMessage reads the next message from c whole, for tests and tools;
+// links stream messages instead.
+func ReadMessage(ctx context.Context, c Conn) ([]byte, error) {
+	r, err := c.Reader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(r)
 }
 
 // Pipe returns two connected in-memory Conns, for tests and for joining
@@ -103,6 +117,15 @@ func (p *pipeConn) closeErr() error {
 	return &CloseError{Code: p.s.code, Reason: p.s.reason, Remote: p.s.closer != p}
 }
 
+func (p *pipeConn) Reader(ctx context.Context) (io.Reader, error) {
+	b, err := p.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.NewReader(b), nil
+}
+
+// Read returns the next message whole.
 func (p *pipeConn) Read(ctx context.Context) ([]byte, error) {
 	// Deliver what was written before a close, like a real socket would.
 	select {

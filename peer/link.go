@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/ownership"
 )
@@ -21,6 +23,8 @@ const (
 	DefaultStallTimeout  = 15 * time.Second
 	DefaultPingInterval  = 20 * time.Second
 	DefaultMaxFrameBytes = 256 << 10
+	DefaultReadRate      = 16 << 20
+	DefaultReadBurst     = 1 << 20
 )
 
 // Handler receives what a link's peer sends.
@@ -66,8 +70,15 @@ type LinkOptions struct {
 	// MaxFrameBytes is the size above which a worldChange is split into
 	// several messages. Zero means DefaultMaxFrameBytes.
 	MaxFrameBytes int
-	// Limits bound what the decoder accepts.
+	// Limits bound what the decoder holds of one message.
 	Limits Limits
+	// ReadRate bounds how fast the peer is read, in bytes per second, with
+	// bursts of up to ReadBurst bytes: a peer that sends faster is read
+	// slower (TCP makes it wait), so a big world arrives at a known pace.
+	// Zero means DefaultReadRate and DefaultReadBurst; a negative ReadRate
+	// reads as fast as the peer sends.
+	ReadRate  int
+	ReadBurst int
 	// Logger receives the link's logs; nil discards them.
 	Logger *slog.Logger
 	// Delivered, if set, is called after each worldChange written with the
@@ -111,6 +122,7 @@ type Link struct {
 	stall     *time.Timer
 	pingTimer *time.Timer
 	mdTimer   *time.Timer
+	rate      *rate.Limiter
 
 	mu       sync.Mutex
 	started  time.Time
@@ -192,6 +204,16 @@ func NewLink(conn Conn, h Handler, opts LinkOptions) *Link {
 		done:     make(chan struct{}),
 		dialect:  TypeMetadataChange,
 		interval: opts.Tick,
+	}
+	if opts.ReadRate >= 0 {
+		if opts.ReadRate == 0 {
+			opts.ReadRate = DefaultReadRate
+		}
+		if opts.ReadBurst <= 0 {
+			opts.ReadBurst = min(DefaultReadBurst, opts.ReadRate)
+		}
+		l.opts = opts
+		l.rate = rate.NewLimiter(rate.Limit(opts.ReadRate), opts.ReadBurst)
 	}
 	// Writers may start before Run (a handshake is queued first).
 	l.stall = time.AfterFunc(time.Hour, func() {
@@ -556,61 +578,79 @@ func (l *Link) Run(ctx context.Context) error {
 }
 
 func (l *Link) readLoop() error {
+	onChanges := func(wc WorldChange) error {
+		l.stats.RecordsIn.Add(uint64(len(wc.Changes)))
+		l.h.HandleWorldChange(l, wc)
+		return nil
+	}
 	for {
 		// No context: the transport would register a cancellation per
 		// read. Closing the connection is what ends a blocked read.
-		b, err := l.conn.Read(context.Background())
+		r, err := l.conn.Reader(context.Background())
+		if err == nil {
+			var m Message
+			m, err = l.opts.Limits.ReadMessage(r, l.readBytes, l.opts.ReadBurst, onChanges)
+			if err == nil {
+				err = l.handle(m)
+			}
+		}
 		if err != nil {
 			select {
 			case <-l.done:
 				return l.Err()
 			default:
 			}
+			var de *DecodeError
+			if errors.As(err, &de) {
+				l.log.Debug("bad message", "err", err)
+			}
 			return err
-		}
-		l.stats.BytesIn.Add(uint64(len(b)))
-		m, err := DecodeMessage(b)
-		if err != nil {
-			l.log.Debug("bad message", "err", err)
-			return err
-		}
-		k := kindOf(m.Type)
-		l.stats.MessagesIn[k].Add(1)
-		switch m.Type {
-		case TypeWorldChange:
-			wc, err := l.opts.Limits.DecodeWorldChange(m.Data)
-			if err != nil {
-				l.log.Debug("bad worldChange", "err", err)
-				return err
-			}
-			l.stats.RecordsIn.Add(uint64(len(wc.Changes)))
-			l.h.HandleWorldChange(l, wc)
-		case TypeRequestRefresh:
-			l.h.HandleRequestRefresh(l)
-		case TypeRequestMetadata:
-			l.SendMetadata(l.h.LocalMetadata(l))
-		case TypeMetadata, TypeMetadataChange:
-			md, err := l.opts.Limits.DecodeMetadata(m.Data)
-			if err != nil {
-				l.log.Debug("bad metadata", "err", err)
-				return err
-			}
-			l.mu.Lock()
-			l.md, l.hasMD = md, true
-			l.dialect = m.Type
-			if l.mdTimer != nil {
-				l.mdTimer.Stop()
-				l.mdTimer = nil
-			}
-			l.mu.Unlock()
-			l.h.HandleMetadata(l, md)
-		case TypeRequestLessData, TypeRequestMoreData:
-			l.scaleInterval(m.Type == TypeRequestLessData)
-		default:
-			// Ignored and counted: newer peers may speak types we lack.
-			l.log.Debug("ignoring unknown message type", "type", m.Type)
 		}
 	}
+}
+
+// readBytes counts bytes read and, with a read rate, blocks to keep the
+// link within it: a peer that sends faster is read slower, and TCP makes
+// it wait.
+func (l *Link) readBytes(n int) error {
+	l.stats.BytesIn.Add(uint64(n))
+	if l.rate != nil {
+		return l.rate.WaitN(context.Background(), n)
+	}
+	return nil
+}
+
+// handle acts on one message; a worldChange's records were handled as they
+// were read.
+func (l *Link) handle(m Message) error {
+	l.stats.MessagesIn[kindOf(m.Type)].Add(1)
+	switch m.Type {
+	case TypeRequestRefresh:
+		l.h.HandleRequestRefresh(l)
+	case TypeRequestMetadata:
+		l.SendMetadata(l.h.LocalMetadata(l))
+	case TypeMetadata, TypeMetadataChange:
+		md, err := l.opts.Limits.DecodeMetadata(m.Data)
+		if err != nil {
+			return err
+		}
+		l.mu.Lock()
+		l.md, l.hasMD = md, true
+		l.dialect = m.Type
+		if l.mdTimer != nil {
+			l.mdTimer.Stop()
+			l.mdTimer = nil
+		}
+		l.mu.Unlock()
+		l.h.HandleMetadata(l, md)
+	case TypeRequestLessData, TypeRequestMoreData:
+		l.scaleInterval(m.Type == TypeRequestLessData)
+	case TypeWorldChange:
+	default:
+		// Ignored and counted: newer peers may speak types we lack.
+		l.log.Debug("ignoring unknown message type", "type", m.Type)
+	}
+	return nil
 }
 
 // scaleInterval moves the flush interval by a factor of 1.2 within bounds.

@@ -54,7 +54,7 @@ func readMsg(t *testing.T, c Conn) Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	b, err := c.Read(ctx)
+	b, err := ReadMessage(ctx, c)
 	if err != nil {
 		t.Fatalf("read: %v", err)
 	}

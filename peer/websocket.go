@@ -4,20 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/coder/websocket"
 )
 
-// DefaultReadLimit is the largest message a WebSocket Conn accepts unless
-// told otherwise. coder/websocket's own default (32 KiB) is too small for a
-// refresh of a busy world.
-const DefaultReadLimit = 1 << 20
-
 // AcceptOptions configures Accept. The zero value is usable.
 type AcceptOptions struct {
 	// ReadLimit is the largest message accepted, in bytes; a larger one
-	// closes the connection with 1009. Zero means DefaultReadLimit.
+	// closes the connection with 1009. Zero means no limit: messages are
+	// streamed, and a Link bounds what it holds of one (Limits).
 	ReadLimit int64
 	// OriginPatterns lists host patterns (path.Match syntax) of browser
 	// origins allowed besides the request's own host. Nil allows same-origin
@@ -37,7 +34,7 @@ func Accept(w http.ResponseWriter, r *http.Request, opts AcceptOptions) (Conn, e
 
 // DialOptions configures Dial. The zero value is usable.
 type DialOptions struct {
-	// ReadLimit is as in AcceptOptions. Zero means DefaultReadLimit.
+	// ReadLimit is as in AcceptOptions.
 	ReadLimit int64
 	// HTTPClient is used for the handshake; nil means http.DefaultClient.
 	// Set it to configure TLS for wss:// URLs.
@@ -80,25 +77,43 @@ type wsConn struct {
 
 func newWSConn(c *websocket.Conn, limit int64, remote string) *wsConn {
 	if limit <= 0 {
-		limit = DefaultReadLimit
+		limit = -1
 	}
 	c.SetReadLimit(limit)
 	return &wsConn{c: c, remote: remote}
 }
 
-func (w *wsConn) Read(ctx context.Context) ([]byte, error) {
-	typ, b, err := w.c.Read(ctx)
+func (w *wsConn) Reader(ctx context.Context) (io.Reader, error) {
+	typ, r, err := w.c.Reader(ctx)
 	if err != nil {
-		var ce websocket.CloseError
-		if errors.As(err, &ce) {
-			return nil, &CloseError{Code: StatusCode(ce.Code), Reason: ce.Reason, Remote: true}
-		}
-		return nil, err
+		return nil, w.mapErr(err)
 	}
 	if typ != websocket.MessageText {
 		return nil, &DecodeError{Code: StatusUnsupported, Reason: "binary frames are not part of the protocol"}
 	}
-	return b, nil
+	return wsReader{r: r, w: w}, nil
+}
+
+// mapErr reports a close frame from the peer as a *CloseError.
+func (w *wsConn) mapErr(err error) error {
+	var ce websocket.CloseError
+	if errors.As(err, &ce) {
+		return &CloseError{Code: StatusCode(ce.Code), Reason: ce.Reason, Remote: true}
+	}
+	return err
+}
+
+type wsReader struct {
+	r io.Reader
+	w *wsConn
+}
+
+func (r wsReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = r.w.mapErr(err)
+	}
+	return n, err
 }
 
 func (w *wsConn) Write(ctx context.Context, p []byte) error {

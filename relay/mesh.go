@@ -424,7 +424,7 @@ func (m *Mesh) accept(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not a member of this mesh (yet)", http.StatusServiceUnavailable)
 		return
 	}
-	conn, err := peer.Accept(w, r, peer.AcceptOptions{ReadLimit: m.n.opts.ReadLimit})
+	conn, err := peer.Accept(w, r, peer.AcceptOptions{})
 	if err != nil {
 		return
 	}

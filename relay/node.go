@@ -169,7 +169,7 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.accept(w, r)
 		return
 	}
-	conn, err := peer.Accept(w, r, peer.AcceptOptions{ReadLimit: n.opts.ReadLimit, OriginPatterns: n.opts.OriginPatterns})
+	conn, err := peer.Accept(w, r, peer.AcceptOptions{OriginPatterns: n.opts.OriginPatterns})
 	if err != nil {
 		n.log.Debug("websocket accept failed", "err", err)
 		return
@@ -199,6 +199,7 @@ func (n *Node) serve(conn peer.Conn, kind ownership.LinkKind, remoteURL, member 
 		ID: n.nextID, Kind: kind, Tick: n.opts.Tick,
 		StallTimeout: n.opts.StallTimeout, PingInterval: n.opts.PingInterval,
 		MaxFrameBytes: n.opts.MaxFrameBytes, Limits: n.opts.Limits,
+		ReadRate: n.opts.ReadRate, ReadBurst: n.opts.ReadBurst,
 		Logger: n.log.With("kind", kind.String()),
 	}
 	if n.metrics != nil {

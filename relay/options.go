@@ -22,18 +22,20 @@ type Options struct {
 	// Tick is how often each link flushes its queue. Zero means
 	// peer.DefaultTick; peer.Immediate sends without delay.
 	Tick time.Duration
-	// StallTimeout, PingInterval, MaxFrameBytes and Limits are passed to
-	// every link (see peer.LinkOptions; zero means their defaults).
+	// StallTimeout, PingInterval, MaxFrameBytes, Limits, ReadRate and
+	// ReadBurst are passed to every link, downstream, upstream and mesh
+	// alike (see peer.LinkOptions; zero means their defaults).
 	StallTimeout  time.Duration
 	PingInterval  time.Duration
 	MaxFrameBytes int
 	Limits        peer.Limits
+	ReadRate      int
+	ReadBurst     int
 	// MetadataTimeout closes a downstream link that has not sent its
 	// metadata in time. Zero means 30 s; negative disables it.
 	MetadataTimeout time.Duration
-	// ReadLimit and OriginPatterns configure accepted WebSocket
-	// connections (see peer.AcceptOptions).
-	ReadLimit      int64
+	// OriginPatterns lists the browser origins accepted besides the
+	// node's own (see peer.AcceptOptions).
 	OriginPatterns []string
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger

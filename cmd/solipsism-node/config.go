@@ -24,6 +24,7 @@ type config struct {
 	prefix     string
 	tick       time.Duration
 	readLimit  int64
+	readRate   int64
 	origins    []string
 	logLevel   slog.Level
 	logFormat  string
@@ -54,13 +55,15 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	var (
 		c                             config
 		role, origins, level, readLim string
+		readRate                      string
 		join, secret                  string
 	)
 	fs.StringVar(&c.listen, "listen", ":8080", "HTTP listen address")
 	fs.StringVar(&role, "role", "server", "node role: server or proxy")
 	fs.StringVar(&c.prefix, "prefix", "", "prefix of the node's world identifier (default: the role)")
 	fs.DurationVar(&c.tick, "tick", peer.DefaultTick, "how often each link flushes its coalesced changes; 0 sends immediately")
-	fs.StringVar(&readLim, "read-limit", "1MiB", "largest accepted message (bytes, or with KiB/MiB)")
+	fs.StringVar(&readLim, "read-limit", "1MiB", "largest change record, or message of another type (bytes, or with KiB/MiB); a worldChange may carry any number of records")
+	fs.StringVar(&readRate, "read-rate", "16MiB", "how fast each link is read, per second (bytes, or with KiB/MiB); faster peers are slowed, not cut off")
 	fs.StringVar(&origins, "origin", "", "comma-separated browser origin host patterns allowed besides same-origin ('*' for any)")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
@@ -106,8 +109,11 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	if c.role, err = ownership.ParseRole(role); err != nil || c.role == ownership.Client {
 		return c, fmt.Errorf("--role: want server or proxy, got %q", role)
 	}
-	if c.readLimit, err = parseSize(readLim); err != nil {
-		return c, fmt.Errorf("--read-limit: %w", err)
+	if c.readLimit, err = parseSize(readLim); err != nil || c.readLimit > math.MaxInt32 {
+		return c, fmt.Errorf("--read-limit: %w", errors.Join(err, errors.New("at most 2GiB")))
+	}
+	if c.readRate, err = parseSize(readRate); err != nil || c.readRate > math.MaxInt32 {
+		return c, fmt.Errorf("--read-rate: %w", errors.Join(err, errors.New("at most 2GiB")))
 	}
 	if c.tick < 0 {
 		return c, fmt.Errorf("--tick: must not be negative")

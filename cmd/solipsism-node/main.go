@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
 	"github.com/solipsism/mesh/web"
 )
@@ -60,7 +61,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	node, err := relay.New(relay.Options{
 		Role: cfg.role, Prefix: cfg.prefix, Tick: cfg.nodeTick(),
-		ReadLimit: cfg.readLimit, OriginPatterns: cfg.origins,
+		Limits:   peer.Limits{MaxRecordBytes: int(cfg.readLimit)},
+		ReadRate: int(cfg.readRate), OriginPatterns: cfg.origins,
 		StallTimeout: cfg.stall, PingInterval: cfg.ping,
 		Logger: log, Registerer: reg,
 	})
