@@ -3,9 +3,9 @@ package peer
 import (
 	"bytes"
 	"context"
-	"io"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 )
 

@@ -200,7 +200,7 @@ func NewLink(conn Conn, h Handler, opts LinkOptions) *Link {
 	}
 	l := &Link{
 		conn: conn, h: h, opts: opts,
-		log:      log.With("link", opts.ID, "remote", conn.RemoteAddr()),
+		log:      log,
 		done:     make(chan struct{}),
 		dialect:  TypeMetadataChange,
 		interval: opts.Tick,
@@ -217,11 +217,18 @@ func NewLink(conn Conn, h Handler, opts LinkOptions) *Link {
 	}
 	// Writers may start before Run (a handshake is queued first).
 	l.stall = time.AfterFunc(time.Hour, func() {
-		l.log.Warn("peer stalled; closing link", "timeout", l.opts.StallTimeout)
+		l.logger().Warn("peer stalled; closing link", "timeout", l.opts.StallTimeout)
 		l.closeWithMode(&CloseError{Code: StatusStalled, Reason: fmt.Sprintf("peer did not read for %s", l.opts.StallTimeout)}, true)
 	})
 	l.stall.Stop()
 	return l
+}
+
+// logger returns the link's logger. The link's attributes are added only
+// when something is logged: a logger with attributes costs memory, and an
+// idle link should cost as little as possible.
+func (l *Link) logger() *slog.Logger {
+	return l.log.With("link", l.opts.ID, "kind", l.opts.Kind.String(), "remote", l.conn.RemoteAddr())
 }
 
 // ID returns the link's ID from LinkOptions.
@@ -572,12 +579,13 @@ func (l *Link) Run(ctx context.Context) error {
 	// No writer starts once closed is set (under outMu, by closeWith).
 	l.writers.Wait()
 	err = l.Err()
-	l.log.Debug("link closed", "err", err)
+	l.logger().Debug("link closed", "err", err)
 	l.h.HandleClose(l, err)
 	return err
 }
 
 func (l *Link) readLoop() error {
+	done := make(chan error, 1)
 	onChanges := func(wc WorldChange) error {
 		l.stats.RecordsIn.Add(uint64(len(wc.Changes)))
 		l.h.HandleWorldChange(l, wc)
@@ -588,11 +596,18 @@ func (l *Link) readLoop() error {
 		// read. Closing the connection is what ends a blocked read.
 		r, err := l.conn.Reader(context.Background())
 		if err == nil {
-			var m Message
-			m, err = l.opts.Limits.ReadMessage(r, l.readBytes, l.opts.ReadBurst, onChanges)
-			if err == nil {
-				err = l.handle(m)
-			}
+			// The message is decoded and handled on a goroutine of its
+			// own: decoding and routing grow a stack to many KiB, and the
+			// goroutine that waits here for the next message, idle most
+			// of its life, would keep that stack for good.
+			go func() {
+				m, err := l.opts.Limits.ReadMessage(r, l.readBytes, l.opts.ReadBurst, onChanges)
+				if err == nil {
+					err = l.handle(m)
+				}
+				done <- err
+			}()
+			err = <-done
 		}
 		if err != nil {
 			select {
@@ -602,7 +617,7 @@ func (l *Link) readLoop() error {
 			}
 			var de *DecodeError
 			if errors.As(err, &de) {
-				l.log.Debug("bad message", "err", err)
+				l.logger().Debug("bad message", "err", err)
 			}
 			return err
 		}
@@ -648,7 +663,7 @@ func (l *Link) handle(m Message) error {
 	case TypeWorldChange:
 	default:
 		// Ignored and counted: newer peers may speak types we lack.
-		l.log.Debug("ignoring unknown message type", "type", m.Type)
+		l.logger().Debug("ignoring unknown message type", "type", m.Type)
 	}
 	return nil
 }
@@ -745,7 +760,7 @@ func (l *Link) ping() {
 			return
 		default:
 		}
-		l.log.Info("peer did not answer a keepalive ping; closing link", "timeout", l.opts.StallTimeout)
+		l.logger().Info("peer did not answer a keepalive ping; closing link", "timeout", l.opts.StallTimeout)
 		l.closeWithMode(&CloseError{Code: StatusGoingAway, Reason: "keepalive ping failed"}, true)
 		return
 	}

@@ -1,10 +1,13 @@
 package peer
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 
 	"github.com/coder/websocket"
@@ -22,10 +25,44 @@ type AcceptOptions struct {
 	OriginPatterns []string
 }
 
+// Buffer sizes of accepted connections. net/http hands a hijacked
+// connection 4 KiB for each direction, which coder/websocket keeps for the
+// connection's life: most of what an idle connection costs. Small frames
+// fit these; larger payloads bypass a bufio buffer anyway.
+const (
+	acceptReadBuffer  = 512
+	acceptWriteBuffer = 512
+)
+
+// smallBuffers hands coder/websocket the hijacked connection with small
+// buffers instead of net/http's.
+type smallBuffers struct{ http.ResponseWriter }
+
+func (s smallBuffers) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(s.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	br := bufio.NewReaderSize(c, acceptReadBuffer)
+	if n := brw.Reader.Buffered(); n > 0 {
+		// A client that did not wait for the 101 already sent frames. They
+		// go into the new buffer, where coder/websocket looks for them.
+		b, _ := brw.Reader.Peek(n)
+		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(b)), c), max(acceptReadBuffer, n))
+		if _, err := br.Peek(n); err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+	}
+	return c, bufio.NewReadWriter(br, bufio.NewWriterSize(c, acceptWriteBuffer)), nil
+}
+
 // Accept upgrades an HTTP request to a WebSocket Conn. On failure it has
 // already written an HTTP error response.
 func Accept(w http.ResponseWriter, r *http.Request, opts AcceptOptions) (Conn, error) {
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: opts.OriginPatterns})
+	c, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{OriginPatterns: opts.OriginPatterns})
 	if err != nil {
 		return nil, fmt.Errorf("accept websocket from %s: %w", r.RemoteAddr, err)
 	}

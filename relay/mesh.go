@@ -386,10 +386,13 @@ func (m *Mesh) dialLoop(ctx context.Context, mem *member) {
 		conn, err := peer.Dial(dctx, mem.meta.URL, dopts)
 		cancel()
 		if err == nil {
-			failures = 0
+			start := time.Now()
 			stop := context.AfterFunc(ctx, func() { conn.Close(peer.StatusGoingAway, "member left the mesh") })
 			err = m.n.serveMesh(conn, mem.name, mem.meta.URL)
 			stop()
+			if time.Since(start) >= defaultStableAfter {
+				failures = 0 // a link that died at once keeps backing off
+			}
 			m.log.Debug("mesh link closed", "member", mem.name, "err", err)
 		} else {
 			m.log.Debug("mesh dial failed", "member", mem.name, "url", mem.meta.URL, "err", err)

@@ -64,8 +64,8 @@ type linkState struct {
 	askedRefresh bool
 	// refreshWanted: the next flush answers the link's refresh request.
 	refreshWanted bool
-	sweep        *sweep
-	remoteURL    string
+	sweep         *sweep
+	remoteURL     string
 	// member is the memberlist name of a mesh link's peer.
 	member string
 	// detached mesh links have closed while their member is still alive:
@@ -200,7 +200,7 @@ func (n *Node) serve(conn peer.Conn, kind ownership.LinkKind, remoteURL, member 
 		StallTimeout: n.opts.StallTimeout, PingInterval: n.opts.PingInterval,
 		MaxFrameBytes: n.opts.MaxFrameBytes, Limits: n.opts.Limits,
 		ReadRate: n.opts.ReadRate, ReadBurst: n.opts.ReadBurst,
-		Logger: n.log.With("kind", kind.String()),
+		Logger: n.log,
 	}
 	if n.metrics != nil {
 		lopts.Delivered = func(age time.Duration) { n.metrics.delivery.Observe(age.Seconds()) }

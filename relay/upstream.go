@@ -19,6 +19,11 @@ type UpstreamOptions struct {
 	MinBackoff, MaxBackoff time.Duration
 	// DialTimeout bounds one connection attempt. Zero means 10 s.
 	DialTimeout time.Duration
+	// StableAfter is how long a connection must last to count as a
+	// success: one that dies sooner (say, refused by the upstream after the
+	// handshake, every time) keeps backing off instead of reconnecting at
+	// once. Zero means 10 s.
+	StableAfter time.Duration
 	// Dial configures the WebSocket handshake (TLS, headers, read limit).
 	Dial peer.DialOptions
 	// OnConnect and OnDisconnect, if set, are called when the upstream link
@@ -45,6 +50,9 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 10 * time.Second
 	}
+	if opts.StableAfter <= 0 {
+		opts.StableAfter = defaultStableAfter
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(n.ctx, cancel)
@@ -56,13 +64,16 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 		conn, err := peer.Dial(dctx, opts.URL, opts.Dial)
 		dcancel()
 		if err == nil {
-			failures = 0
 			if opts.OnConnect != nil {
 				opts.OnConnect()
 			}
 			n.log.Info("upstream connected", "url", opts.URL)
+			start := time.Now()
 			err = n.serveUpstream(ctx, conn, opts.URL)
-			n.log.Info("upstream disconnected", "url", opts.URL, "err", err)
+			if time.Since(start) >= opts.StableAfter {
+				failures = 0
+			}
+			n.log.Info("upstream disconnected", "url", opts.URL, "err", err, "lasted", time.Since(start).Round(time.Millisecond))
 			if opts.OnDisconnect != nil {
 				opts.OnDisconnect(err)
 			}
@@ -96,6 +107,10 @@ func (n *Node) serveUpstream(ctx context.Context, conn peer.Conn, url string) er
 	defer stop()
 	return n.serve(conn, ownership.Upstream, url, "")
 }
+
+// defaultStableAfter is how long a link must last for its reconnect backoff
+// to start over.
+const defaultStableAfter = 10 * time.Second
 
 // backoff returns the delay before attempt number failures+1: exponential
 // from min to max, with "equal jitter" (half fixed, half random) so that many
