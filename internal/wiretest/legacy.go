@@ -193,16 +193,18 @@ func (s *LegacyServer) apply(from *legacyConn, changes []wireChange) bool {
 		}
 	}
 	var targets []*legacyConn
+	var chains []map[string]bool // read under the lock: metadata replaces them
 	for lc := range s.conns {
 		if lc != from && lc.chain != nil {
 			targets = append(targets, lc)
+			chains = append(chains, lc.chain)
 		}
 	}
 	s.mu.Unlock()
-	for _, lc := range targets {
+	for i, lc := range targets {
 		var out []wireChange
 		for _, c := range changes {
-			if !lc.chain[c.Owner] {
+			if !chains[i][c.Owner] {
 				out = append(out, c)
 			}
 		}
