@@ -1,14 +1,18 @@
 // Package peer implements links between Solipsism peers: the
 // [messageType, data] JSON codec, the WebSocket transport (on
 // github.com/coder/websocket), an in-memory transport for tests, the
-// metadata handshake, and a per-link outbound queue that coalesces changes
-// per object id and flushes once per tick.
+// metadata handshake, and a per-link outbox that coalesces changes per
+// object while the link is busy.
 //
 // A Link owns one Conn. It reads messages on the goroutine that calls Run and
-// hands them, decoded and validated, to a Handler; it writes from a goroutine
-// of its own, so a slow peer only ever delays itself. Change records are
-// encoded once (Record) and every link assembles its frames from those
-// encoded fragments.
+// hands them, decoded and validated, to a Handler. Messages are decoded as a
+// stream (github.com/go-json-experiment/json's jsontext tokenizer; the
+// standard library's encoding/json cannot stream the records of one message):
+// the 2016 library sends its whole world in one message, so what is bounded
+// is one record, not a message. A link writes from a goroutine that exists
+// only while there is something to write, so a slow peer only ever delays
+// itself and an idle link costs memory only. Change records are encoded once
+// (Record) and every link assembles its frames from those encoded fragments.
 //
 // The codec speaks both dialects of the metadata answer: the documented
 // "metadata" and the "metadataChange" that the 2016 JavaScript library

@@ -7,11 +7,12 @@
 // link; see Client for the Go client API). Servers can join a mesh
 // (JoinMesh): membership comes from hashicorp/memberlist, and each pair of
 // members keeps one mesh link carrying only what is local to its sender. The same routing code serves all
-// three: every applied change record is encoded once and offered to every
-// ready link, and ownership.MaySend decides per link. Every incoming record is
+// three: applied change records go to one shared log, offered once per tick
+// to every ready link, and ownership.MaySend decides per link. Every incoming record is
 // checked with ownership.MayAccept before it touches the world.
 //
 // Concurrency: a Node serialises applying and routing under one mutex, so
 // every link sees changes in the same order the world applied them. Links
-// write on goroutines of their own, so a slow link never delays the others.
+// write on goroutines of their own, started while they have something to
+// write, so a slow link never delays the others.
 package relay
