@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 )
@@ -23,8 +24,23 @@ func FuzzDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	var lim Limits
+	small := Limits{MaxRecordBytes: 64}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// The streaming path, as links use it, with a small record limit
+		// so that the bounds are exercised: it must agree with the whole-
+		// message path on which messages are well formed.
+		streamed := 0
+		sm, serr := small.ReadMessage(bytes.NewReader(b), nil, 7, func(wc WorldChange) error {
+			streamed += len(wc.Changes)
+			return nil
+		})
 		m, err := DecodeMessage(b)
+		if serr == nil && err != nil {
+			t.Fatalf("stream accepted what DecodeMessage refuses (%v): %q", err, b)
+		}
+		if serr == nil && sm.Type != m.Type {
+			t.Fatalf("stream read type %q, DecodeMessage %q", sm.Type, m.Type)
+		}
 		if err != nil {
 			return
 		}
