@@ -80,7 +80,14 @@ func runLoad(tb testing.TB, url string, args ...string) (loadReport, time.Durati
 // runLoadHook is runLoad calling atStart when the measured window opens.
 func runLoadHook(tb testing.TB, url string, atStart func(), args ...string) (loadReport, time.Duration) {
 	tb.Helper()
-	cmd := exec.Command(loadBinary(tb), append([]string{"--url", url}, args...)...)
+	return measureLoad(tb, exec.Command(loadBinary(tb), append([]string{"--url", url}, args...)...), cpuTime, atStart)
+}
+
+// measureLoad runs a load tool command and returns its report and the CPU
+// time cpu() measures over the tool's window, calling atStart (if not nil)
+// when the window opens.
+func measureLoad(tb testing.TB, cmd *exec.Cmd, cpu func() time.Duration, atStart func()) (loadReport, time.Duration) {
+	tb.Helper()
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -90,17 +97,17 @@ func runLoadHook(tb testing.TB, url string, atStart func(), args ...string) (loa
 		tb.Fatal(err)
 	}
 	var rep loadReport
-	var cpu0, cpu time.Duration
+	var cpu0, used time.Duration
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		switch line := sc.Text(); {
 		case line == "measuring":
-			cpu0 = cpuTime()
+			cpu0 = cpu()
 			if atStart != nil {
 				atStart()
 			}
 		case line == "measured":
-			cpu = cpuTime() - cpu0
+			used = cpu() - cpu0
 		case strings.HasPrefix(line, "{"):
 			if err := json.Unmarshal([]byte(line), &rep); err != nil {
 				tb.Fatal(err)
@@ -110,7 +117,7 @@ func runLoadHook(tb testing.TB, url string, atStart func(), args ...string) (loa
 	if err := cmd.Wait(); err != nil {
 		tb.Fatalf("load tool: %v", err)
 	}
-	return rep, cpu
+	return rep, used
 }
 
 // BenchmarkProxyHop measures what one proxy adds: 10 clients on a server

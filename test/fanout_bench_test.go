@@ -2,7 +2,6 @@ package test
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -94,34 +93,7 @@ func procUsage(tb testing.TB, pid int) (time.Duration, int64) {
 func loadOn(tb testing.TB, r relayProc, args ...string) (loadReport, time.Duration) {
 	tb.Helper()
 	cmd := pinned("1", loadBinary(tb), append([]string{"--url", r.url()}, args...)...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	var rep loadReport
-	var cpu0, cpu time.Duration
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		switch line := sc.Text(); {
-		case line == "measuring":
-			cpu0, _ = procUsage(tb, r.pid)
-		case line == "measured":
-			c, _ := procUsage(tb, r.pid)
-			cpu = c - cpu0
-		case strings.HasPrefix(line, "{"):
-			if err := json.Unmarshal([]byte(line), &rep); err != nil {
-				tb.Fatal(err)
-			}
-		}
-	}
-	if err := cmd.Wait(); err != nil {
-		tb.Fatalf("load tool: %v", err)
-	}
-	return rep, cpu
+	return measureLoad(tb, cmd, func() time.Duration { c, _ := procUsage(tb, r.pid); return c }, nil)
 }
 
 func median(xs []float64) float64 {
