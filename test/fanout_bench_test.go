@@ -67,6 +67,15 @@ func startNodeProc(tb testing.TB, args ...string) relayProc {
 	return relayProc{pid: p.cmd.Process.Pid, addr: p.Addr, node: p}
 }
 
+// startRelay starts the bare relay ("bare") or the node ("node", with its
+// pprof listener for heap readings), both with a 50 ms tick.
+func startRelay(tb testing.TB, which string) relayProc {
+	if which == "bare" {
+		return startBareRelay(tb, 50*time.Millisecond)
+	}
+	return startNodeProc(tb, "--tick", "50ms", "--debug-listen", "127.0.0.1:0")
+}
+
 // procUsage reads a process's CPU time (user+system) and RSS from /proc.
 func procUsage(tb testing.TB, pid int) (time.Duration, int64) {
 	tb.Helper()
@@ -128,13 +137,7 @@ func BenchmarkFanout(b *testing.B) {
 				args := []string{"--clients", fmt.Sprint(clients), "--rate", "20", "--warmup", "3s", "--duration", "8s"}
 				for round := 0; round < benchRounds(); round++ {
 					for _, which := range []string{"bare", "node"} {
-						var r relayProc
-						if which == "bare" {
-							r = startBareRelay(b, 50*time.Millisecond)
-						} else {
-							r = startNodeProc(b, "--tick", "50ms")
-						}
-						rep, cpu := loadOn(b, r, args...)
+						rep, cpu := loadOn(b, startRelay(b, which), args...)
 						if rep.Errors > 0 {
 							b.Fatalf("%s: load tool saw %d errors", which, rep.Errors)
 						}
@@ -187,12 +190,7 @@ func BenchmarkIdleConnections(b *testing.B) {
 		var nodeRSS, bareRSS, heap, goroutines []float64
 		for round := 0; round < benchRounds(); round++ {
 			for _, which := range []string{"bare", "node"} {
-				var r relayProc
-				if which == "bare" {
-					r = startBareRelay(b, 50*time.Millisecond)
-				} else {
-					r = startNodeProc(b, "--debug-listen", "127.0.0.1:0")
-				}
+				r := startRelay(b, which)
 				time.Sleep(time.Second)
 				_, rss0 := procUsage(b, r.pid)
 				var g0 int
