@@ -85,9 +85,3 @@ type Record struct {
 	// Slot is the object's slot (see Object.Slot).
 	Slot uint32
 }
-
-// Full returns the record as an add carrying the object's complete state,
-// which is what a peer that has never seen the object needs.
-func (r Record) Full() Change {
-	return Change{Type: Add, ID: r.ID, Owner: r.Owner, Properties: r.After}
-}

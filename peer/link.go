@@ -449,14 +449,6 @@ func (l *Link) Queued() int {
 	return n
 }
 
-// Known returns the number of objects the peer knows, counting what is
-// queued.
-func (l *Link) Known() int {
-	l.outMu.Lock()
-	defer l.outMu.Unlock()
-	return l.known.len()
-}
-
 // Counters returns how many records were coalesced into pending ones and
 // how many were dropped because the peer could not need them.
 func (l *Link) Counters() (coalesced, dropped uint64) {
