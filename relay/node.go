@@ -91,6 +91,9 @@ func New(opts Options) (*Node, error) {
 	if opts.Tick == 0 {
 		opts.Tick = peer.DefaultTick
 	}
+	if opts.ReclaimGrace == 0 {
+		opts.ReclaimGrace = DefaultReclaimGrace
+	}
 	if opts.MetadataTimeout == 0 {
 		opts.MetadataTimeout = 30 * time.Second
 	}
@@ -348,6 +351,10 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 		switch {
 		case wc.Refreshed:
 			n.finishSweep(ls)
+		case time.Now().After(ls.sweep.deadline) && ls.kind == ownership.Downstream:
+			// A 2016 peer marks nothing, but it sends its whole world with
+			// every flush: what it has not sent by now, it no longer has.
+			n.finishSweep(ls)
 		case time.Now().After(ls.sweep.deadline):
 			n.log.Info("upstream never marked its refresh answer complete; keeping objects learned before the reconnect")
 			ls.sweep = nil
@@ -417,7 +424,15 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 		changed = true
 		if other != nil && other != ls {
 			// The newest claim wins: a reconnecting peer takes over its
-			// identifiers (and objects) from a connection not yet timed out.
+			// identifiers (and objects) from a connection not yet timed out,
+			// or dropped within the grace period. Its refresh answer then
+			// tells which of those objects it no longer has.
+			if other.detached && ls.kind == ownership.Downstream {
+				if ls.sweep == nil {
+					ls.sweep = newSweep()
+				}
+				ls.sweep.claim(id)
+			}
 			delete(other.chain, id)
 			if omd, _ := other.link.Metadata(); omd.Identifier == id {
 				other.link.Close(peer.StatusReplaced, "identifier claimed by a newer connection")
@@ -541,11 +556,17 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 		n.log.Info("mesh link lost; keeping the member's objects until it reconnects or is declared dead", "member", ls.member)
 		return
 	}
-	var owned []string
-	for id := range ls.chain {
-		if n.claims[id] == ls {
-			owned = append(owned, id)
-		}
+	owned := n.claimedBy(ls)
+	if len(owned) > 0 && ls.kind == ownership.Downstream && n.opts.ReclaimGrace > 0 && !n.closed && droppedAbnormally(err) {
+		// The connection broke rather than closed: keep the peer's
+		// objects for a while, so that a flapping link (a proxy whose
+		// upstream connection drops and comes back) does not make them
+		// vanish and reappear for everyone. A reconnecting link that
+		// claims the identifiers takes them over.
+		ls.detached = true
+		time.AfterFunc(n.opts.ReclaimGrace, func() { n.expireDetached(ls) })
+		n.log.Info("link dropped; keeping its objects for the reclaim grace period", "link", l.ID(), "worlds", len(owned), "grace", n.opts.ReclaimGrace, "err", err)
+		return
 	}
 	if len(owned) > 0 {
 		n.releaseClaims(owned, nil)
@@ -554,6 +575,51 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 		}
 	}
 	n.log.Debug("link closed", "link", l.ID(), "worlds", len(owned), "err", err)
+}
+
+// claimedBy returns the identifiers that ls still claims. n.mu must be held.
+func (n *Node) claimedBy(ls *linkState) []string {
+	var owned []string
+	for id := range ls.chain {
+		if n.claims[id] == ls {
+			owned = append(owned, id)
+		}
+	}
+	return owned
+}
+
+// expireDetached removes what a dropped downstream link still claims once
+// its grace period is over and nobody took it over.
+func (n *Node) expireDetached(ls *linkState) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return
+	}
+	if owned := n.claimedBy(ls); len(owned) > 0 {
+		n.log.Info("reclaim grace period over; removing the dropped link's objects", "link", ls.link.ID(), "worlds", len(owned))
+		n.releaseClaims(owned, nil)
+		n.chainChanged()
+	}
+}
+
+// droppedAbnormally reports whether a link's close looks like a broken
+// connection (no close frame, a stall, a failed keepalive, an error close)
+// rather than a peer leaving (a normal or going-away close frame) or being
+// sent away for bad input.
+func droppedAbnormally(err error) bool {
+	var de *peer.DecodeError
+	if errors.As(err, &de) {
+		return false
+	}
+	var ce *peer.CloseError
+	if errors.As(err, &ce) {
+		if ce.Remote {
+			return ce.Code != peer.StatusNormal && ce.Code != peer.StatusGoingAway
+		}
+		return ce.Code == peer.StatusStalled || ce.Code == peer.StatusGoingAway
+	}
+	return err != nil && !errors.Is(err, context.Canceled)
 }
 
 // releaseGhosts drops what detached links of ls's member still claim and

@@ -10,6 +10,10 @@ import (
 	"github.com/solipsism/mesh/peer"
 )
 
+// DefaultReclaimGrace is the default Options.ReclaimGrace: as long as a
+// proxy's longest default reconnect backoff.
+const DefaultReclaimGrace = 5 * time.Second
+
 // Options configures a Node. The zero value is a server with defaults.
 type Options struct {
 	// Role is the node's role. Zero means ownership.Server.
@@ -34,6 +38,13 @@ type Options struct {
 	// MetadataTimeout closes a downstream link that has not sent its
 	// metadata in time. Zero means 30 s; negative disables it.
 	MetadataTimeout time.Duration
+	// ReclaimGrace is how long the objects of a downstream link whose
+	// connection broke (no close frame, a stall, a failed keepalive) are
+	// kept for the same peer to reconnect and take them over, so that a
+	// flapping link does not make them vanish and reappear for everyone. A
+	// peer that closes its connection, or is closed for bad input, loses
+	// them at once. Zero means DefaultReclaimGrace; negative disables it.
+	ReclaimGrace time.Duration
 	// OriginPatterns lists the browser origins accepted besides the
 	// node's own (see peer.AcceptOptions).
 	OriginPatterns []string

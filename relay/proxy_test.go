@@ -24,9 +24,10 @@ const (
 
 // Server ← P1 ← P2 ← clients, with clients at every level.
 func TestProxyChain(t *testing.T) {
-	s, urlS := startNode(t, Options{})
-	p1, url1 := startProxy(t, urlS, Options{Identifier: p1ID})
-	p2, url2 := startProxy(t, url1, Options{Identifier: p2ID})
+	// A vanished client's objects go after the reclaim grace, shortened here.
+	s, urlS := startNode(t, Options{ReclaimGrace: 300 * time.Millisecond})
+	p1, url1 := startProxy(t, urlS, Options{Identifier: p1ID, ReclaimGrace: 300 * time.Millisecond})
+	p2, url2 := startProxy(t, url1, Options{Identifier: p2ID, ReclaimGrace: 300 * time.Millisecond})
 	c0 := wiretest.Dial(t, urlS, c0ID, wiretest.Options{})
 	c3 := wiretest.Dial(t, url1, c3ID, wiretest.Options{})
 	c1 := wiretest.Dial(t, url2, c1ID, wiretest.Options{})

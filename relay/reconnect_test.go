@@ -55,7 +55,9 @@ func viewIs(p *wiretest.Peer, want ...string) func(map[string]wiretest.Object) b
 }
 
 func TestProxyReconnect(t *testing.T) {
-	s, err := New(Options{Logger: testLogger()})
+	// The outage is simulated by the server dropping the proxy's link: the
+	// proxy's worlds go once the (shortened) reclaim grace is over.
+	s, err := New(Options{Logger: testLogger(), ReclaimGrace: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,8 @@ func readyLinks(n *Node) int {
 }
 
 func TestServerThreeClients(t *testing.T) {
-	node, url := startNode(t, Options{})
+	// A vanished client's objects go after the reclaim grace, shortened here.
+	node, url := startNode(t, Options{ReclaimGrace: 300 * time.Millisecond})
 	a := wiretest.Dial(t, url, "client-aaaaaaaa-aaaaaaaa", wiretest.Options{})
 	b := wiretest.Dial(t, url, "client-bbbbbbbb-bbbbbbbb", wiretest.Options{DocDialect: true})
 	c := wiretest.Dial(t, url, "client-cccccccc-cccccccc", wiretest.Options{})
@@ -76,7 +77,7 @@ func TestServerThreeClients(t *testing.T) {
 		c.Change(wiretest.Add("obj-c1", c.ID, props{}), wiretest.Add("obj-c2", c.ID, props{}))
 		a.WaitHas("obj-c1")
 		b.WaitHas("obj-c2")
-		c.Drop() // no close handshake: a vanished client
+		c.Drop() // no close handshake: a vanished client, gone after the grace
 		a.WaitGone("obj-c1")
 		a.WaitGone("obj-c2")
 		b.WaitGone("obj-c1")

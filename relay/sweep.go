@@ -20,6 +20,16 @@ const sweepTimeout = 30 * time.Second
 type sweep struct {
 	seen     map[string]bool
 	deadline time.Time
+	// owners, for a downstream link, are the identifiers it took over from
+	// a dropped link: only their objects are swept.
+	owners map[string]bool
+}
+
+func (s *sweep) claim(owner string) {
+	if s.owners == nil {
+		s.owners = make(map[string]bool)
+	}
+	s.owners[owner] = true
 }
 
 func newSweep() *sweep {
@@ -49,6 +59,8 @@ func (n *Node) finishSweep(ls *linkState) {
 			return false
 		case ls.kind == ownership.Mesh:
 			return n.claims[o.Owner] == ls
+		case ls.kind == ownership.Downstream:
+			return s.owners[o.Owner] && n.claims[o.Owner] == ls
 		default:
 			return !n.relation(ls, o.Owner).Local
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/relay"
 )
 
 // config is the parsed command line.
@@ -34,6 +35,7 @@ type config struct {
 	stall      time.Duration
 	ping       time.Duration
 	debug      string
+	grace      time.Duration
 
 	meshBind     string
 	join         []string
@@ -72,6 +74,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.DurationVar(&c.backoffMax, "backoff-max", 5*time.Second, "longest reconnect delay toward the upstream")
 	fs.DurationVar(&c.stall, "stall-timeout", peer.DefaultStallTimeout, "close a link whose peer has not read for this long (its queue keeps only the latest state per object meanwhile)")
 	fs.DurationVar(&c.ping, "ping-interval", peer.DefaultPingInterval, "how often each link pings its peer to find dead connections")
+	fs.DurationVar(&c.grace, "reclaim-grace", relay.DefaultReclaimGrace, "how long the objects of a peer whose connection broke are kept for it to reconnect; 0 removes them at once")
 	fs.StringVar(&c.debug, "debug-listen", "", "host:port for net/http/pprof (e.g. 127.0.0.1:6060); off when empty, never on --listen")
 	fs.StringVar(&c.meshBind, "mesh-bind", "", "server role: host:port for mesh membership (memberlist, UDP and TCP); empty runs a single node")
 	fs.StringVar(&join, "join", "", "comma-separated host:port of mesh members to join")
@@ -109,14 +112,17 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	if c.role, err = ownership.ParseRole(role); err != nil || c.role == ownership.Client {
 		return c, fmt.Errorf("--role: want server or proxy, got %q", role)
 	}
-	if c.readLimit, err = parseSize(readLim); err != nil || c.readLimit > math.MaxInt32 {
-		return c, fmt.Errorf("--read-limit: %w", errors.Join(err, errors.New("at most 2GiB")))
+	if c.readLimit, err = parseSize(readLim, math.MaxInt32); err != nil {
+		return c, fmt.Errorf("--read-limit: %w", err)
 	}
-	if c.readRate, err = parseSize(readRate); err != nil || c.readRate > math.MaxInt32 {
-		return c, fmt.Errorf("--read-rate: %w", errors.Join(err, errors.New("at most 2GiB")))
+	if c.readRate, err = parseSize(readRate, math.MaxInt32); err != nil {
+		return c, fmt.Errorf("--read-rate: %w", err)
 	}
 	if c.tick < 0 {
 		return c, fmt.Errorf("--tick: must not be negative")
+	}
+	if c.grace < 0 {
+		return c, fmt.Errorf("--reclaim-grace: must not be negative")
 	}
 	if c.stall <= 0 || c.ping <= 0 {
 		return c, fmt.Errorf("--stall-timeout and --ping-interval must be positive")
@@ -208,6 +214,14 @@ func (c config) meshAdvertise(listenAddr string) (string, error) {
 	return "ws://" + net.JoinHostPort(host, port) + "/ws", nil
 }
 
+// nodeGrace maps the flag's "0 removes at once" to the Options convention.
+func (c config) nodeGrace() time.Duration {
+	if c.grace == 0 {
+		return -1
+	}
+	return c.grace
+}
+
 // nodeTick maps the flag's "0 means immediately" to the Options convention.
 func (c config) nodeTick() time.Duration {
 	if c.tick == 0 {
@@ -216,7 +230,9 @@ func (c config) nodeTick() time.Duration {
 	return c.tick
 }
 
-func parseSize(s string) (int64, error) {
+// parseSize parses a positive size of at most most bytes, with an optional
+// unit.
+func parseSize(s string, most int64) (int64, error) {
 	s = strings.TrimSpace(s)
 	mult := int64(1)
 	for _, u := range []struct {
@@ -229,8 +245,8 @@ func parseSize(s string) (int64, error) {
 		}
 	}
 	var n int64
-	if _, err := fmt.Sscan(s, &n); err != nil || n <= 0 || n > math.MaxInt64/mult {
-		return 0, fmt.Errorf("want a positive size such as 1048576 or 1MiB")
+	if _, err := fmt.Sscan(s, &n); err != nil || n <= 0 || n > most/mult {
+		return 0, fmt.Errorf("want a positive size of at most %d bytes, such as 1048576 or 1MiB", most)
 	}
 	return n * mult, nil
 }

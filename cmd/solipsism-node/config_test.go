@@ -2,12 +2,14 @@ package main
 
 import (
 	"io"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/relay"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -40,6 +42,18 @@ func TestParseConfig(t *testing.T) {
 				t.Fatalf("%+v", c)
 			}
 		}, ""},
+		{"limits and grace", []string{"--read-rate", "4MiB", "--reclaim-grace", "0"}, env("SOLIPSISM_READ_LIMIT", "2MiB"), func(t *testing.T, c config) {
+			if c.readRate != 4<<20 || c.readLimit != 2<<20 || c.nodeGrace() >= 0 {
+				t.Fatalf("%+v", c)
+			}
+		}, ""},
+		{"default grace", nil, env(), func(t *testing.T, c config) {
+			if c.nodeGrace() != relay.DefaultReclaimGrace {
+				t.Fatal(c.nodeGrace())
+			}
+		}, ""},
+		{"read limit too large", []string{"--read-limit", "3GiB"}, env(), nil, "--read-limit: want a positive size of at most"},
+		{"negative grace", []string{"--reclaim-grace", "-1s"}, env(), nil, "--reclaim-grace"},
 		{"proxy", []string{"--role", "proxy", "--upstream", "wss://example.org/ws"}, env(), func(t *testing.T, c config) {
 			if c.role != ownership.Proxy || c.upstream != "wss://example.org/ws" {
 				t.Fatalf("%+v", c)
@@ -105,7 +119,7 @@ func FuzzParseSizeAndKey(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if n, err := parseSize(s); err == nil && n <= 0 {
+		if n, err := parseSize(s, math.MaxInt64); err == nil && n <= 0 {
 			t.Fatalf("parseSize(%q) = %d without error", s, n)
 		}
 		if k, err := parseKey(s); err == nil && !validKeyLen(len(k)) {

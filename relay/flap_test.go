@@ -1,0 +1,126 @@
+package relay
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/internal/wiretest"
+)
+
+// cutter forwards TCP connections to a target and can cut them all at once,
+// without a close handshake, as a broken network would.
+type cutter struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func newCutter(t *testing.T, target string) *cutter {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cutter{ln: ln, target: target}
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			c.mu.Lock()
+			c.conns = append(c.conns, in, out)
+			c.mu.Unlock()
+			go func() { io.Copy(out, in); out.Close() }()
+			go func() { io.Copy(in, out); in.Close() }()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); c.cut() })
+	return c
+}
+
+func (c *cutter) url() string { return "ws://" + c.ln.Addr().String() + "/ws" }
+
+// cut drops every forwarded connection.
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		if tc, ok := conn.(*net.TCPConn); ok {
+			tc.SetLinger(0) // a reset, not a graceful FIN
+		}
+		conn.Close()
+	}
+	c.conns = nil
+}
+
+// removesOf counts the remove records of id a peer received.
+func removesOf(p *wiretest.Peer, id string) int {
+	n := 0
+	for _, m := range p.Messages() {
+		if m.Type != "worldChange" {
+			continue
+		}
+		var wc struct {
+			Changes []struct{ Type, ID string } `json:"changes"`
+		}
+		json.Unmarshal(m.Data, &wc)
+		for _, c := range wc.Changes {
+			if c.Type == "remove" && c.ID == id {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// A proxy whose upstream connection keeps breaking and coming back does not
+// make its clients' objects vanish and reappear for everyone else; once it
+// stays away past the reclaim grace, they go.
+func TestFlappingProxyDoesNotFlicker(t *testing.T) {
+	s, urlS := startNode(t, Options{ReclaimGrace: 2 * time.Second})
+	wire := newCutter(t, strings.TrimSuffix(strings.TrimPrefix(urlS, "ws://"), "/ws"))
+	p, urlP := startProxy(t, wire.url(), Options{Identifier: p1ID})
+	c := wiretest.Dial(t, urlP, c1ID, wiretest.Options{})
+	watcher := wiretest.Dial(t, urlS, c0ID, wiretest.Options{})
+	c.Change(wiretest.Add("mine", c1ID, props{"n": 0}))
+	watcher.WaitProp("mine", "n", "0")
+
+	c.Change(wiretest.Add("short-lived", c1ID, props{}))
+	watcher.WaitHas("short-lived")
+	for i := 1; i <= 4; i++ {
+		wire.cut()
+		waitFor(t, "the proxy to notice", 5*time.Second, func() bool { return !upstreamConnected(p) })
+		if i == 2 {
+			// Removed while the proxy is cut off: the server learns it from
+			// the proxy's refresh answer after the reconnect.
+			c.Change(wiretest.Remove("short-lived", c1ID))
+		}
+		waitFor(t, "the proxy to reconnect", 5*time.Second, func() bool { return upstreamConnected(p) && sameSet(chainOf(s, p1ID), p1ID, c1ID) })
+		c.Change(wiretest.Update("mine", c1ID, props{"n": i}))
+		watcher.WaitProp("mine", "n", fmt.Sprint(i))
+	}
+	watcher.WaitGone("short-lived")
+	if n := removesOf(watcher, "mine"); n != 0 {
+		t.Fatalf("the watcher was told %d times that the proxy's client's object was removed", n)
+	}
+
+	// Now the proxy stays away.
+	wire.ln.Close()
+	wire.cut()
+	watcher.Wait("the object gone after the grace", 10*time.Second, func(m map[string]wiretest.Object) bool { _, ok := m["mine"]; return !ok })
+	watcher.CheckClean()
+	c.CheckClean()
+}
