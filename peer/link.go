@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -553,7 +554,7 @@ func (l *Link) Run(ctx context.Context) error {
 	defer stop()
 	if _, ok := l.conn.(Pinger); ok && l.opts.PingInterval > 0 {
 		l.outMu.Lock()
-		l.pingTimer = time.AfterFunc(l.opts.PingInterval, l.ping)
+		l.pingTimer = time.AfterFunc(l.pingDelay(), l.ping)
 		l.outMu.Unlock()
 	}
 	err := l.readLoop()
@@ -740,6 +741,14 @@ func (l *Link) writeOut() {
 	}
 }
 
+// pingDelay is the ping interval with ±25% jitter: links opened together
+// (a reconnect storm, a load test) would otherwise ping together, each ping
+// holding a goroutine until its pong, and all at once.
+func (l *Link) pingDelay() time.Duration {
+	iv := l.opts.PingInterval
+	return iv*3/4 + rand.N(iv/2+1)
+}
+
 // ping checks the peer is alive, from the ping timer's goroutine, and
 // re-arms the timer. A peer that does not answer within the stall timeout
 // is cut off.
@@ -758,7 +767,7 @@ func (l *Link) ping() {
 	}
 	l.outMu.Lock()
 	if !l.closed {
-		l.pingTimer.Reset(l.opts.PingInterval)
+		l.pingTimer.Reset(l.pingDelay())
 	}
 	l.outMu.Unlock()
 }

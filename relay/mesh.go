@@ -431,7 +431,7 @@ func (m *Mesh) accept(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	go m.n.serveMesh(conn, name, "")
+	m.n.goRun(m.n.attach(conn, ownership.Mesh, "", name))
 }
 
 // MeshStatus describes the mesh as one node sees it.

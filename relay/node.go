@@ -177,25 +177,48 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		n.log.Debug("websocket accept failed", "err", err)
 		return
 	}
-	go n.ServeConn(conn, ownership.Downstream) //nolint:errcheck // the link logs why it closed
+	n.goRun(n.attach(conn, ownership.Downstream, "", ""))
 }
 
 // ServeConn serves a link of the given kind over conn until it closes.
 func (n *Node) ServeConn(conn peer.Conn, kind ownership.LinkKind) error {
-	return n.serve(conn, kind, "", "")
+	return n.run(n.attach(conn, kind, "", ""))
 }
 
 // serveMesh serves a mesh link to the member with the given name.
 func (n *Node) serveMesh(conn peer.Conn, member, url string) error {
-	return n.serve(conn, ownership.Mesh, url, member)
+	return n.run(n.attach(conn, ownership.Mesh, url, member))
 }
 
-func (n *Node) serve(conn peer.Conn, kind ownership.LinkKind, remoteURL, member string) error {
+// goRun runs l on a goroutine of its own. The link is set up beforehand, on
+// the caller's goroutine: the goroutine that then waits for the link's
+// messages, for the link's whole life, keeps only a shallow stack.
+func (n *Node) goRun(l *peer.Link) {
+	if l != nil {
+		go n.run(l) //nolint:errcheck // the link logs why it closed
+	}
+}
+
+// run runs a link set up by attach until it closes.
+func (n *Node) run(l *peer.Link) error {
+	if l == nil {
+		return ErrClosed
+	}
+	defer n.wg.Done()
+	// Not n.ctx: Close closes every link itself, and a link registered with
+	// the node's context would cost every idle connection a registration.
+	return l.Run(context.Background())
+}
+
+// attach sets up a link of the given kind over conn and starts its
+// handshake; run runs it. It returns nil, having closed conn, if the node
+// is closed.
+func (n *Node) attach(conn peer.Conn, kind ownership.LinkKind, remoteURL, member string) *peer.Link {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
 		conn.Close(peer.StatusGoingAway, "node shutting down")
-		return ErrClosed
+		return nil
 	}
 	n.nextID++
 	lopts := peer.LinkOptions{
@@ -241,8 +264,7 @@ func (n *Node) serve(conn peer.Conn, kind ownership.LinkKind, remoteURL, member 
 	}
 	n.mu.Unlock()
 	n.log.Debug("link opened", "link", l.ID(), "kind", kind.String(), "remote", conn.RemoteAddr())
-	defer n.wg.Done()
-	return l.Run(n.ctx)
+	return l
 }
 
 // Apply applies changes to objects this node owns and routes them. Adds

@@ -105,7 +105,7 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 func (n *Node) serveUpstream(ctx context.Context, conn peer.Conn, url string) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close(peer.StatusGoingAway, "node shutting down") })
 	defer stop()
-	return n.serve(conn, ownership.Upstream, url, "")
+	return n.run(n.attach(conn, ownership.Upstream, url, ""))
 }
 
 // defaultStableAfter is how long a link must last for its reconnect backoff
