@@ -361,7 +361,7 @@ func (l *Link) Offer(recs []*Record, verdict func(i int) Verdict, full func(i in
 	var direct *item
 	var q *queue
 	if unique && !l.writing && len(l.outbox) == 0 && !time.Now().Before(l.dueLocked()) {
-		direct = &item{}
+		direct = &item{recs: *recsPool.Get().(*[]*Record)}
 	}
 	for i, r := range recs {
 		switch verdict(i) {
@@ -416,8 +416,12 @@ func (l *Link) Offer(recs []*Record, verdict func(i int) Verdict, full func(i in
 		}
 		q.push(r, &l.known)
 	}
-	if direct != nil && len(direct.recs) > 0 {
-		l.outbox = append(l.outbox, direct)
+	if direct != nil {
+		if len(direct.recs) > 0 {
+			l.outbox = append(l.outbox, direct)
+		} else {
+			recsPool.Put(&direct.recs)
+		}
 	}
 	l.startWriterLocked()
 }
@@ -468,6 +472,10 @@ func (l *Link) dueLocked() time.Time {
 	slack := min(l.opts.Tick/2, iv/2)
 	return l.lastFlush.Add(iv - slack)
 }
+
+// recsPool holds the record lists of direct items: one per link and tick
+// otherwise, grown record by record.
+var recsPool = sync.Pool{New: func() any { return new([]*Record) }}
 
 // startWriterLocked starts the writer if there is something to write and
 // none runs. outMu must be held.
@@ -734,6 +742,11 @@ func (l *Link) writeOut() {
 		l.outMu.Unlock()
 		err := l.flush(bp, it, &batch)
 		batch.reset()
+		if it.recs != nil {
+			clear(it.recs)
+			recs := it.recs[:0]
+			recsPool.Put(&recs)
+		}
 		if err != nil {
 			l.closeWith(err)
 			return

@@ -3,6 +3,7 @@ package wiretest
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -165,7 +166,9 @@ func (s *LegacyServer) sendRefresh(lc *legacyConn) {
 	var changes []wireChange
 	for id, o := range s.objects {
 		if lc.chain != nil && !lc.chain[o.Owner] {
-			changes = append(changes, wireChange{Type: "add", ID: id, Owner: o.Owner, Properties: o.Properties})
+			// A copy: the answer is encoded after unlocking, while
+			// later changes may update the object.
+			changes = append(changes, wireChange{Type: "add", ID: id, Owner: o.Owner, Properties: maps.Clone(o.Properties)})
 		}
 	}
 	s.mu.Unlock()
