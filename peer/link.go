@@ -82,6 +82,10 @@ type LinkOptions struct {
 	ReadBurst int
 	// Logger receives the link's logs; nil discards them.
 	Logger *slog.Logger
+	// Workers, if set, runs the link's writer and message handling, so that
+	// busy links reuse goroutines instead of starting one per tick and per
+	// message. Nil starts a goroutine for each.
+	Workers *Workers
 	// Delivered, if set, is called after each worldChange written with the
 	// age of its oldest record (see Record.Born), from the writer.
 	Delivered func(age time.Duration)
@@ -485,7 +489,16 @@ func (l *Link) startWriterLocked() {
 	}
 	l.writing = true
 	l.writers.Add(1)
-	go l.writeOut()
+	l.spawn(l.writeOut)
+}
+
+// spawn runs f on a worker, or on a goroutine of its own.
+func (l *Link) spawn(f func()) {
+	if l.opts.Workers != nil {
+		l.opts.Workers.Go(f)
+		return
+	}
+	go f()
 }
 
 // Close closes the link with a close code and reason for the peer.
@@ -601,13 +614,13 @@ func (l *Link) readLoop() error {
 			// own: decoding and routing grow a stack to many KiB, and the
 			// goroutine that waits here for the next message, idle most
 			// of its life, would keep that stack for good.
-			go func() {
+			l.spawn(func() {
 				m, err := l.opts.Limits.ReadMessage(r, l.readBytes, l.opts.ReadBurst, onChanges)
 				if err == nil {
 					err = l.handle(m)
 				}
 				done <- err
-			}()
+			})
 			err = <-done
 		}
 		if err != nil {

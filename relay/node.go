@@ -45,6 +45,8 @@ type Node struct {
 	totals closedTotals
 	mesh   *Mesh
 	fan    fanout
+	// workers run the links' writers and message handling.
+	workers peer.Workers
 	// metrics is nil unless Options.Registerer is set.
 	metrics *nodeMetrics
 }
@@ -226,7 +228,7 @@ func (n *Node) attach(conn peer.Conn, kind ownership.LinkKind, remoteURL, member
 		StallTimeout: n.opts.StallTimeout, PingInterval: n.opts.PingInterval,
 		MaxFrameBytes: n.opts.MaxFrameBytes, Limits: n.opts.Limits,
 		ReadRate: n.opts.ReadRate, ReadBurst: n.opts.ReadBurst,
-		Logger: n.log,
+		Logger: n.log, Workers: &n.workers,
 	}
 	if n.metrics != nil {
 		lopts.Delivered = func(age time.Duration) { n.metrics.delivery.Observe(age.Seconds()) }
