@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"strconv"
 	"unicode/utf8"
@@ -252,7 +253,9 @@ func AppendRequest(dst []byte, typeName string) []byte {
 
 // AppendChange appends the wire encoding of one change record. owner is
 // always present (the JavaScript library sends it on every record);
-// properties are present on add and update.
+// properties are present on add and update. Property values are written as
+// they are: they must be valid, compact JSON, as the decoder and
+// relay.Node.Apply make them.
 func AppendChange(dst []byte, c gameworld.Change) []byte {
 	dst = append(dst, `{"type":"`...)
 	dst = append(dst, c.Type.String()...)
@@ -262,17 +265,28 @@ func AppendChange(dst []byte, c gameworld.Change) []byte {
 	dst = appendString(dst, c.Owner)
 	if c.Type != gameworld.Remove {
 		dst = append(dst, `,"properties":`...)
-		if len(c.Properties) == 0 {
-			dst = append(dst, "{}"...)
-		} else {
-			b, err := json.Marshal(c.Properties)
-			if err != nil {
-				// Properties come from the decoder or from Go values that
-				// marshalled once already; failing here is a bug.
-				panic("peer: encoding properties: " + err.Error())
-			}
-			dst = append(dst, b...)
+		dst = appendProperties(dst, c.Properties)
+	}
+	return append(dst, '}')
+}
+
+// appendProperties appends p as a JSON object, keys sorted so that equal
+// properties encode alike.
+func appendProperties(dst []byte, p gameworld.Properties) []byte {
+	var arr [16]string
+	keys := arr[:0]
+	for k := range p {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
 		}
+		dst = appendString(dst, k)
+		dst = append(dst, ':')
+		dst = append(dst, p[k]...)
 	}
 	return append(dst, '}')
 }

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -75,6 +76,8 @@ type streamDecoder struct {
 	lim Limits
 	dec *jsontext.Decoder
 	b   budget
+	// scratch unquotes strings with escapes.
+	scratch []byte
 }
 
 // noInput parks pooled decoders; it is never read.
@@ -305,6 +308,39 @@ func parseTimestamp(v jsontext.Value) (int64, error) {
 	return int64(f), nil
 }
 
+// str reads a JSON string and returns its unquoted bytes, valid until the
+// next read. Strings without escapes, nearly all, are not copied.
+func (d *streamDecoder) str(what string) ([]byte, error) {
+	v, err := d.dec.ReadValue()
+	if err != nil {
+		return nil, d.fail(what, err)
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return v[1 : len(v)-1], nil
+	}
+	d.scratch, err = jsontext.AppendUnquote(d.scratch[:0], v)
+	if err != nil {
+		return nil, invalid("%s: %v", what, err)
+	}
+	return d.scratch, nil
+}
+
+// stringField reads the value of the field key, which must be a string (or
+// null, if nullable: then it returns nil).
+func (d *streamDecoder) stringField(key string, nullable bool) ([]byte, error) {
+	switch k := d.dec.PeekKind(); {
+	case k == 'n' && nullable:
+		_, err := d.token(key)
+		return nil, err
+	case k != '"':
+		if _, err := d.value(key); err != nil {
+			return nil, err
+		}
+		return nil, invalid("%s is not a string", key)
+	}
+	return d.str(key)
+}
+
 // change reads one change record.
 func (d *streamDecoder) change() (gameworld.Change, error) {
 	var c gameworld.Change
@@ -317,45 +353,39 @@ func (d *streamDecoder) change() (gameworld.Change, error) {
 	if _, err := d.token("change"); err != nil {
 		return c, err
 	}
-	var typ string
 	var hasType, hasID bool
 	for d.dec.PeekKind() != '}' {
-		name, err := d.token("change")
+		name, err := d.str("change")
 		if err != nil {
 			return c, err
 		}
-		key := name.String()
-		switch key {
-		case "type", "id", "owner":
-			k := d.dec.PeekKind()
-			if k == 'n' && key == "owner" {
-				if _, err := d.token(key); err != nil {
-					return c, err
-				}
-				continue
-			}
-			if k != '"' {
-				if _, err := d.value(key); err != nil {
-					return c, err
-				}
-				return c, invalid("%s is not a string", key)
-			}
-			t, err := d.token(key)
+		switch string(name) { // compared without a copy
+		case "type":
+			v, err := d.stringField("type", false)
 			if err != nil {
 				return c, err
 			}
-			switch key {
-			case "type":
-				typ, hasType = t.String(), true
-			case "id":
-				c.ID, hasID = t.String(), true
-			default:
-				c.Owner = t.String()
+			t, ok := gameworld.ParseChangeType(string(v))
+			if !ok {
+				return c, invalid("unknown change type %q", v)
 			}
+			c.Type, hasType = t, true
+		case "id":
+			v, err := d.stringField("id", false)
+			if err != nil {
+				return c, err
+			}
+			c.ID, hasID = string(v), true
+		case "owner":
+			v, err := d.stringField("owner", true)
+			if err != nil {
+				return c, err
+			}
+			c.Owner = string(v)
 		case "properties":
 			switch d.dec.PeekKind() {
 			case 'n':
-				if _, err := d.token(key); err != nil {
+				if _, err := d.token("properties"); err != nil {
 					return c, err
 				}
 			case '{':
@@ -363,14 +393,14 @@ func (d *streamDecoder) change() (gameworld.Change, error) {
 					return c, err
 				}
 			default:
-				if _, err := d.value(key); err != nil {
+				if _, err := d.value("properties"); err != nil {
 					return c, err
 				}
 				return c, invalid("properties is not an object")
 			}
 		default:
-			if _, err := d.value(key); err != nil {
-				return c, err
+			if err := d.dec.SkipValue(); err != nil {
+				return c, d.fail("change", err)
 			}
 		}
 	}
@@ -380,11 +410,6 @@ func (d *streamDecoder) change() (gameworld.Change, error) {
 	if !hasType {
 		return c, invalid("no type")
 	}
-	t, ok := gameworld.ParseChangeType(typ)
-	if !ok {
-		return c, invalid("unknown change type %q", typ)
-	}
-	c.Type = t
 	if !hasID {
 		return c, invalid("no id")
 	}
@@ -399,18 +424,19 @@ func (d *streamDecoder) change() (gameworld.Change, error) {
 	return c, nil
 }
 
-// properties reads a properties object, keeping each value's raw JSON.
+// properties reads a properties object, keeping each value's raw JSON,
+// compacted: it is relayed as it is.
 func (d *streamDecoder) properties() (gameworld.Properties, error) {
 	if _, err := d.token("properties"); err != nil {
 		return nil, err
 	}
 	props := gameworld.Properties{}
 	for d.dec.PeekKind() != '}' {
-		name, err := d.token("properties")
+		name, err := d.str("properties")
 		if err != nil {
 			return nil, err
 		}
-		key := name.String() // the token is void after the next read
+		key := string(name) // the bytes are void after the next read
 		// The record's own size limit covers its values: no allow() here.
 		v, err := d.dec.ReadValue()
 		if err != nil {
@@ -419,7 +445,13 @@ func (d *streamDecoder) properties() (gameworld.Properties, error) {
 		if depth(v) > d.lim.MaxDepth {
 			return nil, invalid("properties nested %d deep (limit %d)", depth(v), d.lim.MaxDepth)
 		}
-		props[key] = bytes.Clone(v)
+		raw := jsontext.Value(bytes.Clone(v))
+		if k := raw.Kind(); k == '{' || k == '[' {
+			if err := raw.Compact(); err != nil {
+				return nil, invalid("property %q: %v", key, err)
+			}
+		}
+		props[key] = json.RawMessage(raw)
 	}
 	if _, err := d.token("properties"); err != nil {
 		return nil, err

@@ -1,7 +1,9 @@
 package relay
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -276,6 +278,19 @@ func (n *Node) Apply(changes []gameworld.Change) (gameworld.Applied, error) {
 	for i := range changes {
 		if changes[i].Type == gameworld.Add && changes[i].Owner == "" {
 			changes[i].Owner = n.id
+		}
+		// Values are relayed as they are: make them valid, compact JSON
+		// (in a map of our own: the caller's is left alone).
+		if len(changes[i].Properties) > 0 {
+			props := make(gameworld.Properties, len(changes[i].Properties))
+			for k, v := range changes[i].Properties {
+				var buf bytes.Buffer
+				if err := json.Compact(&buf, v); err != nil {
+					return gameworld.Applied{}, fmt.Errorf("relay: property %q of %s is not JSON: %w", k, changes[i].ID, err)
+				}
+				props[k] = buf.Bytes()
+			}
+			changes[i].Properties = props
 		}
 	}
 	n.mu.Lock()

@@ -1,10 +1,12 @@
 package relay
 
 import (
+	"encoding/json"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/ownership"
 )
@@ -250,4 +252,27 @@ func TestRefreshFollowsMetadata(t *testing.T) {
 			t.Fatalf("legacy server would have crashed: %v", cr)
 		}
 	})
+}
+
+// Node.Apply relays property values as they are, so it refuses what is not
+// JSON and changes nothing.
+func TestApplyRefusesInvalidJSON(t *testing.T) {
+	node, _ := startNode(t, Options{})
+	_, err := node.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "x", Properties: gameworld.Properties{"a": json.RawMessage(`{"b":`)}}})
+	if err == nil {
+		t.Fatal("invalid JSON accepted")
+	}
+	if node.World().Len() != 0 {
+		t.Fatal("the world changed")
+	}
+	props := gameworld.Properties{"a": json.RawMessage(`{ "b" : [1, 2] }`)}
+	if _, err := node.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "y", Properties: props}}); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := node.World().Get("y"); string(o.Properties["a"]) != `{"b":[1,2]}` {
+		t.Fatalf("stored %s, want it compacted", o.Properties["a"])
+	}
+	if string(props["a"]) != `{ "b" : [1, 2] }` {
+		t.Fatal("the caller's map was modified")
+	}
 }
