@@ -163,40 +163,40 @@ func BenchmarkFanout(b *testing.B) {
 	}
 }
 
-var goroutinesRE = regexp.MustCompile(`(?m)^go_goroutines (\d+)`)
-
-// nodeGoroutines reads the goroutine count from a node's /metrics.
-func nodeGoroutines(tb testing.TB, r relayProc) int {
+// nodeMetric reads an unlabelled metric from a node's /metrics.
+func nodeMetric(tb testing.TB, r relayProc, name string) float64 {
+	tb.Helper()
 	_, body := httpGet(tb, "http://"+r.addr+"/metrics")
-	m := goroutinesRE.FindStringSubmatch(body)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)`).FindStringSubmatch(body)
 	if m == nil {
-		tb.Fatal("no go_goroutines in /metrics")
+		tb.Fatalf("no %s in /metrics", name)
 	}
-	n, _ := strconv.Atoi(m[1])
-	return n
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
 }
 
 var downstreamLinksRE = regexp.MustCompile(`(?m)^solipsism_links\{kind="downstream",role="server"\} (\d+)`)
 
 // BenchmarkIdleConnections: 1,000 idle WebSocket clients (handshake done,
 // nothing flowing) on the node and, in the same run, on the bare relay.
-// Reports each process's RSS growth per connection, and the node's heap and
-// goroutines per connection.
+// Reports each process's RSS growth per connection, and the node's heap,
+// goroutine stacks and goroutines per connection.
 //
 //	go test ./test -run '^$' -bench IdleConnections -benchtime 1x
 func BenchmarkIdleConnections(b *testing.B) {
 	const n = 1000
 	for i := 0; i < b.N; i++ {
-		var nodeRSS, bareRSS, heap, goroutines []float64
+		var nodeRSS, bareRSS, heap, stacks, goroutines []float64
 		for round := 0; round < benchRounds(); round++ {
 			for _, which := range []string{"bare", "node"} {
 				r := startRelay(b, which)
 				time.Sleep(time.Second)
 				_, rss0 := procUsage(b, r.pid)
-				var g0 int
+				var g0, stack0 float64
 				var heap0 int64
 				if which == "node" {
-					g0 = nodeGoroutines(b, r)
+					g0 = nodeMetric(b, r, "go_goroutines")
+					stack0 = nodeMetric(b, r, "go_memstats_stack_inuse_bytes")
 					heap0 = nodeHeap(b, r)
 				}
 				cmd := pinned("1", loadBinary(b), "--url", r.url(), "--clients", fmt.Sprint(n), "--idle")
@@ -227,12 +227,15 @@ func BenchmarkIdleConnections(b *testing.B) {
 				_, rss1 := procUsage(b, r.pid)
 				perConn := float64(rss1-rss0) / n
 				if which == "node" {
-					g1 := nodeGoroutines(b, r)
+					g1 := nodeMetric(b, r, "go_goroutines")
+					stack1 := nodeMetric(b, r, "go_memstats_stack_inuse_bytes")
 					h1 := nodeHeap(b, r)
 					nodeRSS = append(nodeRSS, perConn)
-					goroutines = append(goroutines, float64(g1-g0)/n)
+					goroutines = append(goroutines, (g1-g0)/n)
+					stacks = append(stacks, (stack1-stack0)/n)
 					heap = append(heap, float64(h1-heap0)/n)
-					b.Logf("round %d node: RSS %.0f B/conn, heap %.0f B/conn, %.2f goroutines/conn", round, perConn, float64(h1-heap0)/n, float64(g1-g0)/n)
+					b.Logf("round %d node: RSS %.0f B/conn, heap %.0f B/conn, stacks %.0f B/conn, %.2f goroutines/conn",
+						round, perConn, float64(h1-heap0)/n, (stack1-stack0)/n, (g1-g0)/n)
 				} else {
 					bareRSS = append(bareRSS, perConn)
 					b.Logf("round %d bare: RSS %.0f B/conn", round, perConn)
@@ -244,6 +247,7 @@ func BenchmarkIdleConnections(b *testing.B) {
 		b.ReportMetric(median(nodeRSS), "node-RSS-B/conn")
 		b.ReportMetric(median(bareRSS), "bare-RSS-B/conn")
 		b.ReportMetric(median(heap), "node-heap-B/conn")
+		b.ReportMetric(median(stacks), "node-stack-B/conn")
 		b.ReportMetric(median(goroutines), "node-goroutines/conn")
 	}
 }
