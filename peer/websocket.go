@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 
 	"github.com/coder/websocket"
 )
@@ -35,12 +36,15 @@ const (
 )
 
 // smallBuffers hands coder/websocket the hijacked connection with small
-// buffers instead of net/http's.
-type smallBuffers struct{ http.ResponseWriter }
+// buffers instead of net/http's, writing through a frameWriter.
+type smallBuffers struct {
+	http.ResponseWriter
+	fw *frameWriter
+}
 
-func (s smallBuffers) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+func (s *smallBuffers) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-func (s smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+func (s *smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c, brw, err := http.NewResponseController(s.ResponseWriter).Hijack()
 	if err != nil {
 		return nil, nil, err
@@ -56,17 +60,111 @@ func (s smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 			return nil, nil, err
 		}
 	}
-	return c, bufio.NewReadWriter(br, bufio.NewWriterSize(c, acceptWriteBuffer)), nil
+	s.fw = &frameWriter{conn: c}
+	return c, bufio.NewReadWriter(br, bufio.NewWriterSize(s.fw, acceptWriteBuffer)), nil
+}
+
+// frameWriter is what coder/websocket's write buffer flushes into. A frame
+// larger than the buffer reaches it in two writes (the header and the start
+// of the payload from the buffer, then the rest of the payload directly),
+// which would be two system calls per message. Told the size of the data
+// frame about to be written (expect), it holds the first part back and
+// writes both with one writev. Any write it is not told about (control
+// frames) passes straight through, and release flushes whatever it still
+// holds, so a wrong count costs a system call, never order or data.
+type frameWriter struct {
+	conn net.Conn
+	mu   sync.Mutex
+	want int     // bytes of the announced frame not yet seen
+	held *[]byte // the frame's first part, copied: the buffer is reused
+	bufs net.Buffers
+}
+
+// expect announces a data frame of n bytes, header included.
+func (f *frameWriter) expect(n int) {
+	f.mu.Lock()
+	f.want = n
+	f.mu.Unlock()
+}
+
+// release writes what is held and forgets the announcement.
+func (f *frameWriter) release() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.want = 0
+	if f.held == nil {
+		return nil
+	}
+	var err error
+	if len(*f.held) > 0 {
+		_, err = f.conn.Write(*f.held)
+	}
+	f.put()
+	return err
+}
+
+// heldPool holds the buffers of frames being joined: a connection holds one
+// only while it writes a large message.
+var heldPool = sync.Pool{New: func() any { b := make([]byte, 0, acceptWriteBuffer); return &b }}
+
+func (f *frameWriter) put() {
+	*f.held = (*f.held)[:0]
+	heldPool.Put(f.held)
+	f.held = nil
+}
+
+func (f *frameWriter) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.want <= 0 {
+		return f.conn.Write(p)
+	}
+	f.want -= len(p)
+	if f.want > 0 {
+		if f.held == nil {
+			f.held = heldPool.Get().(*[]byte)
+		}
+		*f.held = append(*f.held, p...)
+		return len(p), nil
+	}
+	f.want = 0
+	if f.held == nil {
+		return f.conn.Write(p)
+	}
+	f.bufs = append(f.bufs[:0], *f.held, p)
+	bufs := f.bufs // WriteTo consumes its receiver
+	_, err := bufs.WriteTo(f.conn)
+	clear(f.bufs)
+	f.put()
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// frameHeaderLen is the length of an unmasked frame header for a payload
+// of n bytes (RFC 6455 section 5.2).
+func frameHeaderLen(n int) int {
+	switch {
+	case n < 126:
+		return 2
+	case n <= 65535:
+		return 4
+	}
+	return 10
 }
 
 // Accept upgrades an HTTP request to a WebSocket Conn. On failure it has
 // already written an HTTP error response.
 func Accept(w http.ResponseWriter, r *http.Request, opts AcceptOptions) (Conn, error) {
-	c, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{OriginPatterns: opts.OriginPatterns})
+	sb := &smallBuffers{ResponseWriter: w}
+	c, err := websocket.Accept(sb, r, &websocket.AcceptOptions{OriginPatterns: opts.OriginPatterns})
 	if err != nil {
 		return nil, fmt.Errorf("accept websocket from %s: %w", r.RemoteAddr, err)
 	}
-	return newWSConn(c, opts.ReadLimit, r.RemoteAddr), nil
+	ws := newWSConn(c, opts.ReadLimit, r.RemoteAddr)
+	ws.fw = sb.fw
+	return ws, nil
 }
 
 // DialOptions configures Dial. The zero value is usable.
@@ -110,6 +208,7 @@ func Dial(ctx context.Context, url string, opts DialOptions) (Conn, error) {
 type wsConn struct {
 	c      *websocket.Conn
 	remote string
+	fw     *frameWriter // accepted connections only
 }
 
 func newWSConn(c *websocket.Conn, limit int64, remote string) *wsConn {
@@ -154,7 +253,15 @@ func (r wsReader) Read(p []byte) (int, error) {
 }
 
 func (w *wsConn) Write(ctx context.Context, p []byte) error {
-	return w.c.Write(ctx, websocket.MessageText, p)
+	if w.fw == nil || frameHeaderLen(len(p))+len(p) <= acceptWriteBuffer {
+		return w.c.Write(ctx, websocket.MessageText, p) // one write anyway
+	}
+	w.fw.expect(frameHeaderLen(len(p)) + len(p))
+	err := w.c.Write(ctx, websocket.MessageText, p)
+	if rerr := w.fw.release(); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 func (w *wsConn) Close(code StatusCode, reason string) error {

@@ -2,7 +2,9 @@ package peer
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -71,4 +73,67 @@ func TestAcceptKeepsFramesSentWithTheHandshake(t *testing.T) {
 		t.Fatal("frames sent with the handshake were lost")
 	}
 	io.Copy(io.Discard, resp.Body)
+}
+
+// Messages of every size around the write buffer's reach the peer intact
+// and in order, while pings (control frames written by the transport
+// itself) go out between them.
+func TestAcceptedConnWritesFramesWhole(t *testing.T) {
+	sizes := []int{0, 1, 125, 126, 500, 505, 506, 507, 508, 509, 510, 511, 512, 513, 1024, 4096, 65535, 65536, 300 << 10}
+	payload := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = 'a' + byte(i%26)
+		}
+		return b
+	}
+	srvErr := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := Accept(w, r, AcceptOptions{})
+		if err != nil {
+			srvErr <- err
+			return
+		}
+		defer c.CloseNow()
+		ctx := context.Background()
+		go func() { // the client reads, so pings are answered
+			for range 20 {
+				if c.(Pinger).Ping(ctx) != nil {
+					return
+				}
+			}
+		}()
+		for round := range 3 {
+			for _, n := range sizes {
+				if err := c.Write(ctx, payload(n)); err != nil {
+					srvErr <- fmt.Errorf("round %d, %d bytes: %w", round, n, err)
+					return
+				}
+			}
+		}
+		srvErr <- nil
+		ReadMessage(ctx, c) // until the client closes
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	for round := range 3 {
+		for _, n := range sizes {
+			b, err := ReadMessage(ctx, c)
+			if err != nil {
+				t.Fatalf("round %d, %d bytes: %v", round, n, err)
+			}
+			if !bytes.Equal(b, payload(n)) {
+				t.Fatalf("round %d: got %d bytes, want %d intact", round, len(b), n)
+			}
+		}
+	}
+	if err := <-srvErr; err != nil {
+		t.Fatal(err)
+	}
 }
