@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -128,6 +129,9 @@ type Link struct {
 	pingTimer *time.Timer
 	mdTimer   *time.Timer
 	rate      *rate.Limiter
+	// processed carries the outcome of each message, handled on a worker;
+	// used only by the reading goroutine.
+	processed chan error
 
 	mu       sync.Mutex
 	started  time.Time
@@ -561,6 +565,15 @@ func (l *Link) closeWithMode(err error, hard bool) {
 // goroutine (writers come and go as there is something to send). It returns
 // why the link closed, after Handler.HandleClose has run.
 func (l *Link) Run(ctx context.Context) error {
+	// Setup and teardown are calls of their own, so that their frames are
+	// not on the stack of the goroutine while it waits for messages: that
+	// stack, kept for the link's whole life, stays small.
+	stop := l.begin(ctx)
+	err := l.readLoop()
+	return l.end(err, stop)
+}
+
+func (l *Link) begin(ctx context.Context) (stop func() bool) {
 	l.mu.Lock()
 	l.started = time.Now()
 	if l.opts.MetadataTimeout > 0 {
@@ -571,14 +584,21 @@ func (l *Link) Run(ctx context.Context) error {
 		})
 	}
 	l.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() { l.closeWith(ctx.Err()) })
-	defer stop()
+	if ctx.Done() != nil { // a registration costs memory; skip it when ctx never ends
+		stop = context.AfterFunc(ctx, func() { l.closeWith(ctx.Err()) })
+	}
 	if _, ok := l.conn.(Pinger); ok && l.opts.PingInterval > 0 {
 		l.outMu.Lock()
 		l.pingTimer = time.AfterFunc(l.pingDelay(), l.ping)
 		l.outMu.Unlock()
 	}
-	err := l.readLoop()
+	return stop
+}
+
+func (l *Link) end(err error, stop func() bool) error {
+	if stop != nil {
+		stop()
+	}
 	l.mu.Lock()
 	if l.mdTimer != nil {
 		l.mdTimer.Stop()
@@ -598,44 +618,58 @@ func (l *Link) Run(ctx context.Context) error {
 	return err
 }
 
+// readLoop waits for messages, with as shallow a stack as it can: it is
+// what an idle link's goroutine does all its life.
 func (l *Link) readLoop() error {
-	done := make(chan error, 1)
-	onChanges := func(wc WorldChange) error {
-		l.stats.RecordsIn.Add(uint64(len(wc.Changes)))
-		l.h.HandleWorldChange(l, wc)
-		return nil
-	}
 	for {
 		// No context: the transport would register a cancellation per
 		// read. Closing the connection is what ends a blocked read.
 		r, err := l.conn.Reader(context.Background())
 		if err == nil {
-			// The message is decoded and handled on a goroutine of its
-			// own: decoding and routing grow a stack to many KiB, and the
-			// goroutine that waits here for the next message, idle most
-			// of its life, would keep that stack for good.
-			l.spawn(func() {
-				m, err := l.opts.Limits.ReadMessage(r, l.readBytes, l.opts.ReadBurst, onChanges)
-				if err == nil {
-					err = l.handle(m)
-				}
-				done <- err
-			})
-			err = <-done
+			err = l.process(r)
 		}
 		if err != nil {
-			select {
-			case <-l.done:
-				return l.Err()
-			default:
-			}
-			var de *DecodeError
-			if errors.As(err, &de) {
-				l.logger().Debug("bad message", "err", err)
-			}
-			return err
+			return l.readFailed(err)
 		}
 	}
+}
+
+// process decodes and handles one message on a worker and waits for it:
+// decoding and routing grow a stack to many KiB, which the goroutine that
+// waits for messages would otherwise keep for good.
+func (l *Link) process(r io.Reader) error {
+	if l.processed == nil {
+		l.processed = make(chan error, 1)
+	}
+	l.spawn(func() {
+		m, err := l.opts.Limits.ReadMessage(r, l.readBytes, l.opts.ReadBurst, l.handleChanges)
+		if err == nil {
+			err = l.handle(m)
+		}
+		l.processed <- err
+	})
+	return <-l.processed
+}
+
+func (l *Link) handleChanges(wc WorldChange) error {
+	l.stats.RecordsIn.Add(uint64(len(wc.Changes)))
+	l.h.HandleWorldChange(l, wc)
+	return nil
+}
+
+// readFailed returns why reading stopped: the close reason if the link was
+// closed meanwhile, else err.
+func (l *Link) readFailed(err error) error {
+	select {
+	case <-l.done:
+		return l.Err()
+	default:
+	}
+	var de *DecodeError
+	if errors.As(err, &de) {
+		l.logger().Debug("bad message", "err", err)
+	}
+	return err
 }
 
 // readBytes counts bytes read and, with a read rate, blocks to keep the
