@@ -31,8 +31,8 @@ type AcceptOptions struct {
 // connection's life: most of what an idle connection costs. Small frames
 // fit these; larger payloads bypass a bufio buffer anyway.
 const (
-	acceptReadBuffer  = 512
-	acceptWriteBuffer = 512
+	acceptReadBuffer  = 256
+	acceptWriteBuffer = 64
 )
 
 // smallBuffers hands coder/websocket the hijacked connection with small

@@ -61,8 +61,9 @@ func run(ctx context.Context, url string, n int, rate float64, warmup, duration 
 	var st stats
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	conns := make([]*websocket.Conn, n)
-	for i := range conns {
+	var wg sync.WaitGroup
+	conns := make([]*websocket.Conn, 0, n)
+	for i := 0; i < n; i++ {
 		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
 		c, _, err := websocket.Dial(dctx, url, nil)
 		dcancel()
@@ -70,10 +71,9 @@ func run(ctx context.Context, url string, n int, rate float64, warmup, duration 
 			return fmt.Errorf("client %d: %w", i, err)
 		}
 		c.SetReadLimit(64 << 20)
-		conns[i] = c
-	}
-	var wg sync.WaitGroup
-	for i, c := range conns {
+		conns = append(conns, c)
+		// Each client starts at once, as a real one does: it answers the
+		// node's handshake while the others are still connecting.
 		cl := &client{id: fmt.Sprintf("load-%08d-%08d", os.Getpid()%100000000, i), obj: fmt.Sprintf("obj-%08d-%08d", os.Getpid()%100000000, i),
 			c: c, st: &st, observer: i < observers, idle: idle || rate <= 0}
 		cl.ownKey = []byte(`"id":"` + cl.obj + `"`)
