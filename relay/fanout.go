@@ -163,16 +163,8 @@ func (n *Node) flushLocked() {
 				return
 			}
 			base := from
-			ls.link.Offer(f.recs[from:to], func(i int) peer.Verdict {
-				e := &f.log[base+i]
-				switch {
-				case e.from == ls:
-					return peer.Echo
-				case ownership.MaySend(n.role, ls.kind, e.oi.relation(ls)):
-					return peer.Send
-				}
-				return peer.Skip
-			}, func(i int) *peer.Record { return full(base + i) }, f.unique)
+			ls.link.Offer(f.recs[from:to], func(i int) peer.Verdict { return n.verdict(ls, base+i) },
+				func(i int) *peer.Record { return full(base + i) }, f.unique)
 			from = to
 		}
 		if announces {
@@ -187,6 +179,13 @@ func (n *Node) flushLocked() {
 			n.sendRefreshLocked(ls)
 		}
 	}
+	for _, a := range n.atts {
+		a.offer(f.recs, func(i int) peer.Verdict { return n.verdict(a.ls, i) }, full)
+		if a.ls.refreshWanted {
+			a.ls.refreshWanted = false
+			n.sendRefreshLocked(a.ls)
+		}
+	}
 	clear(f.log)
 	clear(f.recs)
 	clear(f.bySlot)
@@ -199,6 +198,18 @@ func (n *Node) flushLocked() {
 	}
 }
 
+// verdict says what ls gets of the log's i-th record. n.mu must be held.
+func (n *Node) verdict(ls *linkState, i int) peer.Verdict {
+	e := &n.fan.log[i]
+	switch {
+	case e.from == ls:
+		return peer.Echo
+	case ownership.MaySend(n.role, ls.kind, e.oi.relation(ls)):
+		return peer.Send
+	}
+	return peer.Skip
+}
+
 // sendRefreshLocked offers ls every object it may receive as a full add,
 // then marks the refresh complete. n.mu must be held.
 func (n *Node) sendRefreshLocked(ls *linkState) {
@@ -209,6 +220,10 @@ func (n *Node) sendRefreshLocked(ls *linkState) {
 		}
 		return true
 	})
+	if ls.att != nil {
+		ls.att.offer(recs, nil, nil)
+		return
+	}
 	ls.link.Offer(recs, func(int) peer.Verdict { return peer.Send }, nil, false)
 	ls.link.MarkRefreshed()
 }

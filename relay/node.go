@@ -40,6 +40,7 @@ type Node struct {
 	closed bool
 	links  map[*peer.Link]*linkState
 	order  []*linkState // links in accept order, for routing without map iteration
+	atts   []*Attachment
 	// claims maps a world identifier to the downstream or mesh link whose
 	// identifierChain holds it.
 	claims map[string]*linkState
@@ -55,7 +56,9 @@ type Node struct {
 
 // linkState is the node's view of one link; guarded by Node.mu.
 type linkState struct {
+	// link is the peer's link; nil for an attachment (att).
 	link *peer.Link
+	att  *Attachment
 	kind ownership.LinkKind
 	// chain is the identifierChain the peer advertised. For downstream and
 	// mesh links it holds exactly the identifiers this link claims.
@@ -279,19 +282,9 @@ func (n *Node) Apply(changes []gameworld.Change) (gameworld.Applied, error) {
 		if changes[i].Type == gameworld.Add && changes[i].Owner == "" {
 			changes[i].Owner = n.id
 		}
-		// Values are relayed as they are: make them valid, compact JSON
-		// (in a map of our own: the caller's is left alone).
-		if len(changes[i].Properties) > 0 {
-			props := make(gameworld.Properties, len(changes[i].Properties))
-			for k, v := range changes[i].Properties {
-				var buf bytes.Buffer
-				if err := json.Compact(&buf, v); err != nil {
-					return gameworld.Applied{}, fmt.Errorf("relay: property %q of %s is not JSON: %w", k, changes[i].ID, err)
-				}
-				props[k] = buf.Bytes()
-			}
-			changes[i].Properties = props
-		}
+	}
+	if err := compactProperties(changes); err != nil {
+		return gameworld.Applied{}, err
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -310,6 +303,27 @@ func (n *Node) Apply(changes []gameworld.Change) (gameworld.Applied, error) {
 	})
 	n.route(res.Records, nil)
 	return res, nil
+}
+
+// compactProperties makes the changes' property values valid, compact JSON,
+// as they are relayed as they are. Each change gets a map of its own: the
+// caller's is left alone.
+func compactProperties(changes []gameworld.Change) error {
+	for i := range changes {
+		if len(changes[i].Properties) == 0 {
+			continue
+		}
+		props := make(gameworld.Properties, len(changes[i].Properties))
+		for k, v := range changes[i].Properties {
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, v); err != nil {
+				return fmt.Errorf("relay: property %q of %s is not JSON: %w", k, changes[i].ID, err)
+			}
+			props[k] = buf.Bytes()
+		}
+		changes[i].Properties = props
+	}
+	return nil
 }
 
 // relation describes owner relative to the link ls. n.mu must be held.
@@ -455,9 +469,11 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 			continue
 		}
 		other := n.claims[id]
-		if ls.kind == ownership.Mesh && other != nil && other.kind == ownership.Downstream {
+		if ls.kind == ownership.Mesh && other != nil && other.kind == ownership.Downstream || other != nil && other.att != nil {
 			// A client connected here speaks for itself; a mesh peer's
-			// stale view of it does not override that.
+			// stale view of it does not override that. Nor does anyone
+			// take over an attached peer's identifier: it is live until it
+			// detaches.
 			continue
 		}
 		changed = true

@@ -1,0 +1,215 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+// Attachments. A peer that does not speak Solipsism (an Alloverse agent, a
+// game engine on UDP) joins a node in-process as an Attachment: a
+// downstream peer with a world identifier, held to exactly the rules of a
+// downstream link. Its writes are checked with ownership.MayAccept against
+// the stored owner and routed like a link's; what it receives is routed by
+// ownership.MaySend; when it detaches, everything its identifier owns is
+// removed. Nothing is encoded or decoded on the way.
+
+// AttachOptions configures an Attachment. The zero value is an observer:
+// it owns nothing, may write nothing, and (with a Receiver) receives the
+// whole world.
+type AttachOptions struct {
+	// Identifier is the peer's world identifier (see
+	// gameworld.IsIdentifier): objects it adds are owned by it, and it may
+	// change and remove only those. Empty makes an observer. An identifier
+	// another peer of the node already claims is refused.
+	Identifier string
+	// Receiver, if not nil, receives what the node routes to the peer:
+	// first every object it may see, then each change, once per tick (see
+	// Receiver). Nil means the peer only writes.
+	Receiver Receiver
+}
+
+// Receiver takes the changes a node routes to an Attachment.
+//
+// Like a Solipsism peer, an attachment is not sent its own objects: an
+// observer (no identifier) is sent every object.
+//
+// Receive is called with the node's lock held, by one goroutine at a time,
+// in the order the world applied the changes: it must not block and must
+// not call the Node or any Attachment. The first call holds the world as
+// the peer may see it, as adds; a change in the same tick that precedes it
+// may name objects the receiver has not been told about. Deliveries and
+// their properties are shared: read them, never modify them.
+type Receiver interface {
+	Receive(ds []Delivery)
+}
+
+// Delivery is one change routed to an Attachment.
+type Delivery struct {
+	gameworld.Change
+	// After is every property of the object after the change (nil for a
+	// remove), so a receiver can take an add or an update as the object's
+	// whole state.
+	After gameworld.Properties
+}
+
+// ErrIdentifierClaimed is returned by Attach when another peer of the node
+// already claims the identifier.
+var ErrIdentifierClaimed = errors.New("relay: identifier already claimed")
+
+// Attachment is an in-process peer of a Node. Its methods are safe for
+// concurrent use.
+type Attachment struct {
+	n  *Node
+	ls *linkState
+	id uint64
+	rx Receiver
+	// buf is reused for each call of Receive; guarded by Node.mu.
+	buf []Delivery
+}
+
+// Attach joins an in-process peer to the node as a downstream peer. Only
+// servers and proxies serve downstream peers. Call Detach when it leaves.
+func (n *Node) Attach(opts AttachOptions) (*Attachment, error) {
+	if n.role != ownership.Server && n.role != ownership.Proxy {
+		return nil, fmt.Errorf("relay: a %s node serves no downstream peers", n.role)
+	}
+	if opts.Identifier != "" && !gameworld.IsIdentifier(opts.Identifier) {
+		return nil, fmt.Errorf("relay: identifier %q is not of the form prefix-XXXXXXXX-XXXXXXXX", opts.Identifier)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, ErrClosed
+	}
+	if opts.Identifier == n.id || n.claims[opts.Identifier] != nil {
+		return nil, fmt.Errorf("%w: %s", ErrIdentifierClaimed, opts.Identifier)
+	}
+	n.nextID++
+	a := &Attachment{n: n, id: n.nextID, rx: opts.Receiver}
+	a.ls = &linkState{att: a, kind: ownership.Downstream, chain: map[string]bool{}, ready: true}
+	n.atts = append(n.atts, a)
+	if opts.Identifier != "" {
+		a.ls.chain[opts.Identifier] = true
+		n.claims[opts.Identifier] = a.ls
+		n.chainChanged()
+	}
+	if a.rx != nil {
+		n.wantRefresh(a.ls)
+	}
+	return a, nil
+}
+
+// Identifier returns the attachment's world identifier; empty for an
+// observer.
+func (a *Attachment) Identifier() string {
+	for id := range a.ls.chain {
+		return id
+	}
+	return ""
+}
+
+// Apply applies the peer's changes and routes them. An add without an
+// owner gets the attachment's identifier. Changes the peer may not make
+// (ownership.MayAccept against the stored owner) are refused and listed in
+// the result; property values must be JSON.
+func (a *Attachment) Apply(changes []gameworld.Change) (gameworld.Applied, error) {
+	n := a.n
+	id := a.Identifier()
+	for i := range changes {
+		if changes[i].Type == gameworld.Add && changes[i].Owner == "" {
+			changes[i].Owner = id
+		}
+	}
+	if err := compactProperties(changes); err != nil {
+		return gameworld.Applied{}, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return gameworld.Applied{}, ErrClosed
+	}
+	if !a.attached() {
+		return gameworld.Applied{}, errDetached
+	}
+	res := n.world.Apply(changes, func(c gameworld.Change, existing *gameworld.Object) error {
+		owner := c.Owner
+		if existing != nil {
+			owner = existing.Owner
+		}
+		if owner == "" {
+			return ownership.ErrNotOwner
+		}
+		return ownership.MayAccept(n.role, ownership.Downstream, n.relation(a.ls, owner))
+	})
+	n.route(res.Records, a.ls)
+	return res, nil
+}
+
+var errDetached = errors.New("relay: attachment detached")
+
+// attached reports whether a is still attached. n.mu must be held.
+func (a *Attachment) attached() bool {
+	for _, b := range a.n.atts {
+		if b == a {
+			return true
+		}
+	}
+	return false
+}
+
+// Detach removes the peer from the node, and with it every object its
+// identifier owns. It is safe to call more than once.
+func (a *Attachment) Detach() {
+	n := a.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i, b := range n.atts {
+		if b == a {
+			n.atts = append(n.atts[:i:i], n.atts[i+1:]...)
+			break
+		}
+	}
+	if owned := n.claimedBy(a.ls); len(owned) > 0 {
+		n.releaseClaims(owned, nil)
+		if !n.closed {
+			n.chainChanged()
+		}
+	}
+	a.ls.chain = map[string]bool{}
+}
+
+// offer hands the receiver the records it may receive. Before its first
+// refresh these may name objects it does not know; the refresh follows in
+// the same flush. n.mu must be held.
+func (a *Attachment) offer(recs []*peer.Record, verdict func(int) peer.Verdict, full func(int) *peer.Record) {
+	if a.rx == nil {
+		return
+	}
+	a.buf = a.buf[:0]
+	for i, r := range recs {
+		if verdict != nil && verdict(i) != peer.Send {
+			continue
+		}
+		d := Delivery{Change: r.Change}
+		switch {
+		case r.Type == gameworld.Add:
+			d.After = r.Properties
+		case r.Type == gameworld.Update && full != nil:
+			if f := full(i); f != nil {
+				d.After = f.Properties
+			}
+		}
+		a.buf = append(a.buf, d)
+	}
+	if len(a.buf) > 0 {
+		a.rx.Receive(a.buf)
+	}
+	clear(a.buf)
+	if cap(a.buf) > 4096 {
+		a.buf = nil
+	}
+}
