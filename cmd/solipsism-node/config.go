@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/solipsism/mesh/bridge/alloverse"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
@@ -37,6 +38,11 @@ type config struct {
 	debug      string
 	grace      time.Duration
 
+	alloHeartbeat time.Duration
+	alloHistory   int
+	alloStyle     alloverse.PatchStyle
+	placeName     string
+
 	meshBind     string
 	join         []string
 	meshSecret   []byte
@@ -59,6 +65,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		role, origins, level, readLim string
 		readRate                      string
 		join, secret                  string
+		alloStyle                     string
 	)
 	fs.StringVar(&c.listen, "listen", ":8080", "HTTP listen address")
 	fs.StringVar(&role, "role", "server", "node role: server or proxy")
@@ -76,6 +83,10 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.DurationVar(&c.ping, "ping-interval", peer.DefaultPingInterval, "how often each link pings its peer to find dead connections")
 	fs.DurationVar(&c.grace, "reclaim-grace", relay.DefaultReclaimGrace, "how long the objects of a peer whose connection broke are kept for it to reconnect; 0 removes them at once")
 	fs.StringVar(&c.debug, "debug-listen", "", "host:port for net/http/pprof (e.g. 127.0.0.1:6060); off when empty, never on --listen")
+	fs.DurationVar(&c.alloHeartbeat, "allo-heartbeat", alloverse.DefaultHeartbeat, "how often Alloverse clients (/alloverse) are sent the world's state")
+	fs.IntVar(&c.alloHistory, "allo-history", alloverse.DefaultHistory, "how many revisions back an Alloverse client's acknowledgement still gets a diff instead of a full set")
+	fs.StringVar(&alloStyle, "allo-patch-style", "smallest", "form of Alloverse diffs: smallest (of merge and apply), merge or apply")
+	fs.StringVar(&c.placeName, "place-name", alloverse.DefaultPlaceName, "the place's name, as Alloverse clients are told")
 	fs.StringVar(&c.meshBind, "mesh-bind", "", "server role: host:port for mesh membership (memberlist, UDP and TCP); empty runs a single node")
 	fs.StringVar(&join, "join", "", "comma-separated host:port of mesh members to join")
 	fs.StringVar(&secret, "mesh-secret", "", "32-byte key, hex or base64, that encrypts mesh gossip and authenticates mesh links")
@@ -117,6 +128,12 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	}
 	if c.readRate, err = parseSize(readRate, math.MaxInt32); err != nil {
 		return c, fmt.Errorf("--read-rate: %w", err)
+	}
+	if c.alloStyle, err = alloverse.ParsePatchStyle(alloStyle); err != nil {
+		return c, fmt.Errorf("--allo-patch-style: %w", err)
+	}
+	if c.alloHeartbeat <= 0 || c.alloHistory <= 0 {
+		return c, fmt.Errorf("--allo-heartbeat and --allo-history must be positive")
 	}
 	if c.tick < 0 {
 		return c, fmt.Errorf("--tick: must not be negative")

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/solipsism/mesh/bridge/alloverse"
 	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
 	"github.com/solipsism/mesh/web"
@@ -71,8 +72,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 
+	allo, err := alloverse.New(node, alloverse.Options{
+		Heartbeat: cfg.alloHeartbeat, History: cfg.alloHistory, PatchStyle: cfg.alloStyle,
+		PlaceName: cfg.placeName, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer allo.Close()
+
 	mux := http.NewServeMux()
 	mux.Handle("/ws", node)
+	mux.Handle("/alloverse", allo.Handler(alloverse.HandlerOptions{ReadLimit: cfg.readLimit, OriginPatterns: cfg.origins}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(struct {
@@ -94,7 +105,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("serving", "addr", ln.Addr().String(), "role", cfg.role.String(), "identifier", node.Identifier(),
-		"ws", "/ws", "tick", cfg.tick.String())
+		"ws", "/ws", "alloverse", "/alloverse", "tick", cfg.tick.String())
 
 	if cfg.debug != "" {
 		dln, err := net.Listen("tcp", cfg.debug)

@@ -1,0 +1,179 @@
+package alloverse
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/solipsism/mesh/relay"
+)
+
+// Defaults of Options.
+const (
+	DefaultHeartbeat = 50 * time.Millisecond
+	DefaultHistory   = 64
+	DefaultPlaceName = "solipsism"
+)
+
+// Options configures a Bridge. The zero value serves with the defaults.
+type Options struct {
+	// Heartbeat is how often clients are sent state. Zero means
+	// DefaultHeartbeat (20 Hz).
+	Heartbeat time.Duration
+	// History is how many revisions back a client's acknowledgement may be
+	// and still get a diff rather than a set. Zero means DefaultHistory.
+	History int
+	// PatchStyle chooses the form of diffs; the zero value sends the
+	// smaller of merge and apply.
+	PatchStyle PatchStyle
+	// PlaceName is the place's name, sent in announce responses. Empty
+	// means DefaultPlaceName.
+	PlaceName string
+	// FirstRevision is the revision of the empty document before the
+	// first change. Zero means 0: the first change makes revision 1.
+	FirstRevision uint64
+	// Logger receives the bridge's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Bridge serves one node's world to Alloverse clients. Its methods are safe
+// for concurrent use.
+type Bridge struct {
+	node *relay.Node
+	opts Options
+	log  *slog.Logger
+	obs  *relay.Attachment
+
+	// inMu guards incoming: deliveries from the node, taken into the
+	// document every heartbeat. It is never held while calling the node.
+	inMu     sync.Mutex
+	incoming []relay.Delivery
+
+	mu       sync.Mutex
+	st       *state
+	sessions map[*Session]struct{}
+	closed   bool
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New starts a bridge serving n's world. Call Close to stop it.
+func New(n *relay.Node, opts Options) (*Bridge, error) {
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = DefaultHeartbeat
+	}
+	if opts.History <= 0 {
+		opts.History = DefaultHistory
+	}
+	if opts.PlaceName == "" {
+		opts.PlaceName = DefaultPlaceName
+	}
+	if opts.FirstRevision > MaxRevision {
+		return nil, fmt.Errorf("alloverse: first revision %d is above %d", opts.FirstRevision, MaxRevision)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b := &Bridge{node: n, opts: opts, log: log.With("bridge", "alloverse"),
+		st: newState(opts.FirstRevision, opts.History, opts.PatchStyle), sessions: map[*Session]struct{}{}, done: make(chan struct{})}
+	obs, err := n.Attach(relay.AttachOptions{Receiver: (*receiver)(b)})
+	if err != nil {
+		return nil, fmt.Errorf("alloverse: joining the node: %w", err)
+	}
+	b.obs = obs
+	ctx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	go b.loop(ctx)
+	return b, nil
+}
+
+// receiver takes the node's deliveries for the bridge.
+type receiver Bridge
+
+// Receive implements relay.Receiver. It only queues: the heartbeat takes
+// the deliveries into the document.
+func (r *receiver) Receive(ds []relay.Delivery) {
+	r.inMu.Lock()
+	r.incoming = append(r.incoming, ds...)
+	r.inMu.Unlock()
+}
+
+// Close disconnects every client and stops the bridge.
+func (b *Bridge) Close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.closed = true
+	sessions := make([]*Session, 0, len(b.sessions))
+	for s := range b.sessions {
+		sessions = append(sessions, s)
+	}
+	b.mu.Unlock()
+	for _, s := range sessions {
+		s.conn.Close(StatusGoingAway, "place shutting down")
+		s.Close()
+	}
+	b.cancel()
+	<-b.done
+	b.obs.Detach()
+}
+
+func (b *Bridge) loop(ctx context.Context) {
+	defer close(b.done)
+	t := time.NewTicker(b.opts.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		b.heartbeat()
+	}
+}
+
+// heartbeat takes the world's changes into the document, as one new
+// revision if anything changed, and sends every client what it lacks.
+func (b *Bridge) heartbeat() {
+	b.inMu.Lock()
+	in := b.incoming
+	b.incoming = nil
+	b.inMu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, d := range in {
+		b.st.apply(d)
+	}
+	changed := b.st.commit()
+	for s := range b.sessions {
+		if !changed && s.ack == b.st.rev && s.ack != 0 {
+			continue
+		}
+		if p := b.st.packet(s.ack); p != nil {
+			s.conn.SendState(p)
+		}
+	}
+}
+
+// Revision returns the document's current revision.
+func (b *Bridge) Revision() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.st.rev
+}
+
+// Document returns the current document as a set packet would carry it,
+// without patch_style.
+func (b *Bridge) Document() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.st.setPacket()
+	const prefix = `{"patch_style":"set",`
+	return append([]byte{'{'}, p[len(prefix):]...)
+}

@@ -1,0 +1,316 @@
+package alloverse
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// ClientOptions configures a Client. The zero value is usable.
+type ClientOptions struct {
+	// History is how many received states the client keeps to apply diffs
+	// to. Zero means DefaultHistory.
+	History int
+	// DropState and DropAck, if set, are asked before each state packet is
+	// taken and each acknowledgement is sent; true drops it, as a lossy
+	// channel would. For tests of loss.
+	DropState, DropAck func() bool
+	// ReadLimit is the largest packet taken. Zero means 64 MiB.
+	ReadLimit int64
+}
+
+// Client is an Alloverse client over WebSocket: it follows the place's
+// world document and makes place requests. Its methods are safe for
+// concurrent use.
+type Client struct {
+	c    *websocket.Conn
+	opts ClientOptions
+	done chan struct{}
+
+	mu      sync.Mutex
+	hist    map[uint64][]byte
+	order   []uint64 // revisions in hist, oldest first
+	latest  uint64
+	have    bool
+	stats   ClientStats
+	changed chan struct{}
+	reqID   uint64
+	pending map[string]chan []json.RawMessage
+	err     error
+}
+
+// ClientStats counts what a Client received.
+type ClientStats struct {
+	Sets, Merges, Applies uint64
+	// Failed counts packets that could not be used (a missing base, a
+	// patch that failed): each asks for a set.
+	Failed uint64
+	// Stale counts packets older than the newest state.
+	Stale uint64
+}
+
+// DialClient connects to an Alloverse endpoint (ws:// or wss:// URL).
+func DialClient(ctx context.Context, url string, opts ClientOptions) (*Client, error) {
+	if opts.History <= 0 {
+		opts.History = DefaultHistory
+	}
+	if opts.ReadLimit <= 0 {
+		opts.ReadLimit = 64 << 20
+	}
+	c, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("alloverse: dial %s: %w", url, err)
+	}
+	c.SetReadLimit(opts.ReadLimit)
+	cl := &Client{c: c, opts: opts, done: make(chan struct{}), hist: map[uint64][]byte{},
+		changed: make(chan struct{}), pending: map[string]chan []json.RawMessage{}}
+	go cl.readLoop()
+	return cl, nil
+}
+
+// Close disconnects the client.
+func (c *Client) Close() error {
+	err := c.c.Close(websocket.StatusNormalClosure, "")
+	<-c.done
+	return err
+}
+
+// Done is closed when the connection has ended; Err then says why.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection ended, or nil while it is open.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Document returns the newest state received, without patch_style, and
+// its revision; ok is false before the first.
+func (c *Client) Document() (doc []byte, rev uint64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hist[c.latest], c.latest, c.have
+}
+
+// Stats returns what the client has received so far.
+func (c *Client) Stats() ClientStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}
+
+// Changed returns a channel closed at the next new state.
+func (c *Client) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+func (c *Client) readLoop() {
+	defer close(c.done)
+	for {
+		_, frame, err := c.c.Read(context.Background())
+		if err != nil {
+			c.mu.Lock()
+			c.err = err
+			for id, ch := range c.pending {
+				close(ch)
+				delete(c.pending, id)
+			}
+			c.mu.Unlock()
+			return
+		}
+		if len(frame) > 0 && frame[0] == '[' {
+			c.reply(frame)
+			continue
+		}
+		if c.opts.DropState != nil && c.opts.DropState() {
+			continue
+		}
+		c.state(frame)
+	}
+}
+
+// reply hands an interaction response to the request waiting for it.
+func (c *Client) reply(frame []byte) {
+	var parts []json.RawMessage
+	if json.Unmarshal(frame, &parts) != nil || len(parts) != 6 {
+		return
+	}
+	var kind, typ, id string
+	json.Unmarshal(parts[0], &kind)
+	json.Unmarshal(parts[1], &typ)
+	json.Unmarshal(parts[4], &id)
+	var body []json.RawMessage
+	if kind != "interaction" || typ != "response" || json.Unmarshal(parts[5], &body) != nil {
+		return
+	}
+	c.mu.Lock()
+	ch := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- body
+	}
+}
+
+// state takes one state packet: a set, merge or apply.
+func (c *Client) state(pkt []byte) {
+	doc, err := c.resolve(pkt)
+	c.mu.Lock()
+	if err != nil {
+		c.stats.Failed++
+		c.mu.Unlock()
+		c.ack(0) // ask for a set
+		return
+	}
+	var top struct {
+		Revision json.RawMessage `json:"revision"`
+	}
+	rev, ok := uint64(0), false
+	if json.Unmarshal(doc, &top) == nil {
+		rev, ok = parseRevision(top.Revision)
+	}
+	switch {
+	case !ok:
+		c.stats.Failed++
+		c.mu.Unlock()
+		c.ack(0)
+		return
+	case c.have && !isNewer(rev, c.latest):
+		c.stats.Stale++
+		c.mu.Unlock()
+		return
+	}
+	if _, dup := c.hist[rev]; !dup {
+		c.order = append(c.order, rev)
+	}
+	c.hist[rev] = doc
+	for len(c.order) > c.opts.History {
+		delete(c.hist, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.latest, c.have = rev, true
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+	c.ack(rev)
+}
+
+// resolve turns a packet into the document it describes.
+func (c *Client) resolve(pkt []byte) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(pkt, &m); err != nil {
+		return nil, fmt.Errorf("alloverse: packet is not a JSON object: %w", err)
+	}
+	var style string
+	json.Unmarshal(m["patch_style"], &style)
+	delete(m, "patch_style")
+	if style == "set" {
+		delete(m, "patch_from")
+		c.count(func(s *ClientStats) { s.Sets++ })
+		return json.Marshal(m)
+	}
+	from, ok := parseRevision(m["patch_from"])
+	delete(m, "patch_from")
+	if !ok {
+		return nil, errors.New("alloverse: patch without a valid patch_from")
+	}
+	c.mu.Lock()
+	base, ok := c.hist[from]
+	c.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("alloverse: base revision %d not in history", from)
+	}
+	switch style {
+	case "merge":
+		c.count(func(s *ClientStats) { s.Merges++ })
+		patch, _ := json.Marshal(m)
+		return MergePatch(base, patch)
+	case "apply":
+		c.count(func(s *ClientStats) { s.Applies++ })
+		return ApplyPatch(base, m["patches"])
+	}
+	return nil, fmt.Errorf("alloverse: unknown patch_style %q", style)
+}
+
+func (c *Client) count(f func(*ClientStats)) {
+	c.mu.Lock()
+	f(&c.stats)
+	c.mu.Unlock()
+}
+
+// ack acknowledges rev (0 asks for a set).
+func (c *Client) ack(rev uint64) {
+	if c.opts.DropAck != nil && c.opts.DropAck() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.c.Write(ctx, websocket.MessageText, encodeIntent(rev)) //nolint:errcheck // a lost ack is resent with the next state
+}
+
+// Request sends a place request and returns the response body.
+func (c *Client) Request(ctx context.Context, body ...any) ([]json.RawMessage, error) {
+	c.mu.Lock()
+	c.reqID++
+	id := strconv.FormatUint(c.reqID, 10)
+	ch := make(chan []json.RawMessage, 1)
+	c.pending[id] = ch
+	c.mu.Unlock()
+	frame, err := encodeInteraction("request", "", "place", id, body)
+	if err == nil {
+		err = c.c.Write(ctx, websocket.MessageText, frame)
+	}
+	if err != nil {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+		return nil, fmt.Errorf("alloverse: request: %w", err)
+	}
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return nil, errors.New("alloverse: connection closed before the response")
+		}
+		return r, nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+// Announce joins the place with an avatar of the given components and
+// returns the avatar's entity id and the agent's world identity.
+func (c *Client) Announce(ctx context.Context, avatar map[string]any) (avatarID, agent string, err error) {
+	r, err := c.Request(ctx, "announce", "version", 3, "identity", map[string]any{"display_name": "go"}, "spawn_avatar", avatar)
+	if err != nil {
+		return "", "", err
+	}
+	if err := responseError(r); err != nil {
+		return "", "", err
+	}
+	if len(r) < 4 || json.Unmarshal(r[1], &avatarID) != nil || json.Unmarshal(r[3], &agent) != nil {
+		return "", "", fmt.Errorf("alloverse: unexpected announce response %s", r)
+	}
+	return avatarID, agent, nil
+}
+
+// responseError returns the error a response body reports, if any:
+// [VERB, "error", ...].
+func responseError(r []json.RawMessage) error {
+	var s string
+	if len(r) > 1 && json.Unmarshal(r[1], &s) == nil && s == "error" {
+		return fmt.Errorf("alloverse: place refused: %s", r[2:])
+	}
+	return nil
+}

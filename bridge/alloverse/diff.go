@@ -1,0 +1,255 @@
+package alloverse
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// PatchStyle chooses the form of diffs.
+type PatchStyle uint8
+
+const (
+	// Smallest sends whichever of merge and apply encodes smaller.
+	Smallest PatchStyle = iota
+	// Merge sends RFC 7396 merge patches, and apply where merge cannot
+	// express the change.
+	Merge
+	// Apply sends RFC 6902 patches.
+	Apply
+)
+
+// ParsePatchStyle parses "smallest", "merge" or "apply".
+func ParsePatchStyle(s string) (PatchStyle, error) {
+	switch s {
+	case "", "smallest":
+		return Smallest, nil
+	case "merge":
+		return Merge, nil
+	case "apply":
+		return Apply, nil
+	}
+	return 0, fmt.Errorf("alloverse: unknown patch style %q (want smallest, merge or apply)", s)
+}
+
+// diffPacket builds the packet that takes a client from base (in history)
+// to the current revision.
+func (s *state) diffPacket(base uint64) []byte {
+	changes := s.changesSince(base)
+	ids := sortedKeys(changes)
+	var merge []byte
+	if s.style != Apply {
+		merge = s.mergePacket(base, ids, changes)
+	}
+	if s.style == Merge && merge != nil {
+		return merge
+	}
+	apply := s.applyPacket(base, ids, changes)
+	if merge != nil && len(merge) <= len(apply) {
+		return merge
+	}
+	return apply
+}
+
+// applyPacket builds an RFC 6902 diff.
+func (s *state) applyPacket(base uint64, ids []string, changes map[string]*change) []byte {
+	b := []byte(`{"patch_style":"apply","patch_from":`)
+	b = strconv.AppendUint(b, base, 10)
+	b = append(b, `,"patches":[`...)
+	for _, id := range ids {
+		c, e := changes[id], s.entities[id]
+		path := "/entities/" + escapePointer(id)
+		switch {
+		case e == nil && c.existed:
+			b = appendOp(b, "remove", path, nil)
+		case e == nil:
+		case !c.existed:
+			b = appendOp(b, "add", path, appendEntity(nil, id, e.comps))
+		default:
+			for _, k := range sortedKeys(c.base) {
+				old, now := c.base[k], e.comps[k]
+				switch {
+				case bytes.Equal(old, now):
+				case now == nil:
+					b = appendOp(b, "remove", path+"/components/"+escapePointer(k), nil)
+				default:
+					// add replaces an existing member (RFC 6902 4.1).
+					b = appendOp(b, "add", path+"/components/"+escapePointer(k), now)
+				}
+			}
+		}
+	}
+	b = appendOp(b, "replace", "/revision", strconv.AppendUint(nil, s.rev, 10))
+	b[len(b)-1] = ']' // the last op's comma
+	return append(b, '}')
+}
+
+func appendOp(b []byte, op, path string, value []byte) []byte {
+	b = append(b, `{"op":"`...)
+	b = append(b, op...)
+	b = append(b, `","path":`...)
+	b = appendString(b, path)
+	if value != nil {
+		b = append(b, `,"value":`...)
+		b = append(b, value...)
+	}
+	return append(b, "},"...)
+}
+
+// escapePointer escapes a JSON Pointer reference token (RFC 6901).
+func escapePointer(s string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}
+
+// mergePacket builds an RFC 7396 diff, or returns nil if merge cannot
+// express the change exactly.
+func (s *state) mergePacket(base uint64, ids []string, changes map[string]*change) []byte {
+	b := []byte(`{"patch_style":"merge","patch_from":`)
+	b = strconv.AppendUint(b, base, 10)
+	b = append(b, `,"entities":{`...)
+	n := 0
+	for _, id := range ids {
+		c, e := changes[id], s.entities[id]
+		var v []byte
+		switch {
+		case e == nil && c.existed:
+			v = []byte("null")
+		case e == nil:
+			continue
+		case !c.existed:
+			for _, cv := range e.comps {
+				if hasMemberNull(cv) {
+					return nil
+				}
+			}
+			v = appendEntity(nil, id, e.comps)
+		default:
+			comps := []byte{'{'}
+			m := 0
+			for _, k := range sortedKeys(c.base) {
+				old, now := c.base[k], e.comps[k]
+				var p []byte
+				switch {
+				case bytes.Equal(old, now):
+					continue
+				case now == nil:
+					p = []byte("null")
+				default:
+					var ok bool
+					if p, ok = mergeDiff(old, now); !ok {
+						return nil
+					}
+				}
+				if m > 0 {
+					comps = append(comps, ',')
+				}
+				comps = appendString(comps, k)
+				comps = append(comps, ':')
+				comps = append(comps, p...)
+				m++
+			}
+			if m == 0 {
+				continue
+			}
+			v = append([]byte(`{"components":`), comps...)
+			v = append(v, "}}"...)
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, id)
+		b = append(b, ':')
+		b = append(b, v...)
+		n++
+	}
+	b = append(b, `},"revision":`...)
+	b = strconv.AppendUint(b, s.rev, 10)
+	return append(b, '}')
+}
+
+// mergeDiff returns the merge patch that turns old into now (old may be nil:
+// absent), or false if none exists: merge cannot set a member to null.
+func mergeDiff(old, now json.RawMessage) ([]byte, bool) {
+	no, nowObj := object(now)
+	if !nowObj {
+		return now, !isNull(now) && !hasMemberNull(now)
+	}
+	oo, oldObj := object(old)
+	if !oldObj {
+		// Merged onto a non-object, the patch is applied to {}.
+		return now, !hasMemberNull(now)
+	}
+	b := []byte{'{'}
+	n := 0
+	add := func(k string, v []byte) {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = append(b, v...)
+		n++
+	}
+	for _, k := range sortedKeys(oo) {
+		if _, ok := no[k]; !ok {
+			add(k, []byte("null"))
+		}
+	}
+	for _, k := range sortedKeys(no) {
+		ov, had := oo[k]
+		if had && bytes.Equal(ov, no[k]) {
+			continue
+		}
+		p, ok := mergeDiff(ov, no[k])
+		if !ok {
+			return nil, false
+		}
+		add(k, p)
+	}
+	return append(b, '}'), true
+}
+
+// object decodes v's members if v is a JSON object.
+func object(v json.RawMessage) (map[string]json.RawMessage, bool) {
+	if len(v) == 0 || v[0] != '{' {
+		return nil, false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(v, &m) != nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// hasMemberNull reports whether v holds, at any depth, an object with a
+// null member. Through objects, a merge patch would remove such a member
+// instead of setting it. Arrays are replaced whole by RFC 7396, but
+// evanphx/json-patch (and so Go clients) drops null members of objects
+// inside them, so such values are not sent as merges either.
+func hasMemberNull(v json.RawMessage) bool {
+	switch {
+	case len(v) > 0 && v[0] == '[':
+		var a []json.RawMessage
+		if json.Unmarshal(v, &a) != nil {
+			return false
+		}
+		for _, e := range a {
+			if hasMemberNull(e) {
+				return true
+			}
+		}
+		return false
+	}
+	m, ok := object(v)
+	if !ok {
+		return false
+	}
+	for _, mv := range m {
+		if isNull(mv) || hasMemberNull(mv) {
+			return true
+		}
+	}
+	return false
+}

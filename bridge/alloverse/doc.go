@@ -1,0 +1,32 @@
+// Package alloverse serves a node's world to Alloverse clients: the world as
+// one revisioned JSON document of entities, sent every heartbeat as a diff
+// against the revision each client last acknowledged, and written through
+// Alloverse "place" interactions.
+//
+// A Bridge joins a relay.Node through relay.Attach: one observer attachment
+// receives the world to keep the document, and each announced agent is an
+// attachment of its own, with a world identifier that owns its entities.
+// Ownership and routing stay in relay and ownership; the bridge only
+// translates. A Session is one client, whatever carries it: Handler serves
+// clients over WebSocket, and other transports (ENet) drive Sessions through
+// the Conn interface.
+//
+// Mapping: a GameObject is an entity with the same id; each property is a
+// component of the same name, with the same JSON value. A property whose
+// value is null is no component: that is how a component is removed, as
+// the Solipsism protocol has no property removal. Owners stay server-side.
+//
+// Revisions: the document's revision is bumped once per heartbeat in which
+// the world changed, so a revision names one world state, the same for
+// every client. After MaxRevision (2^53) it wraps to 0. An acknowledgement
+// of 0 always asks for a full set.
+//
+// Diffs are built from per-revision change sets, in time proportional to
+// what changed since the client's base, not by comparing documents. Merge
+// patches (RFC 7396) are built here because merge cannot express every
+// change (a null member, keys removed from an object-valued component) and
+// a library diff of whole documents is what this avoids. Patches are
+// applied (by Client) with github.com/evanphx/json-patch/v5, except the
+// RFC 6902 "test" operation, which that library gets wrong in edge cases
+// (empty keys, leading zeros, a missing value); it is evaluated here.
+package alloverse

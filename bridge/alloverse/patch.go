@@ -1,0 +1,264 @@
+package alloverse
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// maxCopyGrowth bounds how much a patch's copy operations may grow a
+// document: a hostile patch could otherwise double it with every op.
+const maxCopyGrowth = 64 << 20
+
+// ApplyPatch applies an RFC 6902 patch to doc. Operations other than
+// "test" are applied by github.com/evanphx/json-patch/v5 (negative indices
+// off, as in the RFC); "test" is evaluated here. A patch that fails, is
+// malformed, or makes the library panic is an error; doc is not modified.
+func ApplyPatch(doc, patch []byte) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("alloverse: patch failed: %v", r)
+		}
+	}()
+	if !jsontext.Value(patch).IsValid() {
+		// Also catches an operation with two members of one name, which
+		// json.Unmarshal would silently take the last of.
+		return nil, errors.New("alloverse: patch is not valid JSON without duplicate member names")
+	}
+	var ops []map[string]json.RawMessage
+	if err := json.Unmarshal(patch, &ops); err != nil {
+		return nil, fmt.Errorf("alloverse: patch is not a list of operations: %w", err)
+	}
+	opts := jsonpatch.NewApplyOptions()
+	opts.SupportNegativeIndices = false
+	opts.AccumulatedCopySizeLimit = maxCopyGrowth
+	out = doc
+	var run jsonpatch.Patch
+	flush := func() error {
+		if len(run) == 0 {
+			return nil
+		}
+		var err error
+		out, err = run.ApplyWithOptions(out, opts)
+		run = run[:0]
+		return err
+	}
+	for i, op := range ops {
+		name, err := checkOp(op)
+		if err != nil {
+			return nil, fmt.Errorf("alloverse: operation %d: %w", i, err)
+		}
+		if path := op["path"]; string(path) == `""` && (name == "add" || name == "replace") {
+			// The whole document (RFC 6902 4.1, 4.3), which the library
+			// cannot do for a document that is not an object or array.
+			if err := flush(); err != nil {
+				return nil, fmt.Errorf("alloverse: operation before %d: %w", i, err)
+			}
+			out = op["value"]
+			continue
+		}
+		if name != "test" {
+			o := make(jsonpatch.Operation, len(op))
+			for k, v := range op {
+				o[k] = &v
+			}
+			run = append(run, o)
+			continue
+		}
+		if err := flush(); err != nil {
+			return nil, fmt.Errorf("alloverse: operation before %d: %w", i, err)
+		}
+		if err := testOp(out, op); err != nil {
+			return nil, fmt.Errorf("alloverse: operation %d: %w", i, err)
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, fmt.Errorf("alloverse: %w", err)
+	}
+	return out, nil
+}
+
+// checkOp checks that an operation has the members its kind requires
+// (RFC 6902 section 4) and returns its name.
+func checkOp(op map[string]json.RawMessage) (string, error) {
+	var name, path string
+	if err := json.Unmarshal(op["op"], &name); err != nil {
+		return "", errors.New("missing or invalid 'op'")
+	}
+	if err := json.Unmarshal(op["path"], &path); err != nil {
+		return "", errors.New("missing or invalid 'path'")
+	}
+	switch name {
+	case "add", "replace", "test":
+		if op["value"] == nil {
+			return "", fmt.Errorf("%s without 'value'", name)
+		}
+	case "move", "copy":
+		var from string
+		if err := json.Unmarshal(op["from"], &from); err != nil {
+			return "", fmt.Errorf("%s without a valid 'from'", name)
+		}
+	case "remove":
+	default:
+		return "", fmt.Errorf("unknown operation %q", name)
+	}
+	return name, nil
+}
+
+// testOp evaluates a "test" operation against doc (RFC 6902 section 4.6).
+func testOp(doc []byte, op map[string]json.RawMessage) error {
+	var path string
+	json.Unmarshal(op["path"], &path)
+	root, err := decodeJSON(doc)
+	if err != nil {
+		return err
+	}
+	want, err := decodeJSON(op["value"])
+	if err != nil {
+		return err
+	}
+	got, err := resolve(root, path)
+	if err != nil {
+		return err
+	}
+	if !jsonEqual(got, want) {
+		return fmt.Errorf("test failed at %q", path)
+	}
+	return nil
+}
+
+func decodeJSON(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	return v, nil
+}
+
+// resolve evaluates a JSON Pointer (RFC 6901) in v.
+func resolve(v any, pointer string) (any, error) {
+	if pointer == "" {
+		return v, nil
+	}
+	if pointer[0] != '/' {
+		return nil, fmt.Errorf("pointer %q does not start with /", pointer)
+	}
+	for _, tok := range strings.Split(pointer[1:], "/") {
+		if strings.Contains(strings.NewReplacer("~0", "", "~1", "").Replace(tok), "~") {
+			return nil, fmt.Errorf("pointer %q has an invalid escape", pointer)
+		}
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		switch c := v.(type) {
+		case map[string]any:
+			next, ok := c[tok]
+			if !ok {
+				return nil, fmt.Errorf("pointer %q: no member %q", pointer, tok)
+			}
+			v = next
+		case []any:
+			i, err := arrayIndex(tok, len(c))
+			if err != nil {
+				return nil, fmt.Errorf("pointer %q: %w", pointer, err)
+			}
+			v = c[i]
+		default:
+			return nil, fmt.Errorf("pointer %q goes through a scalar", pointer)
+		}
+	}
+	return v, nil
+}
+
+// arrayIndex parses an array index token: digits without leading zeros.
+func arrayIndex(tok string, n int) (int, error) {
+	if tok == "" || (len(tok) > 1 && tok[0] == '0') || strings.TrimLeft(tok, "0123456789") != "" {
+		return 0, fmt.Errorf("invalid array index %q", tok)
+	}
+	i, err := strconv.Atoi(tok)
+	if err != nil || i >= n {
+		return 0, fmt.Errorf("array index %q out of range", tok)
+	}
+	return i, nil
+}
+
+// jsonEqual compares decoded JSON values as RFC 6902 section 4.6 does:
+// numbers by value, objects regardless of member order.
+func jsonEqual(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !jsonEqual(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !jsonEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case json.Number:
+		y, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		return numberEqual(string(x), string(y))
+	default:
+		return a == b
+	}
+}
+
+// numberEqual compares JSON numbers by value. Exact rational comparison
+// of a number like 1e999999999 would take forever: such exponents are
+// compared as written.
+func numberEqual(a, b string) bool {
+	if hugeExponent(a) || hugeExponent(b) {
+		return a == b
+	}
+	p, ok1 := new(big.Rat).SetString(a)
+	q, ok2 := new(big.Rat).SetString(b)
+	return ok1 && ok2 && p.Cmp(q) == 0
+}
+
+func hugeExponent(n string) bool {
+	i := strings.IndexAny(n, "eE")
+	if i < 0 {
+		return false
+	}
+	e, err := strconv.Atoi(strings.TrimPrefix(n[i+1:], "+"))
+	return err != nil || e > 400 || e < -400
+}
+
+// MergePatch applies an RFC 7396 merge patch to doc with
+// github.com/evanphx/json-patch/v5; a panic in the library is an error.
+func MergePatch(doc, patch []byte) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("alloverse: merge patch failed: %v", r)
+		}
+	}()
+	out, err = jsonpatch.MergePatch(doc, patch)
+	if err != nil {
+		return nil, fmt.Errorf("alloverse: merge patch: %w", err)
+	}
+	return out, nil
+}

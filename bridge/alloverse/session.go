@@ -1,0 +1,369 @@
+package alloverse
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/relay"
+)
+
+// StatusCode is a close code, as WebSocket defines them; other transports
+// map them to their own.
+type StatusCode int
+
+// Close codes the bridge uses.
+const (
+	StatusNormal      StatusCode = 1000
+	StatusGoingAway   StatusCode = 1001
+	StatusUnsupported StatusCode = 1003
+	StatusInvalid     StatusCode = 1007
+	StatusPolicy      StatusCode = 1008
+	StatusTooBig      StatusCode = 1009
+)
+
+// Conn carries one client's frames. SendState and Send must not block:
+// state packets are unreliable (a transport may drop one, or replace one
+// not yet sent by a newer one), replies are reliable and ordered. Close may
+// be called more than once. The bridge calls them from any goroutine, one
+// call at a time per method.
+type Conn interface {
+	SendState(pkt []byte)
+	Send(frame []byte) error
+	Close(code StatusCode, reason string)
+}
+
+// Session is one Alloverse client of a Bridge. Its transport feeds it
+// frames (Handle) and closes it when the client leaves (Close).
+type Session struct {
+	b    *Bridge
+	conn Conn
+	// ack is the revision the client acknowledged; guarded by b.mu.
+	ack uint64
+	// agent is the client's world identity, once it announced. Set under
+	// b.mu by the goroutine calling Handle, which alone reads it unlocked.
+	agent  *relay.Attachment
+	avatar string
+	closed bool // guarded by b.mu
+}
+
+// Connect starts a session for a client on conn. It is sent a full set at
+// the next heartbeat.
+func (b *Bridge) Connect(conn Conn) (*Session, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errors.New("alloverse: bridge closed")
+	}
+	s := &Session{b: b, conn: conn}
+	b.sessions[s] = struct{}{}
+	return s, nil
+}
+
+// Close ends the session: the client's agent leaves the world, and with
+// it every entity it owns.
+func (s *Session) Close() {
+	s.b.mu.Lock()
+	delete(s.b.sessions, s)
+	s.closed = true
+	agent := s.agent
+	s.b.mu.Unlock()
+	if agent != nil {
+		agent.Detach()
+	}
+}
+
+// Handle takes one frame from the client. An error means the frame was
+// malformed: the transport closes the connection with StatusInvalid. Frames
+// of other kinds, and unusable acknowledgements, are ignored.
+func (s *Session) Handle(frame []byte) error {
+	f, err := DecodeFrame(frame)
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.Intent && f.AckOK:
+		s.b.mu.Lock()
+		s.ack = f.Ack
+		s.b.mu.Unlock()
+	case f.Interaction != nil && f.Interaction.Type == "request" && f.Interaction.To == "place":
+		in := f.Interaction
+		body := s.interact(in.Body)
+		reply, err := encodeInteraction("response", "place", in.From, in.RequestID, body)
+		if err != nil {
+			return fmt.Errorf("alloverse: encoding a response: %w", err)
+		}
+		return s.conn.Send(reply)
+	}
+	return nil
+}
+
+// interact serves one place request and returns the response body.
+func (s *Session) interact(body []json.RawMessage) []any {
+	var verb string
+	if json.Unmarshal(body[0], &verb) != nil {
+		return []any{"error", "the first element of a request body names it"}
+	}
+	fail := func(format string, args ...any) []any {
+		return []any{verb, "error", fmt.Sprintf(format, args...)}
+	}
+	if verb == "announce" {
+		return s.announce(body)
+	}
+	if s.agent == nil {
+		return fail("announce first")
+	}
+	switch verb {
+	case "spawn_entity":
+		if len(body) < 2 {
+			return fail("spawn_entity takes the entity")
+		}
+		var spec map[string]json.RawMessage
+		if json.Unmarshal(body[1], &spec) != nil {
+			return fail("the entity is an object of components")
+		}
+		changes, id, err := spawnChanges(spec, "", 0)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if err := s.apply(changes); err != nil {
+			return fail("%v", err)
+		}
+		return []any{verb, id}
+	case "change_components":
+		return s.changeComponents(body, fail)
+	case "remove_entity":
+		return s.removeEntity(body, fail)
+	}
+	return fail("unknown request %q", verb)
+}
+
+// announce creates the agent's world identity and its avatar:
+// ["announce", "version", 3, "identity", {...}, "spawn_avatar", {...}].
+func (s *Session) announce(body []json.RawMessage) []any {
+	fail := func(code int, msg string) []any { return []any{"announce", "error", code, msg} }
+	if s.agent != nil {
+		return fail(409, "already announced")
+	}
+	args := map[string]json.RawMessage{}
+	for i := 1; i+1 < len(body); i += 2 {
+		var k string
+		if json.Unmarshal(body[i], &k) != nil {
+			return fail(400, "announce takes name, value pairs")
+		}
+		args[k] = body[i+1]
+	}
+	var version int
+	if json.Unmarshal(args["version"], &version) != nil || version != 3 {
+		return fail(400, "unsupported protocol version (this place speaks version 3)")
+	}
+	var avatar map[string]json.RawMessage
+	if json.Unmarshal(args["spawn_avatar"], &avatar) != nil {
+		return fail(400, "spawn_avatar is an object of components")
+	}
+	changes, id, err := spawnChanges(avatar, "", 0)
+	if err != nil {
+		return fail(400, err.Error())
+	}
+	agent, err := s.b.node.Attach(relay.AttachOptions{Identifier: gameworld.NewIdentifier("alloagent")})
+	if err != nil {
+		return fail(503, err.Error())
+	}
+	s.b.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.agent = agent
+	}
+	s.b.mu.Unlock()
+	if closed {
+		agent.Detach()
+		return fail(410, "session closed")
+	}
+	if err := s.apply(changes); err != nil {
+		// The agent stays, without an avatar; announcing again is refused.
+		return fail(400, err.Error())
+	}
+	s.avatar = id
+	return []any{"announce", id, s.b.opts.PlaceName, agent.Identifier()}
+}
+
+// maxChildren bounds how deep and wide one spawn may go.
+const (
+	maxSpawnDepth    = 16
+	maxSpawnEntities = 1024
+)
+
+// spawnChanges turns an entity spec ({components..., "children": [...]})
+// into adds, children pointing at their parent; it returns the new id.
+func spawnChanges(spec map[string]json.RawMessage, parent string, depth int) ([]gameworld.Change, string, error) {
+	if depth > maxSpawnDepth {
+		return nil, "", errors.New("children nested too deep")
+	}
+	id := uuid.NewString()
+	props := gameworld.Properties{}
+	var children []map[string]json.RawMessage
+	for k, v := range spec {
+		if k == "children" {
+			if err := json.Unmarshal(v, &children); err != nil {
+				return nil, "", errors.New("children is a list of entities")
+			}
+			continue
+		}
+		props[k] = v
+	}
+	if parent != "" {
+		props["relationships"] = mustJSON(map[string]string{"parent": parent})
+	}
+	changes := []gameworld.Change{{Type: gameworld.Add, ID: id, Properties: props}}
+	for _, c := range children {
+		more, _, err := spawnChanges(c, id, depth+1)
+		if err != nil {
+			return nil, "", err
+		}
+		changes = append(changes, more...)
+		if len(changes) > maxSpawnEntities {
+			return nil, "", errors.New("too many entities in one spawn")
+		}
+	}
+	return changes, id, nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// apply applies the agent's changes; all must be accepted.
+func (s *Session) apply(changes []gameworld.Change) error {
+	res, err := s.agent.Apply(changes)
+	if err != nil {
+		return err
+	}
+	if len(res.Refused) > 0 {
+		rf := res.Refused[0]
+		if errors.Is(rf.Err, gameworld.ErrUnknownObject) {
+			return fmt.Errorf("no entity %s", rf.Change.ID)
+		}
+		return fmt.Errorf("entity %s is not yours", rf.Change.ID)
+	}
+	return nil
+}
+
+// changeComponents serves
+// ["change_components", ID, "add_or_change", {...}, "remove", [names]].
+func (s *Session) changeComponents(body []json.RawMessage, fail func(string, ...any) []any) []any {
+	var id string
+	if len(body) < 2 || json.Unmarshal(body[1], &id) != nil {
+		return fail("change_components takes an entity id")
+	}
+	props := gameworld.Properties{}
+	for i := 2; i+1 < len(body); i += 2 {
+		var k string
+		json.Unmarshal(body[i], &k)
+		switch k {
+		case "add_or_change":
+			var m map[string]json.RawMessage
+			if json.Unmarshal(body[i+1], &m) != nil {
+				return fail("add_or_change is an object of components")
+			}
+			for name, v := range m {
+				props[name] = v
+			}
+		case "remove":
+			var names []string
+			if json.Unmarshal(body[i+1], &names) != nil {
+				return fail("remove is a list of component names")
+			}
+			for _, name := range names {
+				props[name] = json.RawMessage("null")
+			}
+		default:
+			return fail("unknown argument %q", k)
+		}
+	}
+	if len(props) == 0 {
+		return []any{"change_components", "ok"}
+	}
+	if err := s.apply([]gameworld.Change{{Type: gameworld.Update, ID: id, Properties: props}}); err != nil {
+		return fail("%v", err)
+	}
+	return []any{"change_components", "ok"}
+}
+
+// removeEntity serves ["remove_entity", ID, "reparent"|"cascade"]. Cascade
+// also removes the agent's descendants of the entity; reparent hands the
+// agent's children to the entity's parent. Others' entities are left.
+func (s *Session) removeEntity(body []json.RawMessage, fail func(string, ...any) []any) []any {
+	var id, mode string
+	if len(body) < 2 || json.Unmarshal(body[1], &id) != nil {
+		return fail("remove_entity takes an entity id")
+	}
+	mode = "reparent"
+	if len(body) > 2 && (json.Unmarshal(body[2], &mode) != nil || mode != "reparent" && mode != "cascade") {
+		return fail("the mode is reparent or cascade")
+	}
+	world := s.b.node.World()
+	o, ok := world.Get(id)
+	if !ok {
+		return fail("no entity %s", id)
+	}
+	me := s.agent.Identifier()
+	if o.Owner != me {
+		return fail("entity %s is not yours", id)
+	}
+	children := map[string][]string{}
+	world.Range(func(c gameworld.Object) bool {
+		if c.Owner == me {
+			if p := parentOf(c.Properties); p != "" {
+				children[p] = append(children[p], c.ID)
+			}
+		}
+		return true
+	})
+	var changes []gameworld.Change
+	if mode == "cascade" {
+		seen := map[string]bool{id: true}
+		for queue := []string{id}; len(queue) > 0; queue = queue[1:] {
+			for _, c := range children[queue[0]] {
+				if !seen[c] {
+					seen[c] = true
+					queue = append(queue, c)
+					changes = append(changes, gameworld.Change{Type: gameworld.Remove, ID: c})
+				}
+			}
+		}
+	} else {
+		rel := json.RawMessage("null")
+		if p := parentOf(o.Properties); p != "" {
+			rel = mustJSON(map[string]string{"parent": p})
+		}
+		for _, c := range children[id] {
+			changes = append(changes, gameworld.Change{Type: gameworld.Update, ID: c, Properties: gameworld.Properties{"relationships": rel}})
+		}
+	}
+	changes = append(changes, gameworld.Change{Type: gameworld.Remove, ID: id})
+	if err := s.apply(changes); err != nil {
+		return fail("%v", err)
+	}
+	return []any{"remove_entity", "ok"}
+}
+
+// parentOf returns the parent named by an entity's relationships component.
+func parentOf(p gameworld.Properties) string {
+	raw, ok := p["relationships"]
+	if !ok || !strings.Contains(string(raw), "parent") {
+		return ""
+	}
+	var rel struct {
+		Parent string `json:"parent"`
+	}
+	json.Unmarshal(raw, &rel)
+	return rel.Parent
+}

@@ -1,0 +1,299 @@
+package alloverse
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strconv"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/relay"
+)
+
+// MaxRevision is the largest revision: the largest integer a double holds
+// exactly. The revision after it is 0.
+const MaxRevision uint64 = 1 << 53
+
+// revSpace is the number of distinct revisions.
+const revSpace = MaxRevision + 1
+
+// nextRevision returns the revision after r.
+func nextRevision(r uint64) uint64 {
+	if r >= MaxRevision {
+		return 0
+	}
+	return r + 1
+}
+
+// revDistance returns how many revisions to is after from, across the wrap.
+func revDistance(from, to uint64) uint64 { return (to + revSpace - from) % revSpace }
+
+// isNewer reports whether a is a later revision than b: less than half the
+// revision space ahead of it.
+func isNewer(a, b uint64) bool {
+	d := revDistance(b, a)
+	return d != 0 && d < revSpace/2
+}
+
+// entity is one entity of the document: its non-null components.
+type entity struct {
+	comps map[string]json.RawMessage
+	// enc caches the entity's encoding in a set; nil when stale.
+	enc []byte
+}
+
+// entDelta is what one revision (or the changes pending for the next one)
+// did to one entity: whether it existed before, and the value before of
+// every component it touched (nil: absent before).
+type entDelta struct {
+	existed bool
+	before  map[string]json.RawMessage
+}
+
+// delta is the change set that produced revision rev.
+type delta struct {
+	rev  uint64
+	ents map[string]*entDelta
+}
+
+// state is the revisioned document with its history. It is not safe for
+// concurrent use; Bridge guards it.
+type state struct {
+	entities map[string]*entity
+	rev      uint64
+	// hist holds the change sets of the latest revisions, oldest first.
+	hist    []*delta
+	maxHist int
+	pending map[string]*entDelta
+	// cache holds this revision's packets: by base revision, and the set.
+	cache map[uint64][]byte
+	set   []byte
+	style PatchStyle
+}
+
+func newState(first uint64, maxHist int, style PatchStyle) *state {
+	return &state{entities: map[string]*entity{}, rev: first, maxHist: maxHist,
+		pending: map[string]*entDelta{}, cache: map[uint64][]byte{}, style: style}
+}
+
+// touch returns the pending delta of id, creating it.
+func (s *state) touch(id string, e *entity) *entDelta {
+	d := s.pending[id]
+	if d == nil {
+		d = &entDelta{existed: e != nil, before: map[string]json.RawMessage{}}
+		s.pending[id] = d
+	}
+	return d
+}
+
+// apply takes one delivery into the pending changes. An add or update
+// carries the object's whole state, so order within a heartbeat is all
+// that matters.
+func (s *state) apply(dl relay.Delivery) {
+	e := s.entities[dl.ID]
+	if dl.Type == gameworld.Remove {
+		if e == nil {
+			return
+		}
+		d := s.touch(dl.ID, e)
+		for k, v := range e.comps {
+			if _, ok := d.before[k]; !ok {
+				d.before[k] = v
+			}
+		}
+		delete(s.entities, dl.ID)
+		return
+	}
+	if dl.After == nil {
+		return
+	}
+	d := s.touch(dl.ID, e)
+	if e == nil {
+		e = &entity{comps: map[string]json.RawMessage{}}
+		s.entities[dl.ID] = e
+	}
+	for k, v := range e.comps {
+		if nv, ok := dl.After[k]; !ok || isNull(nv) {
+			if _, seen := d.before[k]; !seen {
+				d.before[k] = v
+			}
+			delete(e.comps, k)
+			e.enc = nil
+		}
+	}
+	for k, v := range dl.After {
+		if isNull(v) {
+			continue
+		}
+		old, ok := e.comps[k]
+		if ok && bytes.Equal(old, v) {
+			continue
+		}
+		if _, seen := d.before[k]; !seen {
+			d.before[k] = old // nil when absent
+		}
+		e.comps[k] = v
+		e.enc = nil
+	}
+}
+
+func isNull(v json.RawMessage) bool { return string(v) == "null" }
+
+// commit turns the pending changes into a new revision if any of them
+// changed the document; it reports whether it did.
+func (s *state) commit() bool {
+	for id, d := range s.pending {
+		e := s.entities[id]
+		switch {
+		case !d.existed && e == nil:
+			delete(s.pending, id)
+		case d.existed && e != nil:
+			same := true
+			for k, v := range d.before {
+				if !bytes.Equal(v, e.comps[k]) {
+					same = false
+					break
+				}
+			}
+			if same {
+				delete(s.pending, id)
+			}
+		}
+	}
+	if len(s.pending) == 0 {
+		return false
+	}
+	s.rev = nextRevision(s.rev)
+	s.hist = append(s.hist, &delta{rev: s.rev, ents: s.pending})
+	if len(s.hist) > s.maxHist {
+		s.hist[0] = nil
+		s.hist = s.hist[1:]
+	}
+	s.pending = map[string]*entDelta{}
+	clear(s.cache)
+	s.set = nil
+	return true
+}
+
+// inHistory reports whether a diff from base to the current revision can
+// be built.
+func (s *state) inHistory(base uint64) bool {
+	if base == s.rev {
+		return true
+	}
+	d := revDistance(base, s.rev)
+	return d <= uint64(len(s.hist)) && s.hist[len(s.hist)-int(d)].rev == nextRevision(base)
+}
+
+// packet returns what a client that acknowledged ack is sent, or nil if
+// it is up to date. ack 0 always gets a set.
+func (s *state) packet(ack uint64) []byte {
+	if ack == 0 || !s.inHistory(ack) {
+		return s.setPacket()
+	}
+	if ack == s.rev {
+		return nil
+	}
+	if p, ok := s.cache[ack]; ok {
+		return p
+	}
+	p := s.diffPacket(ack)
+	s.cache[ack] = p
+	return p
+}
+
+// setPacket encodes the whole document as a set, once per revision.
+func (s *state) setPacket() []byte {
+	if s.set != nil {
+		return s.set
+	}
+	ids := make([]string, 0, len(s.entities))
+	size := 64
+	for id, e := range s.entities {
+		ids = append(ids, id)
+		if e.enc == nil {
+			e.enc = appendEntity(nil, id, e.comps)
+		}
+		size += len(id) + len(e.enc) + 4
+	}
+	slices.Sort(ids)
+	b := make([]byte, 0, size)
+	b = append(b, `{"patch_style":"set","entities":{`...)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, id)
+		b = append(b, ':')
+		b = append(b, s.entities[id].enc...)
+	}
+	b = append(b, `},"revision":`...)
+	b = strconv.AppendUint(b, s.rev, 10)
+	s.set = append(b, '}')
+	return s.set
+}
+
+// appendEntity appends {"id":id,"components":{...}} with sorted keys.
+func appendEntity(b []byte, id string, comps map[string]json.RawMessage) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, id)
+	b = append(b, `,"components":`...)
+	b = appendComponents(b, comps)
+	return append(b, '}')
+}
+
+func appendComponents(b []byte, comps map[string]json.RawMessage) []byte {
+	b = append(b, '{')
+	for i, k := range sortedKeys(comps) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = append(b, comps[k]...)
+	}
+	return append(b, '}')
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func appendString(b []byte, s string) []byte {
+	enc, _ := json.Marshal(s)
+	return append(b, enc...)
+}
+
+// change is what happened to one entity between a base revision and now.
+type change struct {
+	existed bool
+	// base holds the base value of every component touched since.
+	base map[string]json.RawMessage
+}
+
+// changesSince folds the change sets after base into one per entity, in
+// time proportional to their size. base must be in history.
+func (s *state) changesSince(base uint64) map[string]*change {
+	d := int(revDistance(base, s.rev))
+	out := map[string]*change{}
+	for _, h := range s.hist[len(s.hist)-d:] {
+		for id, ed := range h.ents {
+			c := out[id]
+			if c == nil {
+				c = &change{existed: ed.existed, base: map[string]json.RawMessage{}}
+				out[id] = c
+			}
+			for k, v := range ed.before {
+				if _, ok := c.base[k]; !ok {
+					c.base[k] = v
+				}
+			}
+		}
+	}
+	return out
+}
