@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/solipsism/mesh/relay"
@@ -55,6 +56,9 @@ type Bridge struct {
 	st       *state
 	sessions map[*Session]struct{}
 	closed   bool
+
+	// beats counts heartbeats.
+	beats atomic.Uint64
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -141,6 +145,7 @@ func (b *Bridge) loop(ctx context.Context) {
 // heartbeat takes the world's changes into the document, as one new
 // revision if anything changed, and sends every client what it lacks.
 func (b *Bridge) heartbeat() {
+	b.beats.Add(1)
 	b.inMu.Lock()
 	in := b.incoming
 	b.incoming = nil

@@ -47,6 +47,7 @@ type Client struct {
 
 // ClientStats counts what a Client received.
 type ClientStats struct {
+	// Sets, Merges and Applies count the packets of each form taken.
 	Sets, Merges, Applies uint64
 	// Failed counts packets that could not be used (a missing base, a
 	// patch that failed): each asks for a set.
@@ -163,7 +164,7 @@ func (c *Client) reply(frame []byte) {
 
 // state takes one state packet: a set, merge or apply.
 func (c *Client) state(pkt []byte) {
-	doc, err := c.resolve(pkt)
+	doc, style, err := c.resolve(pkt)
 	c.mu.Lock()
 	if err != nil {
 		c.stats.Failed++
@@ -198,53 +199,59 @@ func (c *Client) state(pkt []byte) {
 		c.order = c.order[1:]
 	}
 	c.latest, c.have = rev, true
+	switch style {
+	case "set":
+		c.stats.Sets++
+	case "merge":
+		c.stats.Merges++
+	case "apply":
+		c.stats.Applies++
+	}
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()
-	c.ack(rev)
+	if rev != 0 {
+		// Acknowledging revision 0, after the wrap, would ask for a set:
+		// the previous acknowledgement stands until revision 1.
+		c.ack(rev)
+	}
 }
 
-// resolve turns a packet into the document it describes.
-func (c *Client) resolve(pkt []byte) ([]byte, error) {
+// resolve turns a packet into the document it describes, and returns
+// the packet's form.
+func (c *Client) resolve(pkt []byte) (doc []byte, style string, err error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(pkt, &m); err != nil {
-		return nil, fmt.Errorf("alloverse: packet is not a JSON object: %w", err)
+		return nil, "", fmt.Errorf("alloverse: packet is not a JSON object: %w", err)
 	}
-	var style string
 	json.Unmarshal(m["patch_style"], &style)
 	delete(m, "patch_style")
 	if style == "set" {
 		delete(m, "patch_from")
-		c.count(func(s *ClientStats) { s.Sets++ })
-		return json.Marshal(m)
+		doc, err = json.Marshal(m)
+		return doc, style, err
 	}
 	from, ok := parseRevision(m["patch_from"])
 	delete(m, "patch_from")
 	if !ok {
-		return nil, errors.New("alloverse: patch without a valid patch_from")
+		return nil, style, errors.New("alloverse: patch without a valid patch_from")
 	}
 	c.mu.Lock()
 	base, ok := c.hist[from]
 	c.mu.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("alloverse: base revision %d not in history", from)
+		return nil, style, fmt.Errorf("alloverse: base revision %d not in history", from)
 	}
 	switch style {
 	case "merge":
-		c.count(func(s *ClientStats) { s.Merges++ })
 		patch, _ := json.Marshal(m)
-		return MergePatch(base, patch)
+		doc, err = MergePatch(base, patch)
 	case "apply":
-		c.count(func(s *ClientStats) { s.Applies++ })
-		return ApplyPatch(base, m["patches"])
+		doc, err = ApplyPatch(base, m["patches"])
+	default:
+		err = fmt.Errorf("alloverse: unknown patch_style %q", style)
 	}
-	return nil, fmt.Errorf("alloverse: unknown patch_style %q", style)
-}
-
-func (c *Client) count(f func(*ClientStats)) {
-	c.mu.Lock()
-	f(&c.stats)
-	c.mu.Unlock()
+	return doc, style, err
 }
 
 // ack acknowledges rev (0 asks for a set).
