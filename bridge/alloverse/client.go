@@ -135,7 +135,9 @@ func (c *Client) readLoop() {
 		if c.opts.DropState != nil && c.opts.DropState() {
 			continue
 		}
-		c.state(frame)
+		if rev, ok := c.state(frame); ok {
+			c.ack(rev)
+		}
 	}
 }
 
@@ -162,15 +164,15 @@ func (c *Client) reply(frame []byte) {
 	}
 }
 
-// state takes one state packet: a set, merge or apply.
-func (c *Client) state(pkt []byte) {
+// state takes one state packet: a set, merge or apply. It returns the
+// acknowledgement to send, if any.
+func (c *Client) state(pkt []byte) (ack uint64, send bool) {
 	doc, style, err := c.resolve(pkt)
 	c.mu.Lock()
 	if err != nil {
 		c.stats.Failed++
 		c.mu.Unlock()
-		c.ack(0) // ask for a set
-		return
+		return 0, true // ask for a set
 	}
 	var top struct {
 		Revision json.RawMessage `json:"revision"`
@@ -183,12 +185,11 @@ func (c *Client) state(pkt []byte) {
 	case !ok:
 		c.stats.Failed++
 		c.mu.Unlock()
-		c.ack(0)
-		return
+		return 0, true
 	case c.have && !isNewer(rev, c.latest):
 		c.stats.Stale++
 		c.mu.Unlock()
-		return
+		return 0, false
 	}
 	if _, dup := c.hist[rev]; !dup {
 		c.order = append(c.order, rev)
@@ -210,11 +211,9 @@ func (c *Client) state(pkt []byte) {
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()
-	if rev != 0 {
-		// Acknowledging revision 0, after the wrap, would ask for a set:
-		// the previous acknowledgement stands until revision 1.
-		c.ack(rev)
-	}
+	// Acknowledging revision 0, after the wrap, would ask for a set: the
+	// previous acknowledgement stands until revision 1.
+	return rev, rev != 0
 }
 
 // resolve turns a packet into the document it describes, and returns

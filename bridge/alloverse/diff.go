@@ -98,9 +98,14 @@ func appendOp(b []byte, op, path string, value []byte) []byte {
 	return append(b, "},"...)
 }
 
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
 // escapePointer escapes a JSON Pointer reference token (RFC 6901).
 func escapePointer(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+	if !strings.ContainsAny(s, "~/") {
+		return s
+	}
+	return pointerEscaper.Replace(s)
 }
 
 // mergePacket builds an RFC 7396 diff, or returns nil if merge cannot
@@ -229,6 +234,9 @@ func object(v json.RawMessage) (map[string]json.RawMessage, bool) {
 // evanphx/json-patch (and so Go clients) drops null members of objects
 // inside them, so such values are not sent as merges either.
 func hasMemberNull(v json.RawMessage) bool {
+	if !bytes.Contains(v, []byte("null")) {
+		return false
+	}
 	switch {
 	case len(v) > 0 && v[0] == '[':
 		var a []json.RawMessage

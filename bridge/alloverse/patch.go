@@ -144,6 +144,11 @@ func decodeJSON(b []byte) (any, error) {
 	return v, nil
 }
 
+var (
+	validEscapes     = strings.NewReplacer("~0", "", "~1", "")
+	pointerUnescaper = strings.NewReplacer("~1", "/", "~0", "~")
+)
+
 // resolve evaluates a JSON Pointer (RFC 6901) in v.
 func resolve(v any, pointer string) (any, error) {
 	if pointer == "" {
@@ -153,10 +158,10 @@ func resolve(v any, pointer string) (any, error) {
 		return nil, fmt.Errorf("pointer %q does not start with /", pointer)
 	}
 	for _, tok := range strings.Split(pointer[1:], "/") {
-		if strings.Contains(strings.NewReplacer("~0", "", "~1", "").Replace(tok), "~") {
+		if strings.Contains(validEscapes.Replace(tok), "~") {
 			return nil, fmt.Errorf("pointer %q has an invalid escape", pointer)
 		}
-		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		tok = pointerUnescaper.Replace(tok)
 		switch c := v.(type) {
 		case map[string]any:
 			next, ok := c[tok]

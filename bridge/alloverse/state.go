@@ -264,9 +264,17 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
+// appendString appends s as a JSON string.
 func appendString(b []byte, s string) []byte {
-	enc, _ := json.Marshal(s)
-	return append(b, enc...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			enc, _ := json.Marshal(s)
+			return append(b, enc...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // change is what happened to one entity between a base revision and now.

@@ -182,4 +182,3 @@ func (w *wsConn) readLoop(s *Session) {
 		}
 	}
 }
-
