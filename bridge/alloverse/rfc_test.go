@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// fixtures is where the shared test vectors live, relative to this package.
-const fixtures = "../../../shared/fixtures"
+// fixtures holds the RFC test vectors.
+const fixtures = "testdata"
 
 type patchCase struct {
 	Comment  string          `json:"comment"`
