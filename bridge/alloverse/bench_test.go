@@ -107,8 +107,8 @@ func BenchmarkDiff(b *testing.B) {
 // the bridge alone.
 type nullConn struct{ bytes int }
 
-func (c *nullConn) SendState(p []byte)        { c.bytes += len(p) }
-func (c *nullConn) Send([]byte) error         { return nil }
+func (c *nullConn) SendState(p []byte)       { c.bytes += len(p) }
+func (c *nullConn) Send([]byte) error        { return nil }
 func (c *nullConn) Close(StatusCode, string) {}
 
 // BenchmarkServe: a heartbeat of a place with 10,000 entities, 1%
