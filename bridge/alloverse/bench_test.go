@@ -82,7 +82,7 @@ func BenchmarkDiff(b *testing.B) {
 		t0 := time.Now()
 		changes := s.changesSince(base)
 		ids := sortedKeys(changes)
-		merge := s.mergePacket(base, ids, changes)
+		merge, _ := s.mergePacket(base, ids, changes)
 		ours += time.Since(t0)
 		apply := s.applyPacket(base, ids, changes)
 		now := docOf(s)

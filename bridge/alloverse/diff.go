@@ -40,10 +40,11 @@ func (s *state) diffPacket(base uint64) []byte {
 	changes := s.changesSince(base)
 	ids := sortedKeys(changes)
 	var merge []byte
+	smaller := false
 	if s.style != Apply {
-		merge = s.mergePacket(base, ids, changes)
+		merge, smaller = s.mergePacket(base, ids, changes)
 	}
-	if s.style == Merge && merge != nil {
+	if merge != nil && (s.style == Merge || smaller) {
 		return merge
 	}
 	apply := s.applyPacket(base, ids, changes)
@@ -109,8 +110,12 @@ func escapePointer(s string) string {
 }
 
 // mergePacket builds an RFC 7396 diff, or returns nil if merge cannot
-// express the change exactly.
-func (s *state) mergePacket(base uint64, ids []string, changes map[string]*change) []byte {
+// express the change exactly. smaller reports that the diff is certainly
+// no larger than the apply form: per entity and component, merge writes
+// less than an operation with its path, unless a component's merge patch
+// (nulls for removed members) is longer than its new value.
+func (s *state) mergePacket(base uint64, ids []string, changes map[string]*change) (pkt []byte, smaller bool) {
+	smaller = true
 	b := []byte(`{"patch_style":"merge","patch_from":`)
 	b = strconv.AppendUint(b, base, 10)
 	b = append(b, `,"entities":{`...)
@@ -126,7 +131,7 @@ func (s *state) mergePacket(base uint64, ids []string, changes map[string]*chang
 		case !c.existed:
 			for _, cv := range e.comps {
 				if hasMemberNull(cv) {
-					return nil
+					return nil, false
 				}
 			}
 			v = appendEntity(nil, id, e.comps)
@@ -144,7 +149,10 @@ func (s *state) mergePacket(base uint64, ids []string, changes map[string]*chang
 				default:
 					var ok bool
 					if p, ok = mergeDiff(old, now); !ok {
-						return nil
+						return nil, false
+					}
+					if len(p) > len(now) {
+						smaller = false
 					}
 				}
 				if m > 0 {
@@ -171,7 +179,7 @@ func (s *state) mergePacket(base uint64, ids []string, changes map[string]*chang
 	}
 	b = append(b, `},"revision":`...)
 	b = strconv.AppendUint(b, s.rev, 10)
-	return append(b, '}')
+	return append(b, '}'), smaller
 }
 
 // mergeDiff returns the merge patch that turns old into now (old may be nil:
