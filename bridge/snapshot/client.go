@@ -1,0 +1,515 @@
+package snapshot
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+)
+
+// Errors a Client ends with.
+var (
+	ErrHashMismatch = errors.New("snapshot: a ghost type's hash differs from ours")
+	ErrDisconnected = errors.New("snapshot: disconnected by the server")
+	ErrTimeout      = errors.New("snapshot: server silent")
+	errStale        = errors.New("snapshot: older than the newest applied")
+)
+
+// histSize is how many received snapshots a client keeps as baselines:
+// more than the server's ring, so every baseline it may use is here.
+const histSize = 64
+
+// world is a client's reconstruction of the server's world from
+// snapshots. It does no I/O.
+type world struct {
+	local  []GhostType
+	byGUID map[[16]byte]int
+	// loaded maps the server's type index to a local type, for the types
+	// loaded so far, in server order.
+	loaded []int
+	hashes []uint32
+
+	ghosts  map[uint32]*cghost
+	objects map[string]uint32
+	hist    map[uint32]map[uint32]*base
+
+	lastTick, ackMask uint32
+	serverTime        uint32
+	lastCmd, cmdMask  uint32
+}
+
+type cghost struct {
+	object string
+	typ    int // local type
+	vals   []value
+}
+
+func newWorld(types []GhostType) *world {
+	w := &world{local: types, byGUID: map[[16]byte]int{}, ghosts: map[uint32]*cghost{},
+		objects: map[string]uint32{}, hist: map[uint32]map[uint32]*base{}}
+	for i, t := range types {
+		w.byGUID[t.GUID()] = i
+	}
+	return w
+}
+
+// pendingGhost is a decoded ghost not yet applied.
+type pendingGhost struct {
+	id     uint32
+	spawn  bool
+	object string
+	typ    int
+	b      *base
+}
+
+// apply applies one snapshot packet: removals first, then additions and
+// changes. A packet older than the newest applied is rejected, so applying
+// one twice changes nothing; a packet that does not decode changes
+// nothing.
+func (w *world) apply(p []byte) error {
+	r := NewReader(p)
+	if r.ReadBits(8) != msgSnapshot {
+		return fmt.Errorf("%w: not a snapshot", ErrBadPacket)
+	}
+	h := readHeader(r)
+	if r.Err() != nil {
+		return r.Err()
+	}
+	if w.lastTick != 0 && int32(h.Tick-w.lastTick) <= 0 {
+		return errStale
+	}
+	start, list, err := readPrefabs(r)
+	if err != nil {
+		return err
+	}
+	for i, e := range list {
+		if start+i != len(w.loaded) {
+			continue
+		}
+		li, ok := w.byGUID[e.GUID]
+		if !ok {
+			break // not known here: neither it nor what follows loads
+		}
+		if w.local[li].Hash() != e.Hash {
+			return ErrHashMismatch
+		}
+		w.loaded = append(w.loaded, li)
+		w.hashes = append(w.hashes, e.Hash)
+	}
+	nDespawn := r.ReadBits(32)
+	r.ReadBits(32) // relevant ghosts
+	if int64(nDespawn)*32 > int64(r.Remaining()) {
+		return fmt.Errorf("%w: %d despawns", ErrBadPacket, nDespawn)
+	}
+	despawns := make([]uint32, nDespawn)
+	for i := range despawns {
+		despawns[i] = r.ReadBits(32)
+	}
+	nUpdate := r.ReadPacked()
+	if r.Err() != nil {
+		return r.Err()
+	}
+	if int64(nUpdate)*4 > int64(r.Remaining()) {
+		return fmt.Errorf("%w: %d ghosts", ErrBadPacket, nUpdate)
+	}
+	var pending []pendingGhost
+	for uint32(len(pending)) < nUpdate {
+		typ := r.ReadBits(32)
+		n := r.ReadBits(32)
+		r.ReadBool() // prespawn
+		if r.Err() != nil {
+			return r.Err()
+		}
+		if typ >= uint32(len(w.loaded)) || n == 0 || n > nUpdate-uint32(len(pending)) {
+			return fmt.Errorf("%w: chunk of type %d with %d ghosts", ErrBadPacket, typ, n)
+		}
+		lt := &w.local[w.loaded[typ]]
+		for got := uint32(0); got < n; {
+			d0, d1 := r.ReadPacked(), r.ReadPacked()
+			r.ReadPacked() // third baseline: unused
+			cnt := r.ReadPacked()
+			if r.Err() != nil {
+				return r.Err()
+			}
+			if cnt == 0 || cnt > n-got || (d0 == 0 && d1 != 0) {
+				return fmt.Errorf("%w: baseline group", ErrBadPacket)
+			}
+			codec := ghostCodec{tick: h.Tick}
+			if d0 != 0 {
+				codec.t0 = h.Tick - d0
+			}
+			if d1 != 0 {
+				codec.t1 = h.Tick - d1
+			}
+			prev := uint32(0)
+			for range cnt {
+				pg := pendingGhost{id: prev + r.ReadPacked(), typ: w.loaded[typ]}
+				prev = pg.id
+				var b0, b1 *base
+				if d0 == 0 {
+					pg.spawn = true
+					r.ReadPacked() // spawn tick
+					pg.object = string(r.ReadBytes(MaxJSONBytes))
+				} else if b0 = w.hist[codec.t0][pg.id]; b0 == nil || len(b0.vals) != len(lt.Fields) {
+					return fmt.Errorf("%w: ghost %d's baseline %d is not here", ErrBadPacket, pg.id, codec.t0)
+				}
+				if d1 != 0 {
+					if b1 = w.hist[codec.t1][pg.id]; b1 == nil || len(b1.vals) != len(lt.Fields) {
+						return fmt.Errorf("%w: ghost %d's baseline %d is not here", ErrBadPacket, pg.id, codec.t1)
+					}
+				}
+				if r.Err() != nil {
+					return r.Err()
+				}
+				vals, mask, size, err := codec.decode(r, lt, b0, b1)
+				if err != nil {
+					return err
+				}
+				pg.b = &base{vals: vals, mask: mask, size: size}
+				pending = append(pending, pg)
+			}
+			got += cnt
+		}
+	}
+	// The packet is whole: removals, then additions and changes.
+	for _, id := range despawns {
+		if g := w.ghosts[id]; g != nil {
+			delete(w.ghosts, id)
+			if w.objects[g.object] == id {
+				delete(w.objects, g.object)
+			}
+		}
+	}
+	kept := make(map[uint32]*base, len(pending))
+	for _, pg := range pending {
+		g := w.ghosts[pg.id]
+		if pg.spawn {
+			g = &cghost{object: pg.object, typ: pg.typ}
+			w.ghosts[pg.id] = g
+			w.objects[pg.object] = pg.id
+		}
+		if g == nil {
+			continue // changes of a ghost despawned meanwhile
+		}
+		g.vals = pg.b.vals
+		kept[pg.id] = pg.b
+	}
+	w.hist[h.Tick] = kept
+	for t := range w.hist {
+		if h.Tick-t >= histSize {
+			delete(w.hist, t)
+		}
+	}
+	if w.lastTick != 0 {
+		shift := h.Tick - w.lastTick
+		if shift >= 32 {
+			w.ackMask = 0
+		} else {
+			w.ackMask = w.ackMask<<shift | 1<<(shift-1)
+		}
+	}
+	w.lastTick, w.serverTime = h.Tick, h.LocalTime
+	w.lastCmd, w.cmdMask = h.LastCmd, h.CmdMask
+	return nil
+}
+
+// Objects returns the world as reconstructed: object id to properties.
+func (w *world) Objects() map[string]gameworld.Properties {
+	out := make(map[string]gameworld.Properties, len(w.objects))
+	for obj, id := range w.objects {
+		g := w.ghosts[id]
+		out[obj] = w.local[g.typ].properties(g.vals)
+	}
+	return out
+}
+
+// ClientOptions configures a Client. The zero value is usable.
+type ClientOptions struct {
+	// Types are the ghost types this client can load. Nil means
+	// GenericType and TransformType.
+	Types []GhostType
+	// Timeout ends the connection when the server is silent this long.
+	// Zero means 5 s.
+	Timeout time.Duration
+}
+
+// Client is a game-engine style peer: it follows the world through
+// snapshots and changes objects it owns through its commands. Its methods
+// are safe for concurrent use.
+type Client struct {
+	conn *net.UDPConn
+	opts ClientOptions
+	id   string
+	rate int
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	w       *world
+	cmdTick uint32
+	pending map[string]*pendingUpdate
+	ver     uint64
+	err     error
+	changed chan struct{}
+}
+
+type pendingUpdate struct {
+	u        update
+	ver      uint64
+	sentTick uint32
+	sentVer  uint64
+}
+
+// Dial connects to a snapshot server at a UDP address.
+func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error) {
+	if opts.Types == nil {
+		opts.Types = []GhostType{GenericType, TransformType}
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	uc, err := net.DialUDP("udp", nil, ua)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	c := &Client{conn: uc, opts: opts, done: make(chan struct{}), w: newWorld(opts.Types),
+		pending: map[string]*pendingUpdate{}, changed: make(chan struct{})}
+	if err := c.handshake(ctx); err != nil {
+		uc.Close()
+		return nil, err
+	}
+	c.wg.Add(2)
+	go c.readLoop()
+	go c.commandLoop()
+	return c, nil
+}
+
+// handshake proves our address with the server's cookie and waits to be
+// accepted.
+func (c *Client) handshake(ctx context.Context) error {
+	var nonce [4]byte
+	rand.Read(nonce[:])
+	req := make([]byte, connectSize)
+	req[0] = msgConnect
+	copy(req[1:], nonce[:])
+	buf := make([]byte, MaxPacket)
+	for ctx.Err() == nil {
+		c.conn.Write(req)
+		c.conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		n, err := c.conn.Read(buf)
+		if err != nil || n == 0 {
+			continue
+		}
+		switch buf[0] {
+		case msgChallenge:
+			if n == challengeSize && string(buf[1:5]) == string(nonce[:]) {
+				req = append([]byte{msgResponse}, buf[1:challengeSize]...)
+			}
+		case msgAccept:
+			r := NewReader(buf[:n])
+			r.ReadBits(8)
+			if r.ReadBits(32) != binary.LittleEndian.Uint32(nonce[:]) {
+				continue
+			}
+			c.rate = int(r.ReadBits(16))
+			c.id = string(r.ReadBytes(64))
+			if r.Err() != nil || c.rate <= 0 || !gameworld.IsIdentifier(c.id) {
+				return fmt.Errorf("%w: malformed accept", ErrBadPacket)
+			}
+			c.conn.SetReadDeadline(time.Time{})
+			return nil
+		case msgDisconnect:
+			return ErrDisconnected
+		}
+	}
+	return fmt.Errorf("snapshot: connecting: %w", ctx.Err())
+}
+
+// Identifier returns the world identifier the server gave this client:
+// the owner of the objects it creates.
+func (c *Client) Identifier() string { return c.id }
+
+// Objects returns the world as this client sees it.
+func (c *Client) Objects() map[string]gameworld.Properties {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.w.Objects()
+}
+
+// Tick returns the newest snapshot tick applied.
+func (c *Client) Tick() uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.w.lastTick
+}
+
+// Changed returns a channel closed at the next snapshot applied.
+func (c *Client) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// Set creates or changes an object this client owns. It is sent with every
+// command until the server acknowledges one that carried it.
+func (c *Client) Set(id string, props map[string]any) error {
+	b, err := json.Marshal(props)
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	c.queue(update{ID: id, Props: b})
+	return nil
+}
+
+// Remove removes an object this client owns.
+func (c *Client) Remove(id string) { c.queue(update{ID: id, Remove: true}) }
+
+func (c *Client) queue(u update) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ver++
+	p := c.pending[u.ID]
+	if p == nil {
+		p = &pendingUpdate{}
+		c.pending[u.ID] = p
+	}
+	p.u, p.ver = u, c.ver
+}
+
+// Done is closed when the client has stopped; Err says why.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err returns why the client stopped, or nil.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close says goodbye and stops the client.
+func (c *Client) Close() error {
+	c.stop(nil, ReasonNormal)
+	c.wg.Wait()
+	return nil
+}
+
+func (c *Client) stop(err error, reason byte) {
+	c.mu.Lock()
+	select {
+	case <-c.done:
+		c.mu.Unlock()
+		return
+	default:
+	}
+	c.err = err
+	close(c.done)
+	c.mu.Unlock()
+	if reason != 0 {
+		c.conn.Write([]byte{msgDisconnect, reason})
+	}
+	c.conn.Close()
+}
+
+func (c *Client) readLoop() {
+	defer c.wg.Done()
+	buf := make([]byte, MaxPacket+1)
+	for {
+		c.conn.SetReadDeadline(time.Now().Add(c.opts.Timeout))
+		n, err := c.conn.Read(buf)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				c.stop(ErrTimeout, ReasonTimeout)
+			} else {
+				c.stop(err, 0)
+			}
+			return
+		}
+		if n == 0 || n > MaxPacket {
+			continue
+		}
+		switch buf[0] {
+		case msgDisconnect:
+			reason := byte(0)
+			if n > 1 {
+				reason = buf[1]
+			}
+			err := fmt.Errorf("%w (reason %d)", ErrDisconnected, reason)
+			if reason == ReasonHashMismatch {
+				err = fmt.Errorf("%w: %w", ErrDisconnected, ErrHashMismatch)
+			}
+			c.stop(err, 0)
+			return
+		case msgSnapshot:
+			c.mu.Lock()
+			err := c.w.apply(buf[:n])
+			if err == nil {
+				c.ackedLocked()
+				close(c.changed)
+				c.changed = make(chan struct{})
+			}
+			c.mu.Unlock()
+			if errors.Is(err, ErrHashMismatch) {
+				c.stop(err, ReasonHashMismatch)
+				return
+			}
+		}
+	}
+}
+
+// ackedLocked drops pending updates that a command the server received
+// carried, unless they changed since. c.mu must be held.
+func (c *Client) ackedLocked() {
+	got := func(t uint32) bool {
+		d := c.w.lastCmd - t
+		return t != 0 && (d == 0 || (d <= 32 && c.w.cmdMask&(1<<(d-1)) != 0))
+	}
+	for id, p := range c.pending {
+		if p.sentVer == p.ver && got(p.sentTick) {
+			delete(c.pending, id)
+		}
+	}
+}
+
+func (c *Client) commandLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(time.Second / time.Duration(c.rate))
+	defer t.Stop()
+	var w Writer
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		c.cmdTick++
+		cmd := command{LocalTime: uint32(time.Now().UnixMilli()), ReturnTime: c.w.serverTime, Tick: c.cmdTick,
+			AckTick: c.w.lastTick, AckMask: c.w.ackMask, Loaded: uint16(len(c.w.loaded)), Digest: digest(c.w.hashes)}
+		room := MaxPacket - 40
+		for _, p := range c.pending {
+			n := len(p.u.ID) + len(p.u.Props) + 8
+			if n > room || len(cmd.Updates) == maxUpdates {
+				continue
+			}
+			room -= n
+			cmd.Updates = append(cmd.Updates, p.u)
+			p.sentTick, p.sentVer = c.cmdTick, p.ver
+		}
+		c.mu.Unlock()
+		w.Reset()
+		cmd.write(&w)
+		c.conn.Write(w.Bytes())
+	}
+}

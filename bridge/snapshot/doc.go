@@ -1,0 +1,21 @@
+// Package snapshot serves a node's world to game engines and embedded peers
+// as compact binary snapshots over UDP, in the style of Unity's Netcode for
+// Entities: a handshake that proves the client's address, a list of ghost
+// types (prefabs) the client loads, and then one packet per client per tick
+// holding despawns and, per ghost type, the ghosts that changed, each
+// delta-coded against the newest snapshot the client acknowledged that held
+// it (and predicted from the one before), behind a change mask.
+//
+// A Server joins a relay.Node through relay.Attach: one observer attachment
+// feeds its ghosts, and each client is an attachment of its own whose
+// commands change the objects it owns. Ownership and routing stay in relay
+// and ownership.
+//
+// Objects map to ghost types by their "ghostType" property; objects without
+// one (or naming an unknown type) use GenericType, which carries every
+// property as one JSON value. A typed object's properties outside its type's
+// fields are not replicated.
+//
+// The bit packer and the packed-integer code are written here: they are
+// the protocol's own (Unity's 16-bucket code), and no Go library offers them.
+package snapshot

@@ -1,0 +1,189 @@
+package snapshot
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// maxDespawnsPerPacket is the despawns' reserved share of a packet: 64
+// ids of 32 bits, a fifth of it.
+const maxDespawnsPerPacket = 64
+
+// candidate is a ghost that one snapshot may carry.
+type candidate struct {
+	g        *ghost
+	cg       *clientGhost
+	prio     uint64
+	b0, b1   *base
+	t0, t1   uint32
+	from, to int // its encoded body in the scratch writer
+	mask     uint32
+	size     uint32
+}
+
+// baseline returns the snapshot a client acknowledged at tick t that
+// holds ghost id, if the ring still has it.
+func (c *conn) baseline(t, id, now uint32) *base {
+	if t == 0 || now-t >= ringSize {
+		return nil
+	}
+	sn := c.ring[t%ringSize]
+	if sn == nil || sn.tick != t || !sn.acked {
+		return nil
+	}
+	return sn.ghosts[id]
+}
+
+// snapshotLocked writes the client's snapshot for this tick into w and
+// keeps it as a possible baseline. s.mu must be held.
+func (s *Server) snapshotLocked(c *conn, w *Writer) {
+	tick := s.tick
+	h := header{LocalTime: s.now(), ReturnTime: c.cmdTime, Seq: c.seq, Tick: tick, LastCmd: c.lastCmd, CmdMask: c.cmdMask}
+	if !c.cmdAt.IsZero() {
+		h.CommandAge = uint32(time.Since(c.cmdAt).Milliseconds())
+	}
+	c.seq++
+	h.write(w)
+
+	start, end := c.loaded, min(len(s.types), c.loaded+maxPrefabsPerPacket)
+	list := make([]prefab, 0, end-start)
+	for i := start; i < end; i++ {
+		list = append(list, prefab{GUID: s.types[i].GUID(), Hash: s.hashes[i]})
+	}
+	writePrefabs(w, start, list)
+
+	despawns := make([]uint32, 0, min(len(c.despawns), maxDespawnsPerPacket))
+	for id := range c.despawns {
+		despawns = append(despawns, id)
+	}
+	slices.Sort(despawns)
+	despawns = despawns[:min(len(despawns), maxDespawnsPerPacket)]
+
+	// Every relevant ghost the client lacks or whose value moved past its
+	// baseline is a candidate; the rest cost nothing.
+	var cands []candidate
+	var scratch, data Writer
+	relevant := 0
+	for _, g := range s.objects {
+		if g.typ >= c.loaded {
+			continue
+		}
+		relevant++
+		cg := c.ghosts[g.id]
+		cd := candidate{g: g, cg: cg}
+		if cg != nil {
+			cd.t0, cd.t1 = cg.acked[0], cg.acked[1]
+			cd.b0 = c.baseline(cd.t0, g.id, tick)
+			if cd.b0 != nil {
+				cd.b1 = c.baseline(cd.t1, g.id, tick)
+			}
+			if cd.b0 != nil && g.changed <= cd.t0 {
+				continue
+			}
+		}
+		if cd.b0 == nil {
+			cd.t0, cd.t1, cd.b1 = 0, 0, nil
+		} else if cd.b1 == nil {
+			cd.t1 = 0
+		}
+		age := uint64(tick - g.spawn + 1)
+		if cg != nil {
+			age = uint64(tick - cg.lastSent)
+		}
+		cd.prio = age * uint64(s.types[g.typ].importance())
+		cands = append(cands, cd)
+	}
+	slices.SortFunc(cands, func(a, b candidate) int {
+		if c := cmp.Compare(b.prio, a.prio); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.g.id, b.g.id)
+	})
+
+	// Fit what the packet holds, most urgent first; the rest waits.
+	budget := MaxPacket*8 - w.Bits() - 64 - 32*len(despawns) - 38 - 8
+	chosen := cands[:0]
+	for _, cd := range cands {
+		t := &s.types[cd.g.typ]
+		codec := ghostCodec{tick: tick, t0: cd.t0, t1: cd.t1}
+		cd.from = scratch.Bits()
+		cd.mask, cd.size = codec.encode(&scratch, &data, t, cd.g.vals, cd.b0, cd.b1)
+		cd.to = scratch.Bits()
+		cost := cd.to - cd.from + 24 // its id, and a share of chunk and group headers
+		if cd.b0 == nil {
+			cost += 38 + 8 + 8*len(cd.g.object)
+		}
+		if cost > budget {
+			scratch.nbits = cd.from // not sent: forget its bits
+			scratch.buf = scratch.buf[:(cd.from+7)/8]
+			if cd.from%8 != 0 {
+				scratch.buf[len(scratch.buf)-1] &= 1<<(cd.from%8) - 1
+			}
+			continue
+		}
+		budget -= cost
+		chosen = append(chosen, cd)
+	}
+
+	// Chunks by type, groups by baselines, ghosts by id.
+	slices.SortFunc(chosen, func(a, b candidate) int {
+		return cmp.Or(cmp.Compare(a.g.typ, b.g.typ), cmp.Compare(b.t0, a.t0), cmp.Compare(b.t1, a.t1), cmp.Compare(a.g.id, b.g.id))
+	})
+	w.WriteBits(uint32(len(despawns)), 32)
+	w.WriteBits(uint32(relevant), 32)
+	for _, id := range despawns {
+		w.WriteBits(id, 32)
+	}
+	w.WritePacked(uint32(len(chosen)))
+	sn := &sent{tick: tick, ghosts: make(map[uint32]*base, len(chosen)), despawns: despawns}
+	for i := 0; i < len(chosen); {
+		typ := chosen[i].g.typ
+		j := i
+		for j < len(chosen) && chosen[j].g.typ == typ {
+			j++
+		}
+		w.WriteBits(uint32(typ), 32)
+		w.WriteBits(uint32(j-i), 32)
+		w.WriteBool(false) // no prespawned ghosts
+		for k := i; k < j; {
+			t0, t1 := chosen[k].t0, chosen[k].t1
+			m := k
+			for m < j && chosen[m].t0 == t0 && chosen[m].t1 == t1 {
+				m++
+			}
+			w.WritePacked(delta(tick, t0))
+			w.WritePacked(delta(tick, t1))
+			w.WritePacked(0) // a third baseline is not used
+			w.WritePacked(uint32(m - k))
+			prev := uint32(0)
+			for _, cd := range chosen[k:m] {
+				w.WritePacked(cd.g.id - prev)
+				prev = cd.g.id
+				if t0 == 0 {
+					w.WritePacked(tick - cd.g.spawn)
+					w.WriteBytes([]byte(cd.g.object))
+				}
+				w.AppendRange(&scratch, cd.from, cd.to)
+				sn.ghosts[cd.g.id] = &base{vals: cd.g.vals, mask: cd.mask, size: cd.size}
+				cg := cd.cg
+				if cg == nil {
+					cg = &clientGhost{}
+					c.ghosts[cd.g.id] = cg
+				}
+				cg.lastSent = tick
+			}
+			k = m
+		}
+		i = j
+	}
+	c.ring[tick%ringSize] = sn
+}
+
+// delta is how many ticks t is before tick; 0 for no baseline.
+func delta(tick, t uint32) uint32 {
+	if t == 0 {
+		return 0
+	}
+	return tick - t
+}

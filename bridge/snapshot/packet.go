@@ -1,0 +1,314 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Message types: the first byte of every datagram.
+const (
+	msgConnect    = 1 // client: let me in (padded)
+	msgSnapshot   = 2 // server: world state
+	msgChallenge  = 3 // server: prove your address with this cookie
+	msgResponse   = 4 // client: the cookie, echoed
+	msgAccept     = 5 // server: you are in
+	msgCommand    = 6 // client: acks, loaded types, updates of its objects
+	msgDisconnect = 7 // either: goodbye, with a reason
+)
+
+// MaxPacket is the largest datagram either side sends or accepts.
+const MaxPacket = 1200
+
+// Disconnect reasons.
+const (
+	ReasonNormal       = 1
+	ReasonTimeout      = 2
+	ReasonHashMismatch = 3
+	ReasonShutdown     = 4
+	ReasonRefused      = 5
+)
+
+// connectSize is the size of a connect request: padded so that the
+// challenge it brings back is never larger.
+const (
+	connectSize   = 64
+	challengeSize = 1 + 4 + 16
+)
+
+// ErrBadPacket is wrapped by the decoders' errors.
+var ErrBadPacket = errors.New("snapshot: bad packet")
+
+// header is the snapshot header, as the seed lays it out.
+type header struct {
+	LocalTime  uint32 // server clock, ms
+	ReturnTime uint32 // the client's LocalTime of its last command
+	CommandAge uint32 // ms since that command arrived
+	Seq        uint8
+	Tick       uint32
+	LastCmd    uint32 // tick of the newest command received
+	CmdMask    uint32 // bit i: command LastCmd-1-i received
+}
+
+func (h header) write(w *Writer) {
+	w.WriteBits(msgSnapshot, 8)
+	w.WriteBits(h.LocalTime, 32)
+	w.WriteBits(h.ReturnTime, 32)
+	w.WriteBits(h.CommandAge, 32)
+	w.WriteBits(uint32(h.Seq), 8)
+	w.WriteBits(h.Tick, 32)
+	w.WriteBits(h.LastCmd, 32)
+	w.WriteBits(h.CmdMask, 32)
+}
+
+func readHeader(r *Reader) header {
+	var h header
+	h.LocalTime = r.ReadBits(32)
+	h.ReturnTime = r.ReadBits(32)
+	h.CommandAge = r.ReadBits(32)
+	h.Seq = uint8(r.ReadBits(8))
+	h.Tick = r.ReadBits(32)
+	h.LastCmd = r.ReadBits(32)
+	h.CmdMask = r.ReadBits(32)
+	return h
+}
+
+// prefab is one entry of the type list: the type's GUID and hash.
+type prefab struct {
+	GUID [16]byte
+	Hash uint32
+}
+
+// maxPrefabsPerPacket is how many types one snapshot announces.
+const maxPrefabsPerPacket = 32
+
+func writePrefabs(w *Writer, start int, list []prefab) {
+	w.WriteBits(uint32(len(list)), 16)
+	w.WriteBits(uint32(start), 16)
+	for _, p := range list {
+		for _, c := range p.GUID {
+			w.WriteBits(uint32(c), 8)
+		}
+		w.WriteBits(p.Hash, 32)
+	}
+}
+
+func readPrefabs(r *Reader) (start int, list []prefab, err error) {
+	n := int(r.ReadBits(16))
+	start = int(r.ReadBits(16))
+	if n > maxPrefabsPerPacket {
+		return 0, nil, fmt.Errorf("%w: %d prefabs in one packet", ErrBadPacket, n)
+	}
+	list = make([]prefab, n)
+	for i := range list {
+		for j := range list[i].GUID {
+			list[i].GUID[j] = byte(r.ReadBits(8))
+		}
+		list[i].Hash = r.ReadBits(32)
+	}
+	return start, list, r.Err()
+}
+
+// base is what one side knows of a ghost in one snapshot: its field
+// values, change mask and data size.
+type base struct {
+	vals []value
+	mask uint32
+	size uint32
+}
+
+// ghostCodec encodes and decodes ghost data against up to two baselines:
+// b0 (the newest acknowledged snapshot holding the ghost) and b1 (the one
+// before). Numeric lanes are predicted linearly from both when there are
+// two, else taken from b0, and the difference is sent.
+type ghostCodec struct {
+	tick, t0, t1 uint32
+}
+
+func (c ghostCodec) predict(b0, b1 int32) int32 {
+	if c.t1 == 0 || c.t0 == 0 || c.t0 <= c.t1 {
+		return b0
+	}
+	p := int64(b0) + (int64(b0)-int64(b1))*int64(c.tick-c.t0)/int64(c.t0-c.t1)
+	return int32(max(min(p, 1<<31-1), -1<<31))
+}
+
+// encode writes a ghost's change mask and changed fields after its id; it
+// returns the mask and the data size in bits. data is scratch space.
+func (c ghostCodec) encode(w, data *Writer, t *GhostType, vals []value, b0, b1 *base) (mask, size uint32) {
+	data.Reset()
+	for i, f := range t.Fields {
+		var bv value
+		if b0 != nil {
+			bv = b0.vals[i]
+		}
+		if b0 != nil && vals[i].equal(bv) {
+			continue
+		}
+		if b0 == nil && vals[i].equal(value{}) {
+			continue
+		}
+		mask |= 1 << i
+		n := f.lanes()
+		if n == 0 {
+			data.WriteBytes(vals[i].raw)
+			continue
+		}
+		for l := range n {
+			pred := bv.lanes[l]
+			if b1 != nil && !(f.Kind == Quat && l == 0) {
+				pred = c.predict(bv.lanes[l], b1.vals[i].lanes[l])
+			}
+			data.WritePackedInt(vals[i].lanes[l] - pred)
+		}
+	}
+	size = uint32(data.Bits())
+	var bmask, bsize uint32
+	if b0 != nil {
+		bmask, bsize = b0.mask, b0.size
+	}
+	w.WritePackedInt(int32(size - bsize)) // data size, against the baseline's
+	w.WritePacked(0)                      // total buffer data size: no buffers
+	w.WritePacked(mask ^ bmask)           // change mask, against the baseline's
+	w.Append(data)
+	return mask, size
+}
+
+// decode reads what encode wrote.
+func (c ghostCodec) decode(r *Reader, t *GhostType, b0, b1 *base) (vals []value, mask, size uint32, err error) {
+	var bmask, bsize uint32
+	if b0 != nil {
+		bmask, bsize = b0.mask, b0.size
+	}
+	size = uint32(r.ReadPackedInt()) + bsize
+	if r.ReadPacked() != 0 {
+		return nil, 0, 0, fmt.Errorf("%w: dynamic buffers are not supported", ErrBadPacket)
+	}
+	mask = r.ReadPacked() ^ bmask
+	if r.Err() != nil {
+		return nil, 0, 0, r.Err()
+	}
+	if mask>>len(t.Fields) != 0 || int64(size) > int64(r.Remaining()) {
+		return nil, 0, 0, fmt.Errorf("%w: change mask or data size out of range", ErrBadPacket)
+	}
+	start := r.Remaining()
+	vals = make([]value, len(t.Fields))
+	for i, f := range t.Fields {
+		var bv value
+		if b0 != nil {
+			bv = b0.vals[i]
+		}
+		if mask&(1<<i) == 0 {
+			vals[i] = bv
+			continue
+		}
+		n := f.lanes()
+		if n == 0 {
+			max := MaxJSONBytes
+			if f.Kind == String {
+				max = MaxStringBytes
+			}
+			vals[i].raw = r.ReadBytes(max)
+			continue
+		}
+		for l := range n {
+			pred := bv.lanes[l]
+			if b1 != nil && !(f.Kind == Quat && l == 0) {
+				pred = c.predict(bv.lanes[l], b1.vals[i].lanes[l])
+			}
+			vals[i].lanes[l] = pred + r.ReadPackedInt()
+		}
+	}
+	if r.Err() != nil {
+		return nil, 0, 0, r.Err()
+	}
+	if uint32(start-r.Remaining()) != size {
+		return nil, 0, 0, fmt.Errorf("%w: ghost data is %d bits, announced %d", ErrBadPacket, start-r.Remaining(), size)
+	}
+	return vals, mask, size, nil
+}
+
+// command is a client's command packet.
+type command struct {
+	LocalTime  uint32 // client clock, ms
+	ReturnTime uint32 // the server LocalTime of the newest snapshot
+	Tick       uint32 // command tick, increasing
+	AckTick    uint32 // newest snapshot tick received (0: none)
+	AckMask    uint32 // bit i: snapshot AckTick-1-i received
+	Loaded     uint16 // ghost types loaded, from the start of the list
+	Digest     uint32 // digest of the loaded types' hashes
+	Updates    []update
+}
+
+// update is a change of an object the client owns.
+type update struct {
+	ID     string
+	Remove bool
+	Props  []byte // a JSON object, for a set
+}
+
+// maxUpdates bounds one command's updates.
+const maxUpdates = 256
+
+func (c *command) write(w *Writer) {
+	w.WriteBits(msgCommand, 8)
+	w.WriteBits(c.LocalTime, 32)
+	w.WriteBits(c.ReturnTime, 32)
+	w.WriteBits(c.Tick, 32)
+	w.WriteBits(c.AckTick, 32)
+	w.WriteBits(c.AckMask, 32)
+	w.WriteBits(uint32(c.Loaded), 16)
+	w.WriteBits(c.Digest, 32)
+	w.WritePacked(uint32(len(c.Updates)))
+	for _, u := range c.Updates {
+		w.WriteBool(u.Remove)
+		w.WriteBytes([]byte(u.ID))
+		if !u.Remove {
+			w.WriteBytes(u.Props)
+		}
+	}
+}
+
+// decodeCommand decodes a command packet, type byte included.
+func decodeCommand(p []byte) (command, error) {
+	r := NewReader(p)
+	if r.ReadBits(8) != msgCommand {
+		return command{}, fmt.Errorf("%w: not a command", ErrBadPacket)
+	}
+	var c command
+	c.LocalTime = r.ReadBits(32)
+	c.ReturnTime = r.ReadBits(32)
+	c.Tick = r.ReadBits(32)
+	c.AckTick = r.ReadBits(32)
+	c.AckMask = r.ReadBits(32)
+	c.Loaded = uint16(r.ReadBits(16))
+	c.Digest = r.ReadBits(32)
+	n := r.ReadPacked()
+	if n > maxUpdates {
+		return command{}, fmt.Errorf("%w: %d updates", ErrBadPacket, n)
+	}
+	for range n {
+		var u update
+		u.Remove = r.ReadBool()
+		u.ID = string(r.ReadBytes(MaxJSONBytes))
+		if !u.Remove {
+			u.Props = r.ReadBytes(MaxPacket)
+		}
+		if r.Err() != nil {
+			break
+		}
+		c.Updates = append(c.Updates, u)
+	}
+	if r.Err() != nil {
+		return command{}, fmt.Errorf("%w: %v", ErrBadPacket, r.Err())
+	}
+	return c, nil
+}
+
+// digest folds type hashes, in order, into one value.
+func digest(hashes []uint32) uint32 {
+	d := uint32(2166136261)
+	for _, h := range hashes {
+		d = (d ^ h) * 16777619
+	}
+	return d
+}

@@ -1,0 +1,531 @@
+package snapshot
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/relay"
+)
+
+// Options configures a Server. The zero value serves with the defaults.
+type Options struct {
+	// Rate is the number of snapshots per second. Zero means 60.
+	Rate int
+	// Types are the ghost types, in the order clients load them. Nil means
+	// GenericType and TransformType. GenericType is added first if missing.
+	Types []GhostType
+	// Timeout drops a client not heard from for this long, and with it
+	// its objects. Zero means 5 s.
+	Timeout time.Duration
+	// MaxClients bounds connected clients. Zero means 1024.
+	MaxClients int
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server serves a node's world as snapshots over UDP. Its methods are
+// safe for concurrent use.
+type Server struct {
+	node *relay.Node
+	opts Options
+	log  *slog.Logger
+	conn *net.UDPConn
+	obs  *relay.Attachment
+	// secret keys the cookies that prove a client's address.
+	secret [32]byte
+	start  time.Time
+
+	inMu     sync.Mutex
+	incoming []relay.Delivery
+
+	mu      sync.Mutex
+	types   []GhostType
+	hashes  []uint32
+	byName  map[string]int
+	objects map[string]*ghost
+	nextID  uint32
+	tick    uint32
+	clients map[netip.AddrPort]*conn
+	closed  bool
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// ghost is one replicated object.
+type ghost struct {
+	id      uint32
+	object  string
+	typ     int
+	vals    []value
+	changed uint32 // tick its values last changed
+	spawn   uint32 // tick it was created
+}
+
+// conn is the server's view of one client.
+type conn struct {
+	addr       netip.AddrPort
+	nonce      uint32
+	agent      *relay.Attachment
+	identifier string
+	heard      time.Time
+	loaded     int
+	seq        uint8
+	lastCmd    uint32
+	cmdMask    uint32
+	cmdTime    uint32 // the client's LocalTime of its newest command
+	cmdAt      time.Time
+	ring       [ringSize]*sent
+	ghosts     map[uint32]*clientGhost
+	despawns   map[uint32]bool
+	refused    bool
+}
+
+// ringSize is how many snapshots sent to a client are kept as baselines.
+const ringSize = 32
+
+// sent is one snapshot sent to a client.
+type sent struct {
+	tick     uint32
+	acked    bool
+	ghosts   map[uint32]*base
+	despawns []uint32
+}
+
+// clientGhost is what a client knows of a ghost.
+type clientGhost struct {
+	lastSent uint32
+	// acked holds the two newest acknowledged snapshots holding the
+	// ghost, newest first (0: none).
+	acked [2]uint32
+}
+
+// Listen starts a server on a UDP address serving n's world.
+func Listen(n *relay.Node, addr string, opts Options) (*Server, error) {
+	if opts.Rate <= 0 {
+		opts.Rate = 60
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	if opts.MaxClients <= 0 {
+		opts.MaxClients = 1024
+	}
+	if opts.Types == nil {
+		opts.Types = []GhostType{GenericType, TransformType}
+	}
+	if len(opts.Types) == 0 || opts.Types[0].Name != GenericType.Name {
+		opts.Types = append([]GhostType{GenericType}, opts.Types...)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	uc, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	s := &Server{node: n, opts: opts, log: log.With("bridge", "snapshot"), conn: uc, start: time.Now(),
+		byName: map[string]int{}, objects: map[string]*ghost{}, clients: map[netip.AddrPort]*conn{}, tick: 1}
+	rand.Read(s.secret[:])
+	for _, t := range opts.Types {
+		if err := s.addTypeLocked(t); err != nil {
+			uc.Close()
+			return nil, err
+		}
+	}
+	obs, err := n.Attach(relay.AttachOptions{Receiver: (*receiver)(s)})
+	if err != nil {
+		uc.Close()
+		return nil, fmt.Errorf("snapshot: joining the node: %w", err)
+	}
+	s.obs = obs
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.wg.Add(2)
+	go s.readLoop()
+	go s.tickLoop(ctx)
+	return s, nil
+}
+
+// Addr returns the UDP address the server listens on.
+func (s *Server) Addr() net.Addr { return s.conn.LocalAddr() }
+
+// AddType registers a ghost type while serving; connected clients are
+// told about it like about the others.
+func (s *Server) AddType(t GhostType) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addTypeLocked(t)
+}
+
+func (s *Server) addTypeLocked(t GhostType) error {
+	if err := t.validate(); err != nil {
+		return err
+	}
+	if _, dup := s.byName[t.Name]; dup {
+		return fmt.Errorf("snapshot: ghost type %q registered twice", t.Name)
+	}
+	s.byName[t.Name] = len(s.types)
+	s.types = append(s.types, t)
+	s.hashes = append(s.hashes, t.Hash())
+	return nil
+}
+
+// Close disconnects every client and stops the server.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	var agents []*relay.Attachment
+	for _, c := range s.clients {
+		s.send(c.addr, []byte{msgDisconnect, ReasonShutdown})
+		agents = append(agents, c.agent)
+	}
+	s.clients = map[netip.AddrPort]*conn{}
+	s.mu.Unlock()
+	s.cancel()
+	s.conn.Close()
+	s.wg.Wait()
+	for _, a := range agents {
+		a.Detach()
+	}
+	s.obs.Detach()
+}
+
+type receiver Server
+
+// Receive implements relay.Receiver: deliveries wait for the next tick.
+func (r *receiver) Receive(ds []relay.Delivery) {
+	r.inMu.Lock()
+	r.incoming = append(r.incoming, ds...)
+	r.inMu.Unlock()
+}
+
+func (s *Server) send(addr netip.AddrPort, p []byte) {
+	s.conn.WriteToUDPAddrPort(p, addr) //nolint:errcheck // UDP: loss is expected
+}
+
+func (s *Server) now() uint32 { return uint32(time.Since(s.start).Milliseconds()) }
+
+// cookie proves that a client receives at addr: it is keyed by the
+// server's secret and valid for the current and the previous 10 s window.
+func (s *Server) cookie(addr netip.AddrPort, nonce uint32, window int64) [16]byte {
+	m := hmac.New(sha256.New, s.secret[:])
+	b, _ := addr.MarshalBinary()
+	m.Write(b)
+	binary.Write(m, binary.LittleEndian, nonce)
+	binary.Write(m, binary.LittleEndian, window)
+	var c [16]byte
+	copy(c[:], m.Sum(nil))
+	return c
+}
+
+func (s *Server) readLoop() {
+	defer s.wg.Done()
+	buf := make([]byte, MaxPacket+1)
+	for {
+		n, addr, err := s.conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		if n == 0 || n > MaxPacket {
+			continue
+		}
+		s.handle(addr, buf[:n])
+	}
+}
+
+// handle serves one datagram. Nothing larger than the datagram goes to an
+// address that has not proved it receives there.
+func (s *Server) handle(addr netip.AddrPort, p []byte) {
+	switch p[0] {
+	case msgConnect:
+		if len(p) < connectSize {
+			return // a reply would be larger than the request
+		}
+		nonce := binary.LittleEndian.Uint32(p[1:5])
+		c := s.cookie(addr, nonce, time.Now().Unix()/10)
+		reply := append([]byte{msgChallenge, p[1], p[2], p[3], p[4]}, c[:]...)
+		s.send(addr, reply)
+	case msgResponse:
+		if len(p) != 1+4+16 {
+			return
+		}
+		nonce := binary.LittleEndian.Uint32(p[1:5])
+		w := time.Now().Unix() / 10
+		c0, c1 := s.cookie(addr, nonce, w), s.cookie(addr, nonce, w-1)
+		if !hmac.Equal(p[5:], c0[:]) && !hmac.Equal(p[5:], c1[:]) {
+			return
+		}
+		s.accept(addr, nonce)
+	case msgCommand:
+		s.command(addr, p)
+	case msgDisconnect:
+		s.mu.Lock()
+		c := s.clients[addr]
+		if c != nil && len(p) > 1 && p[1] == ReasonHashMismatch {
+			s.log.Info("client found a ghost type's hash mismatch", "addr", addr)
+		}
+		s.dropLocked(c)
+		s.mu.Unlock()
+	}
+}
+
+// accept admits a client whose address is proven, or answers its repeated
+// response again.
+func (s *Server) accept(addr netip.AddrPort, nonce uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	c := s.clients[addr]
+	if c != nil && c.nonce != nonce {
+		s.dropLocked(c) // the same address connecting anew
+		c = nil
+	}
+	if c == nil {
+		if len(s.clients) >= s.opts.MaxClients {
+			s.send(addr, []byte{msgDisconnect, ReasonRefused})
+			return
+		}
+		id := gameworld.NewIdentifier("udppeer")
+		agent, err := s.node.Attach(relay.AttachOptions{Identifier: id})
+		if err != nil {
+			s.send(addr, []byte{msgDisconnect, ReasonRefused})
+			return
+		}
+		c = &conn{addr: addr, nonce: nonce, agent: agent, identifier: id, ghosts: map[uint32]*clientGhost{}, despawns: map[uint32]bool{}}
+		s.clients[addr] = c
+		s.log.Debug("client connected", "addr", addr, "identifier", id)
+	}
+	c.heard = time.Now()
+	var w Writer
+	w.WriteBits(msgAccept, 8)
+	w.WriteBits(nonce, 32)
+	w.WriteBits(uint32(s.opts.Rate), 16)
+	w.WriteBytes([]byte(c.identifier))
+	s.send(addr, w.Bytes())
+}
+
+// dropLocked forgets a client and removes its objects. s.mu must be held.
+func (s *Server) dropLocked(c *conn) {
+	if c == nil || s.clients[c.addr] != c {
+		return
+	}
+	delete(s.clients, c.addr)
+	// The node never calls the server under its lock except Receive,
+	// which takes inMu only, so detaching under s.mu cannot deadlock.
+	c.agent.Detach()
+}
+
+// command takes a client's command packet.
+func (s *Server) command(addr netip.AddrPort, p []byte) {
+	cmd, err := decodeCommand(p)
+	s.mu.Lock()
+	c := s.clients[addr]
+	if c == nil || err != nil || (c.lastCmd != 0 && int32(cmd.Tick-c.lastCmd) <= 0) {
+		// Unknown sources get nothing; stale and repeated commands change
+		// nothing.
+		s.mu.Unlock()
+		return
+	}
+	c.heard = time.Now()
+	if c.lastCmd != 0 {
+		shift := cmd.Tick - c.lastCmd
+		if shift >= 32 {
+			c.cmdMask = 0
+		} else {
+			c.cmdMask = c.cmdMask<<shift | 1<<(shift-1)
+		}
+	}
+	c.lastCmd, c.cmdTime, c.cmdAt = cmd.Tick, cmd.LocalTime, time.Now()
+	s.ackLocked(c, cmd.AckTick, cmd.AckMask)
+	loaded := min(int(cmd.Loaded), len(s.types))
+	if digest(s.hashes[:loaded]) != cmd.Digest {
+		s.log.Info("refusing a client whose ghost types do not match ours", "addr", addr, "loaded", loaded)
+		s.send(addr, []byte{msgDisconnect, ReasonHashMismatch})
+		s.dropLocked(c)
+		s.mu.Unlock()
+		return
+	}
+	c.loaded = loaded
+	agent := c.agent
+	s.mu.Unlock()
+	if len(cmd.Updates) > 0 {
+		s.applyUpdates(agent, cmd.Updates)
+	}
+}
+
+// applyUpdates applies a client's changes to objects it owns; the node's
+// ownership rules refuse the rest.
+func (s *Server) applyUpdates(agent *relay.Attachment, ups []update) {
+	world := s.node.World()
+	changes := make([]gameworld.Change, 0, len(ups))
+	for _, u := range ups {
+		if u.Remove {
+			changes = append(changes, gameworld.Change{Type: gameworld.Remove, ID: u.ID})
+			continue
+		}
+		var props gameworld.Properties
+		if json.Unmarshal(u.Props, &props) != nil || u.ID == "" {
+			continue
+		}
+		typ := gameworld.Update
+		if _, ok := world.Get(u.ID); !ok {
+			typ = gameworld.Add
+		}
+		changes = append(changes, gameworld.Change{Type: typ, ID: u.ID, Properties: props})
+	}
+	res, err := agent.Apply(changes)
+	if err == nil && len(res.Refused) > 0 {
+		s.log.Debug("refused updates from a UDP client", "count", len(res.Refused), "first", res.Refused[0].Err)
+	}
+}
+
+// ackLocked marks the snapshots a command acknowledges. s.mu must be held.
+func (s *Server) ackLocked(c *conn, tick, mask uint32) {
+	if tick == 0 {
+		return
+	}
+	for i := -1; i < 32; i++ {
+		t := tick
+		if i >= 0 {
+			if mask&(1<<i) == 0 {
+				continue
+			}
+			t = tick - 1 - uint32(i)
+		}
+		sn := c.ring[t%ringSize]
+		if sn == nil || sn.tick != t || sn.acked {
+			continue
+		}
+		sn.acked = true
+		for id := range sn.ghosts {
+			if cg := c.ghosts[id]; cg != nil {
+				switch {
+				case t > cg.acked[0]:
+					cg.acked[0], cg.acked[1] = t, cg.acked[0]
+				case t > cg.acked[1] && t != cg.acked[0]:
+					cg.acked[1] = t
+				}
+			}
+		}
+		for _, id := range sn.despawns {
+			delete(c.despawns, id)
+		}
+	}
+}
+
+func (s *Server) tickLoop(ctx context.Context) {
+	defer s.wg.Done()
+	t := time.NewTicker(time.Second / time.Duration(s.opts.Rate))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.step()
+	}
+}
+
+// step advances one tick: takes the world's changes, drops silent
+// clients, and sends every client its snapshot.
+func (s *Server) step() {
+	s.inMu.Lock()
+	in := s.incoming
+	s.incoming = nil
+	s.inMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tick++
+	for _, d := range in {
+		s.applyLocked(d)
+	}
+	now := time.Now()
+	var buf Writer
+	for _, c := range s.clients {
+		if now.Sub(c.heard) > s.opts.Timeout {
+			s.log.Debug("client timed out", "addr", c.addr)
+			s.send(c.addr, []byte{msgDisconnect, ReasonTimeout})
+			s.dropLocked(c)
+			continue
+		}
+		buf.Reset()
+		s.snapshotLocked(c, &buf)
+		s.send(c.addr, buf.Bytes())
+	}
+}
+
+// applyLocked takes one change of the world into the ghosts. s.mu must be
+// held.
+func (s *Server) applyLocked(d relay.Delivery) {
+	g := s.objects[d.ID]
+	if d.Type == gameworld.Remove || d.After == nil {
+		if d.Type == gameworld.Remove && g != nil {
+			s.despawnLocked(g)
+		}
+		return
+	}
+	typ := s.typeOf(d.After)
+	if g != nil && g.typ != typ {
+		s.despawnLocked(g) // a new type is a new ghost
+		g = nil
+	}
+	vals := s.types[typ].quantize(d.After)
+	if g == nil {
+		s.nextID++
+		g = &ghost{id: s.nextID, object: d.ID, typ: typ, vals: vals, changed: s.tick, spawn: s.tick}
+		s.objects[d.ID] = g
+		return
+	}
+	if !slices.EqualFunc(g.vals, vals, value.equal) {
+		g.vals, g.changed = vals, s.tick
+	}
+}
+
+func (s *Server) typeOf(props gameworld.Properties) int {
+	var name string
+	if raw, ok := props[TypeProperty]; ok && json.Unmarshal(raw, &name) == nil {
+		if i, ok := s.byName[name]; ok {
+			return i
+		}
+	}
+	return 0
+}
+
+func (s *Server) despawnLocked(g *ghost) {
+	delete(s.objects, g.object)
+	for _, c := range s.clients {
+		if _, known := c.ghosts[g.id]; known {
+			delete(c.ghosts, g.id)
+			c.despawns[g.id] = true
+		}
+	}
+}

@@ -1,0 +1,144 @@
+package snapshot
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/solipsism/mesh/gameworld"
+)
+
+// roundTrip quantizes props with t, encodes them against no baseline, one
+// and two baselines, decodes, and returns what the receiver reconstructs.
+func roundTrip(t *testing.T, typ GhostType, props gameworld.Properties) []gameworld.Properties {
+	t.Helper()
+	vals := typ.quantize(props)
+	var prev1, prev2 []value
+	prev1 = typ.quantize(gameworld.Properties{})
+	prev2 = prev1
+	var outs []gameworld.Properties
+	for _, c := range []struct {
+		codec  ghostCodec
+		b0, b1 *base
+	}{
+		{ghostCodec{tick: 10}, nil, nil},
+		{ghostCodec{tick: 10, t0: 8}, &base{vals: prev1}, nil},
+		{ghostCodec{tick: 10, t0: 8, t1: 5}, &base{vals: prev1, size: 40, mask: 1}, &base{vals: prev2}},
+	} {
+		var w, scratch Writer
+		mask, size := c.codec.encode(&w, &scratch, &typ, vals, c.b0, c.b1)
+		got, gmask, gsize, err := c.codec.decode(NewReader(w.Bytes()), &typ, c.b0, c.b1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gmask != mask || gsize != size {
+			t.Fatalf("mask %b size %d, decoded %b %d", mask, size, gmask, gsize)
+		}
+		outs = append(outs, typ.properties(got))
+	}
+	return outs
+}
+
+func numbers(t *testing.T, raw json.RawMessage) []float64 {
+	t.Helper()
+	var v []float64
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	return v
+}
+
+func TestVec3Precision(t *testing.T) {
+	for _, prec := range []float64{0, 0.01, 0.0001} {
+		typ := GhostType{Name: "p", Fields: []Field{{Property: "position", Kind: Vec3, Precision: prec}}}
+		q := typ.Fields[0].precision()
+		for _, v := range [][3]float64{{0, 0, 0}, {q / 2 * 0.999, -q / 2 * 0.999, q * 1.5}, {1234.5678, -2000.0004, 0.001}, {2e5, -2e5, 3.14159}} {
+			t.Run(fmt.Sprint(prec, v), func(t *testing.T) {
+				raw, _ := json.Marshal(v)
+				for _, out := range roundTrip(t, typ, gameworld.Properties{"position": raw}) {
+					got := numbers(t, out["position"])
+					for i := range 3 {
+						if math.Abs(got[i]-v[i]) > q/2+1e-9 {
+							t.Errorf("axis %d: %v for %v (precision %v)", i, got[i], v[i], q)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestQuatPrecision(t *testing.T) {
+	typ := TransformType
+	for _, q := range [][4]float64{{0, 0, 0, 1}, {0, 0, 0, -1}, {1, 0, 0, 0}, {0.5, -0.5, 0.5, -0.5}, {0.1, 0.7, -0.2, 0.68}, {0, 0.7071, 0, 0.7071}, {3, 0, 4, 0}} {
+		t.Run(fmt.Sprint(q), func(t *testing.T) {
+			raw, _ := json.Marshal(q)
+			n := math.Sqrt(q[0]*q[0] + q[1]*q[1] + q[2]*q[2] + q[3]*q[3])
+			for _, out := range roundTrip(t, typ, gameworld.Properties{"rotation": raw, "ghostType": json.RawMessage(`"transform"`)}) {
+				got := numbers(t, out["rotation"])
+				dot := 0.0
+				for i := range 4 {
+					dot += got[i] * q[i] / n
+				}
+				// q and -q are one rotation; each component is within 0.0005.
+				if math.Abs(dot) < 1-2e-6*4 {
+					t.Errorf("%v came back as %v (dot %v)", q, got, dot)
+				}
+				if string(out["ghostType"]) != `"transform"` {
+					t.Errorf("ghostType %s", out["ghostType"])
+				}
+			}
+		})
+	}
+}
+
+func TestScalarFields(t *testing.T) {
+	typ := GhostType{Name: "s", Fields: []Field{
+		{Property: "n", Kind: Int}, {Property: "on", Kind: Bool}, {Property: "name", Kind: String}, {Property: "meta", Kind: JSON},
+	}}
+	long := strings.Repeat("é", 200)
+	for _, c := range []struct {
+		props, want map[string]string
+	}{
+		{map[string]string{"n": "2147483647", "on": "true", "name": `"ok"`, "meta": `{"a":[1,null]}`},
+			map[string]string{"n": "2147483647", "on": "true", "name": `"ok"`, "meta": `{"a":[1,null]}`}},
+		{map[string]string{"n": "-2147483648", "on": "false", "name": `""`, "meta": `null`},
+			map[string]string{"n": "-2147483648", "on": "false", "name": `""`, "meta": `null`}},
+		{map[string]string{"n": "1e12", "name": `"` + long + `"`},
+			map[string]string{"n": "2147483647", "on": "false", "name": `"` + long[:MaxStringBytes-1] + `"` /* cut at a character */, "meta": `null`}},
+	} {
+		t.Run(c.props["n"], func(t *testing.T) {
+			props := gameworld.Properties{}
+			for k, v := range c.props {
+				props[k] = json.RawMessage(v)
+			}
+			for _, out := range roundTrip(t, typ, props) {
+				for k, want := range c.want {
+						if string(out[k]) != want {
+						t.Errorf("%s = %s, want %s", k, out[k], want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestGenericTypeCarriesEveryProperty(t *testing.T) {
+	props := gameworld.Properties{"a": json.RawMessage(`[1,2]`), "b/c": json.RawMessage(`"ü"`), "ghostType": json.RawMessage(`"nope"`)}
+	for _, out := range roundTrip(t, GenericType, props) {
+		if len(out) != 2 || string(out["a"]) != `[1,2]` || string(out["b/c"]) != `"ü"` {
+			t.Errorf("got %v", out)
+		}
+	}
+}
+
+func TestTypeHash(t *testing.T) {
+	a := GhostType{Name: "x", Fields: []Field{{Property: "p", Kind: Vec3}}}
+	b := GhostType{Name: "x", Fields: []Field{{Property: "p", Kind: Vec3, Precision: 0.01}}}
+	c := GhostType{Name: "x", Fields: []Field{{Property: "p", Kind: Vec3, Precision: 0.001}}}
+	if a.Hash() == b.Hash() || a.Hash() != c.Hash() || a.GUID() != b.GUID() {
+		t.Error("the hash covers the layout, the GUID the name")
+	}
+}
