@@ -116,7 +116,7 @@ func TestScalarFields(t *testing.T) {
 			}
 			for _, out := range roundTrip(t, typ, props) {
 				for k, want := range c.want {
-						if string(out[k]) != want {
+					if string(out[k]) != want {
 						t.Errorf("%s = %s, want %s", k, out[k], want)
 					}
 				}
