@@ -22,10 +22,6 @@ var (
 	errStale        = errors.New("snapshot: older than the newest applied")
 )
 
-// histSize is how many received snapshots a client keeps as baselines:
-// more than the server's ring, so every baseline it may use is here.
-const histSize = 64
-
 // world is a client's reconstruction of the server's world from
 // snapshots. It does no I/O.
 type world struct {
@@ -38,7 +34,6 @@ type world struct {
 
 	ghosts  map[uint32]*cghost
 	objects map[string]uint32
-	hist    map[uint32]map[uint32]*base
 
 	lastTick, ackMask uint32
 	serverTime        uint32
@@ -49,11 +44,33 @@ type cghost struct {
 	object string
 	typ    int // local type
 	vals   []value
+	// hist holds the latest received values, as baselines: the server
+	// uses only sends among its last ghostHistory, so they are here.
+	hist [ghostHistory]struct {
+		tick uint32
+		b    base
+	}
+	n uint32
+}
+
+func (g *cghost) find(tick uint32) *base {
+	for i := range min(g.n, ghostHistory) {
+		if h := &g.hist[i]; h.tick == tick {
+			return &h.b
+		}
+	}
+	return nil
+}
+
+func (g *cghost) push(tick uint32, b base) {
+	g.hist[g.n%ghostHistory].tick, g.hist[g.n%ghostHistory].b = tick, b
+	g.n++
+	g.vals = b.vals
 }
 
 func newWorld(types []GhostType) *world {
 	w := &world{local: types, byGUID: map[[16]byte]int{}, ghosts: map[uint32]*cghost{},
-		objects: map[string]uint32{}, hist: map[uint32]map[uint32]*base{}}
+		objects: map[string]uint32{}}
 	for i, t := range types {
 		w.byGUID[t.GUID()] = i
 	}
@@ -153,15 +170,18 @@ func (w *world) apply(p []byte) error {
 				pg := pendingGhost{id: prev + r.ReadPacked(), typ: w.loaded[typ]}
 				prev = pg.id
 				var b0, b1 *base
+				g := w.ghosts[pg.id]
 				if d0 == 0 {
 					pg.spawn = true
 					r.ReadPacked() // spawn tick
 					pg.object = string(r.ReadBytes(MaxJSONBytes))
-				} else if b0 = w.hist[codec.t0][pg.id]; b0 == nil || len(b0.vals) != len(lt.Fields) {
+				} else if g == nil || g.typ != pg.typ {
+					return fmt.Errorf("%w: ghost %d is not here", ErrBadPacket, pg.id)
+				} else if b0 = g.find(codec.t0); b0 == nil {
 					return fmt.Errorf("%w: ghost %d's baseline %d is not here", ErrBadPacket, pg.id, codec.t0)
 				}
 				if d1 != 0 {
-					if b1 = w.hist[codec.t1][pg.id]; b1 == nil || len(b1.vals) != len(lt.Fields) {
+					if b1 = g.find(codec.t1); b1 == nil {
 						return fmt.Errorf("%w: ghost %d's baseline %d is not here", ErrBadPacket, pg.id, codec.t1)
 					}
 				}
@@ -187,25 +207,19 @@ func (w *world) apply(p []byte) error {
 			}
 		}
 	}
-	kept := make(map[uint32]*base, len(pending))
 	for _, pg := range pending {
 		g := w.ghosts[pg.id]
-		if pg.spawn {
+		if pg.spawn && (g == nil || g.object != pg.object || g.typ != pg.typ) {
 			g = &cghost{object: pg.object, typ: pg.typ}
 			w.ghosts[pg.id] = g
-			w.objects[pg.object] = pg.id
 		}
 		if g == nil {
 			continue // changes of a ghost despawned meanwhile
 		}
-		g.vals = pg.b.vals
-		kept[pg.id] = pg.b
-	}
-	w.hist[h.Tick] = kept
-	for t := range w.hist {
-		if h.Tick-t >= histSize {
-			delete(w.hist, t)
+		if pg.spawn {
+			w.objects[pg.object] = pg.id
 		}
+		g.push(h.Tick, *pg.b)
 	}
 	if w.lastTick != 0 {
 		shift := h.Tick - w.lastTick

@@ -22,22 +22,10 @@ type candidate struct {
 	size     uint32
 }
 
-// baseline returns the snapshot a client acknowledged at tick t that
-// holds ghost id, if the ring still has it.
-func (c *conn) baseline(t, id, now uint32) *base {
-	if t == 0 || now-t >= ringSize {
-		return nil
-	}
-	sn := c.ring[t%ringSize]
-	if sn == nil || sn.tick != t || !sn.acked {
-		return nil
-	}
-	return sn.ghosts[id]
-}
-
 // snapshotLocked writes the client's snapshot for this tick into w and
-// keeps it as a possible baseline. s.mu must be held.
-func (s *Server) snapshotLocked(c *conn, w *Writer) {
+// keeps it as a possible baseline; it returns how many ghosts it carries
+// and their bits. s.mu must be held.
+func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 	tick := s.tick
 	h := header{LocalTime: s.now(), ReturnTime: c.cmdTime, Seq: c.seq, Tick: tick, LastCmd: c.lastCmd, CmdMask: c.cmdMask}
 	if !c.cmdAt.IsZero() {
@@ -65,27 +53,30 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) {
 	var cands []candidate
 	var scratch, data Writer
 	relevant := 0
-	for _, g := range s.objects {
-		if g.typ >= c.loaded {
+	if len(c.ghosts) < len(s.list) {
+		c.ghosts = append(c.ghosts, make([]*clientGhost, len(s.list)-len(c.ghosts))...)
+	}
+	for slot, g := range s.list {
+		if g == nil || g.typ >= c.loaded {
 			continue
 		}
 		relevant++
-		cg := c.ghosts[g.id]
+		cg := c.ghosts[slot]
+		if cg != nil && g.changed <= cg.acked {
+			continue // unchanged since the client acknowledged it
+		}
 		cd := candidate{g: g, cg: cg}
 		if cg != nil {
-			cd.t0, cd.t1 = cg.acked[0], cg.acked[1]
-			cd.b0 = c.baseline(cd.t0, g.id, tick)
-			if cd.b0 != nil {
-				cd.b1 = c.baseline(cd.t1, g.id, tick)
+			s0, s1 := cg.baselines()
+			if s0 != nil {
+				if g.changed <= s0.tick {
+					continue // unchanged since the client acknowledged it
+				}
+				cd.t0, cd.b0 = s0.tick, &s0.b
 			}
-			if cd.b0 != nil && g.changed <= cd.t0 {
-				continue
+			if s1 != nil {
+				cd.t1, cd.b1 = s1.tick, &s1.b
 			}
-		}
-		if cd.b0 == nil {
-			cd.t0, cd.t1, cd.b1 = 0, 0, nil
-		} else if cd.b1 == nil {
-			cd.t1 = 0
 		}
 		age := uint64(tick - g.spawn + 1)
 		if cg != nil {
@@ -136,7 +127,7 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) {
 		w.WriteBits(id, 32)
 	}
 	w.WritePacked(uint32(len(chosen)))
-	sn := &sent{tick: tick, ghosts: make(map[uint32]*base, len(chosen)), despawns: despawns}
+	sn := &sent{tick: tick, ghosts: make([]int, 0, len(chosen)), ids: make([]uint32, 0, len(chosen)), despawns: despawns}
 	for i := 0; i < len(chosen); {
 		typ := chosen[i].g.typ
 		j := i
@@ -158,6 +149,7 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) {
 			w.WritePacked(uint32(m - k))
 			prev := uint32(0)
 			for _, cd := range chosen[k:m] {
+				at := w.Bits()
 				w.WritePacked(cd.g.id - prev)
 				prev = cd.g.id
 				if t0 == 0 {
@@ -165,19 +157,22 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) {
 					w.WriteBytes([]byte(cd.g.object))
 				}
 				w.AppendRange(&scratch, cd.from, cd.to)
-				sn.ghosts[cd.g.id] = &base{vals: cd.g.vals, mask: cd.mask, size: cd.size}
+				ghostBits += w.Bits() - at
+				sn.ghosts = append(sn.ghosts, cd.g.slot)
+				sn.ids = append(sn.ids, cd.g.id)
 				cg := cd.cg
 				if cg == nil {
-					cg = &clientGhost{}
-					c.ghosts[cd.g.id] = cg
+					cg = &clientGhost{id: cd.g.id}
+					c.ghosts[cd.g.slot] = cg
 				}
-				cg.lastSent = tick
+				cg.add(tick, base{vals: cd.g.vals, mask: cd.mask, size: cd.size})
 			}
 			k = m
 		}
 		i = j
 	}
 	c.ring[tick%ringSize] = sn
+	return len(chosen), ghostBits
 }
 
 // delta is how many ticks t is before tick; 0 for no baseline.

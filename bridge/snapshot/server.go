@@ -56,6 +56,9 @@ type Server struct {
 	hashes  []uint32
 	byName  map[string]int
 	objects map[string]*ghost
+	// list holds the ghosts by slot, for iteration; free lists empty slots.
+	list []*ghost
+	free []int
 	nextID  uint32
 	tick    uint32
 	clients map[netip.AddrPort]*conn
@@ -68,6 +71,7 @@ type Server struct {
 // ghost is one replicated object.
 type ghost struct {
 	id      uint32
+	slot    int
 	object  string
 	typ     int
 	vals    []value
@@ -89,28 +93,77 @@ type conn struct {
 	cmdTime    uint32 // the client's LocalTime of its newest command
 	cmdAt      time.Time
 	ring       [ringSize]*sent
-	ghosts     map[uint32]*clientGhost
+	// ghosts holds what the client knows of each ghost, by slot.
+	ghosts     []*clientGhost
 	despawns   map[uint32]bool
 	refused    bool
 }
 
-// ringSize is how many snapshots sent to a client are kept as baselines.
+// ringSize is how many snapshots sent to a client are remembered, for
+// their acknowledgements.
 const ringSize = 32
 
-// sent is one snapshot sent to a client.
+// sent is one snapshot sent to a client: which ghosts and despawns it
+// carried.
 type sent struct {
 	tick     uint32
 	acked    bool
-	ghosts   map[uint32]*base
+	ghosts   []int // slots
+	ids      []uint32
 	despawns []uint32
 }
 
-// clientGhost is what a client knows of a ghost.
+// ghostHistory is how many sends of one ghost to one client are kept as
+// possible baselines. A client keeps as many received ones, so it has
+// every send the server may use.
+const ghostHistory = 16
+
+// send is one send of a ghost to a client.
+type send struct {
+	tick  uint32
+	acked bool
+	b     base
+}
+
+// clientGhost is what a client knows of a ghost: its latest sends. A
+// ghost that does not change is not sent, so its baselines may be old.
 type clientGhost struct {
+	id       uint32
 	lastSent uint32
-	// acked holds the two newest acknowledged snapshots holding the
-	// ghost, newest first (0: none).
-	acked [2]uint32
+	acked    uint32 // the newest acknowledged send's tick
+	sends    [ghostHistory]send
+	n        uint32 // sends so far; the latest is sends[(n-1)%ghostHistory]
+}
+
+// baselines returns the newest two acknowledged sends, newest first.
+func (cg *clientGhost) baselines() (b0, b1 *send) {
+	for i := range min(cg.n, ghostHistory) {
+		s := &cg.sends[(cg.n-1-i)%ghostHistory]
+		if !s.acked {
+			continue
+		}
+		if b0 == nil {
+			b0 = s
+		} else {
+			return b0, s
+		}
+	}
+	return b0, nil
+}
+
+func (cg *clientGhost) add(tick uint32, b base) {
+	cg.sends[cg.n%ghostHistory] = send{tick: tick, b: b}
+	cg.n++
+	cg.lastSent = tick
+}
+
+func (cg *clientGhost) ack(tick uint32) {
+	for i := range min(cg.n, ghostHistory) {
+		if s := &cg.sends[i]; s.tick == tick {
+			s.acked = true
+			cg.acked = max(cg.acked, tick)
+		}
+	}
 }
 
 // Listen starts a server on a UDP address serving n's world.
@@ -319,7 +372,7 @@ func (s *Server) accept(addr netip.AddrPort, nonce uint32) {
 			s.send(addr, []byte{msgDisconnect, ReasonRefused})
 			return
 		}
-		c = &conn{addr: addr, nonce: nonce, agent: agent, identifier: id, ghosts: map[uint32]*clientGhost{}, despawns: map[uint32]bool{}}
+		c = &conn{addr: addr, nonce: nonce, agent: agent, identifier: id, despawns: map[uint32]bool{}}
 		s.clients[addr] = c
 		s.log.Debug("client connected", "addr", addr, "identifier", id)
 	}
@@ -425,13 +478,10 @@ func (s *Server) ackLocked(c *conn, tick, mask uint32) {
 			continue
 		}
 		sn.acked = true
-		for id := range sn.ghosts {
-			if cg := c.ghosts[id]; cg != nil {
-				switch {
-				case t > cg.acked[0]:
-					cg.acked[0], cg.acked[1] = t, cg.acked[0]
-				case t > cg.acked[1] && t != cg.acked[0]:
-					cg.acked[1] = t
+		for i, slot := range sn.ghosts {
+			if slot < len(c.ghosts) {
+				if cg := c.ghosts[slot]; cg != nil && cg.id == sn.ids[i] {
+					cg.ack(t)
 				}
 			}
 		}
@@ -503,6 +553,13 @@ func (s *Server) applyLocked(d relay.Delivery) {
 		s.nextID++
 		g = &ghost{id: s.nextID, object: d.ID, typ: typ, vals: vals, changed: s.tick, spawn: s.tick}
 		s.objects[d.ID] = g
+		if n := len(s.free); n > 0 {
+			g.slot, s.free = s.free[n-1], s.free[:n-1]
+			s.list[g.slot] = g
+		} else {
+			g.slot = len(s.list)
+			s.list = append(s.list, g)
+		}
 		return
 	}
 	if !slices.EqualFunc(g.vals, vals, value.equal) {
@@ -522,9 +579,11 @@ func (s *Server) typeOf(props gameworld.Properties) int {
 
 func (s *Server) despawnLocked(g *ghost) {
 	delete(s.objects, g.object)
+	s.list[g.slot] = nil
+	s.free = append(s.free, g.slot)
 	for _, c := range s.clients {
-		if _, known := c.ghosts[g.id]; known {
-			delete(c.ghosts, g.id)
+		if g.slot < len(c.ghosts) && c.ghosts[g.slot] != nil {
+			c.ghosts[g.slot] = nil
 			c.despawns[g.id] = true
 		}
 	}

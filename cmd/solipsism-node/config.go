@@ -42,6 +42,8 @@ type config struct {
 	alloHistory   int
 	alloStyle     alloverse.PatchStyle
 	placeName     string
+	snapListen    string
+	snapRate      int
 
 	meshBind     string
 	join         []string
@@ -87,6 +89,8 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.IntVar(&c.alloHistory, "allo-history", alloverse.DefaultHistory, "how many revisions back an Alloverse client's acknowledgement still gets a diff instead of a full set")
 	fs.StringVar(&alloStyle, "allo-patch-style", "smallest", "form of Alloverse diffs: smallest (of merge and apply), merge or apply")
 	fs.StringVar(&c.placeName, "place-name", alloverse.DefaultPlaceName, "the place's name, as Alloverse clients are told")
+	fs.StringVar(&c.snapListen, "snapshot-listen", "", "UDP host:port serving binary snapshots to game engines; off when empty")
+	fs.IntVar(&c.snapRate, "snapshot-rate", 60, "snapshots per second sent to each UDP client")
 	fs.StringVar(&c.meshBind, "mesh-bind", "", "server role: host:port for mesh membership (memberlist, UDP and TCP); empty runs a single node")
 	fs.StringVar(&join, "join", "", "comma-separated host:port of mesh members to join")
 	fs.StringVar(&secret, "mesh-secret", "", "32-byte key, hex or base64, that encrypts mesh gossip and authenticates mesh links")
@@ -131,6 +135,9 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	}
 	if c.alloStyle, err = alloverse.ParsePatchStyle(alloStyle); err != nil {
 		return c, fmt.Errorf("--allo-patch-style: %w", err)
+	}
+	if c.snapRate <= 0 || c.snapRate > 1000 {
+		return c, fmt.Errorf("--snapshot-rate: want 1 to 1000, got %d", c.snapRate)
 	}
 	if c.alloHeartbeat <= 0 || c.alloHistory <= 0 {
 		return c, fmt.Errorf("--allo-heartbeat and --allo-history must be positive")

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/solipsism/mesh/bridge/alloverse"
+	"github.com/solipsism/mesh/bridge/snapshot"
 	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
 	"github.com/solipsism/mesh/web"
@@ -80,6 +81,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	defer allo.Close()
+	if cfg.snapListen != "" {
+		snap, err := snapshot.Listen(node, cfg.snapListen, snapshot.Options{Rate: cfg.snapRate, Logger: log})
+		if err != nil {
+			return fmt.Errorf("--snapshot-listen: %w", err)
+		}
+		defer snap.Close()
+		log.Info("serving snapshots", "udp", snap.Addr().String(), "rate", cfg.snapRate)
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("/ws", node)

@@ -1,0 +1,85 @@
+package snapshot
+
+import (
+	"testing"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/relay"
+)
+
+// FuzzSnapshot feeds a client's world a snapshot it could have received
+// after a good one: no panic, and a packet that fails changes nothing.
+func FuzzSnapshot(f *testing.F) {
+	s := newFuzzServer()
+	good := s.packet(1)
+	f.Add(good)
+	f.Add(s.packet(2))
+	f.Add([]byte{msgSnapshot})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		w := newWorld([]GhostType{GenericType, TransformType})
+		w.loaded, w.hashes = []int{0, 1}, []uint32{GenericType.Hash(), TransformType.Hash()}
+		if err := w.apply(good); err != nil {
+			t.Fatal(err)
+		}
+		before := len(w.Objects())
+		tick := w.lastTick
+		if err := w.apply(p); err != nil {
+			if len(w.Objects()) != before || w.lastTick != tick {
+				t.Fatal("a failed packet changed the world")
+			}
+		}
+	})
+}
+
+func FuzzCommand(f *testing.F) {
+	var w Writer
+	(&command{Tick: 3, AckTick: 2, AckMask: 1, Loaded: 2, Digest: 9, Updates: []update{{ID: "a", Props: []byte(`{"x":1}`)}, {ID: "b", Remove: true}}}).write(&w)
+	f.Add(w.Bytes())
+	f.Add([]byte{msgCommand})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		c, err := decodeCommand(p)
+		if err != nil {
+			return
+		}
+		if len(c.Updates) > maxUpdates {
+			t.Fatalf("%d updates", len(c.Updates))
+		}
+		var w Writer
+		c.write(&w)
+		back, err := decodeCommand(w.Bytes())
+		if err != nil || back.Tick != c.Tick || len(back.Updates) != len(c.Updates) {
+			t.Fatalf("re-encoding: %v", err)
+		}
+	})
+}
+
+// fuzzServer builds real snapshot packets without sockets.
+type fuzzServer struct {
+	s *Server
+	c *conn
+}
+
+func newFuzzServer() *fuzzServer {
+	s := &Server{types: []GhostType{GenericType, TransformType}, objects: map[string]*ghost{}, byName: map[string]int{}, tick: 1}
+	for i, t := range s.types {
+		s.hashes = append(s.hashes, t.Hash())
+		s.byName[t.Name] = i
+	}
+	c := &conn{despawns: map[uint32]bool{}, loaded: 2}
+	for i, obj := range []string{"a", "b/c", "ü"} {
+		p := transform(float64(i), 2, 0.5)
+		if i == 1 {
+			delete(p, "ghostType")
+		}
+		s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Add, ID: obj}, After: p})
+	}
+	return &fuzzServer{s: s, c: c}
+}
+
+func (f *fuzzServer) packet(tick uint32) []byte {
+	f.s.tick = tick
+	var w Writer
+	f.s.snapshotLocked(f.c, &w)
+	f.s.ackLocked(f.c, tick, 0)
+	return append([]byte(nil), w.Bytes()...)
+}
