@@ -47,6 +47,7 @@ type Server struct {
 	// secret keys the cookies that prove a client's address.
 	secret [32]byte
 	start  time.Time
+	clock  func() uint32 // the header's local time; nil: ms since start
 
 	inMu     sync.Mutex
 	incoming []relay.Delivery
@@ -57,8 +58,8 @@ type Server struct {
 	byName  map[string]int
 	objects map[string]*ghost
 	// list holds the ghosts by slot, for iteration; free lists empty slots.
-	list []*ghost
-	free []int
+	list    []*ghost
+	free    []int
 	nextID  uint32
 	tick    uint32
 	clients map[netip.AddrPort]*conn
@@ -94,9 +95,9 @@ type conn struct {
 	cmdAt      time.Time
 	ring       [ringSize]*sent
 	// ghosts holds what the client knows of each ghost, by slot.
-	ghosts     []*clientGhost
-	despawns   map[uint32]bool
-	refused    bool
+	ghosts   []*clientGhost
+	despawns map[uint32]bool
+	refused  bool
 }
 
 // ringSize is how many snapshots sent to a client are remembered, for
@@ -279,7 +280,12 @@ func (s *Server) send(addr netip.AddrPort, p []byte) {
 	s.conn.WriteToUDPAddrPort(p, addr) //nolint:errcheck // UDP: loss is expected
 }
 
-func (s *Server) now() uint32 { return uint32(time.Since(s.start).Milliseconds()) }
+func (s *Server) now() uint32 {
+	if s.clock != nil {
+		return s.clock()
+	}
+	return uint32(time.Since(s.start).Milliseconds())
+}
 
 // cookie proves that a client receives at addr: it is keyed by the
 // server's secret and valid for the current and the previous 10 s window.
