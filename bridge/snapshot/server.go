@@ -30,6 +30,10 @@ type Options struct {
 	// Timeout drops a client not heard from for this long, and with it
 	// its objects. Zero means 5 s.
 	Timeout time.Duration
+	// TypeOf, if set, names the ghost type of an object that has no
+	// ghostType property (a configured rule, say by the properties it
+	// has). An empty or unknown name means GenericType.
+	TypeOf func(props gameworld.Properties) string
 	// MaxClients bounds connected clients. Zero means 1024.
 	MaxClients int
 	// Logger receives the server's logs; nil discards them.
@@ -575,10 +579,13 @@ func (s *Server) applyLocked(d relay.Delivery) {
 
 func (s *Server) typeOf(props gameworld.Properties) int {
 	var name string
-	if raw, ok := props[TypeProperty]; ok && json.Unmarshal(raw, &name) == nil {
-		if i, ok := s.byName[name]; ok {
-			return i
-		}
+	if raw, ok := props[TypeProperty]; ok {
+		json.Unmarshal(raw, &name)
+	} else if s.opts.TypeOf != nil {
+		name = s.opts.TypeOf(props)
+	}
+	if i, ok := s.byName[name]; ok {
+		return i
 	}
 	return 0
 }

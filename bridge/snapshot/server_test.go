@@ -298,6 +298,30 @@ func TestTypeListUnderLoss(t *testing.T) {
 	}
 }
 
+// TestTypeRule: a configured rule types objects without a ghostType.
+func TestTypeRule(t *testing.T) {
+	p := startPlace(t, Options{TypeOf: func(props gameworld.Properties) string {
+		if _, ok := props["position"]; ok {
+			return "transform"
+		}
+		return ""
+	}})
+	c := dial(t, p.srv.Addr().String(), ClientOptions{})
+	plain := transform(1, 2, 0)
+	delete(plain, "ghostType")
+	plain["extra"] = json.RawMessage(`1`)
+	p.node.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "typed", Properties: plain},
+		{Type: gameworld.Add, ID: "loose", Properties: gameworld.Properties{"color": json.RawMessage(`"red"`)}}})
+	waitFor(t, "both objects", 5*time.Second, func() bool {
+		o := c.Objects()
+		return o["typed"] != nil && o["loose"] != nil
+	})
+	o := c.Objects()
+	if string(o["typed"]["ghostType"]) != `"transform"` || o["typed"]["extra"] != nil || string(o["loose"]["color"]) != `"red"` {
+		t.Errorf("got %v", o)
+	}
+}
+
 // TestHashMismatch: a type whose layout differs is refused on both sides.
 func TestHashMismatch(t *testing.T) {
 	p := startPlace(t, Options{Types: []GhostType{{Name: "thing", Fields: []Field{{Property: "n", Kind: Int}}}}})
