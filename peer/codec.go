@@ -173,6 +173,11 @@ type Metadata struct {
 	// Role is our extension: "client", "proxy" or "server". Empty if the peer
 	// did not say.
 	Role string
+	// Interest is our extension: the regions the peer wants changes of
+	// (metadata key "interest"). HasInterest false means everything, as
+	// when the key is absent or null; true with no boxes means nothing.
+	Interest    []Box
+	HasInterest bool
 }
 
 // DecodeMetadata decodes the data of a metadata or metadataChange message.
@@ -189,6 +194,10 @@ func (l Limits) DecodeMetadata(data json.RawMessage) (Metadata, error) {
 		return md, err
 	}
 	if err := decodeString(fields, "role", &md.Role, false); err != nil {
+		return md, err
+	}
+	var err error
+	if md.Interest, md.HasInterest, err = decodeInterest(fields["interest"]); err != nil {
 		return md, err
 	}
 	if raw, ok := fields["identifierChain"]; ok && !isNull(raw) {
@@ -240,6 +249,9 @@ func AppendMetadata(dst []byte, typeName string, md Metadata) []byte {
 	if md.Role != "" {
 		dst = append(dst, `,"role":`...)
 		dst = appendString(dst, md.Role)
+	}
+	if md.HasInterest {
+		dst = appendInterest(dst, md.Interest)
 	}
 	return append(dst, "}]"...)
 }

@@ -102,6 +102,15 @@ const (
 	Send
 	// Echo: the peer sent this change itself, so it knows the outcome.
 	Echo
+	// Reveal: the object entered the peer's view; send it whole unless
+	// the peer has it already.
+	Reveal
+	// Keep: send the record only if the peer has the object (an object
+	// near the edge of the peer's region stays as long as it stays near).
+	Keep
+	// Hide: the object left the peer's view; send a remove if the peer has
+	// it.
+	Hide
 )
 
 // Link is one connection to a peer world. Its methods are safe for
@@ -386,6 +395,21 @@ func (l *Link) Offer(recs []*Record, verdict func(i int) Verdict, full func(i in
 				l.known.remove(r.Slot)
 			}
 			continue
+		case Reveal:
+			if l.known.has(r.Slot) {
+				continue
+			}
+		case Keep:
+			if !l.known.has(r.Slot) {
+				continue
+			}
+		case Hide:
+			if !l.known.has(r.Slot) {
+				continue
+			}
+			if r.Type != gameworld.Remove {
+				r = NewRecord(gameworld.Change{Type: gameworld.Remove, ID: r.ID, Owner: r.Owner}, r.Slot)
+			}
 		}
 		switch r.Type {
 		case gameworld.Update:

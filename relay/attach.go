@@ -173,6 +173,14 @@ func (a *Attachment) Detach() {
 			break
 		}
 	}
+	if a.ls.region != nil {
+		n.unregisterLocked(a.ls)
+		a.ls.region = nil
+		if len(n.sp.regioned) == 0 {
+			n.sp = spatial{}
+		}
+		n.chainChanged()
+	}
 	if owned := n.claimedBy(a.ls); len(owned) > 0 {
 		n.releaseClaims(owned, nil)
 		if !n.closed {
@@ -191,10 +199,21 @@ func (a *Attachment) offer(recs []*peer.Record, verdict func(int) peer.Verdict, 
 	}
 	a.buf = a.buf[:0]
 	for i, r := range recs {
-		if verdict != nil && verdict(i) != peer.Send {
-			continue
+		v := peer.Send
+		if verdict != nil {
+			v = verdict(i)
 		}
 		d := Delivery{Change: r.Change}
+		switch v {
+		case peer.Skip, peer.Echo:
+			continue
+		case peer.Hide:
+			// It left the attachment's region; a receiver ignores removes
+			// of objects it does not have.
+			d.Change = gameworld.Change{Type: gameworld.Remove, ID: r.ID, Owner: r.Owner}
+			a.buf = append(a.buf, d)
+			continue
+		}
 		switch {
 		case r.Type == gameworld.Add:
 			d.After = r.Properties

@@ -29,6 +29,10 @@ type logEntry struct {
 	// removals must still count as local when they are routed, although
 	// its claims are gone by the next tick.
 	oi ownerInfo
+	// p is the object's position after the change, if it has one (set
+	// only while some link has a region).
+	p    [3]float64
+	hasP bool
 }
 
 // fanout is the shared log. Guarded by Node.mu.
@@ -145,42 +149,55 @@ func (n *Node) flushLocked() {
 		}
 		return e.full
 	}
-	var md peer.Metadata
+	var mdUp, mdMesh peer.Metadata
 	if len(f.mdAt) > 0 {
-		md = n.localMetadataLocked(ownership.Upstream)
+		mdUp, mdMesh = n.localMetadataLocked(ownership.Upstream), n.localMetadataLocked(ownership.Mesh)
 	}
+	n.indexLog()
 	for _, ls := range n.order {
 		announces := len(f.mdAt) > 0 && (ls.kind == ownership.Upstream || ls.kind == ownership.Mesh)
+		md := mdUp
+		if ls.kind == ownership.Mesh {
+			md = mdMesh
+		}
 		if !ls.ready {
 			if announces {
 				ls.link.SendMetadata(md)
 			}
 			continue
 		}
-		from := 0
-		offer := func(to int) {
-			if to == from {
-				return
+		if ls.region != nil {
+			n.offerSubset(ls, ls.region.sub, announces, md, full)
+		} else {
+			from := 0
+			offer := func(to int) {
+				if to == from {
+					return
+				}
+				base := from
+				ls.link.Offer(f.recs[from:to], func(i int) peer.Verdict { return n.verdict(ls, base+i) },
+					func(i int) *peer.Record { return full(base + i) }, f.unique)
+				from = to
 			}
-			base := from
-			ls.link.Offer(f.recs[from:to], func(i int) peer.Verdict { return n.verdict(ls, base+i) },
-				func(i int) *peer.Record { return full(base + i) }, f.unique)
-			from = to
-		}
-		if announces {
-			for _, at := range f.mdAt {
-				offer(at)
-				ls.link.SendMetadata(md)
+			if announces {
+				for _, at := range f.mdAt {
+					offer(at)
+					ls.link.SendMetadata(md)
+				}
 			}
+			offer(len(f.log))
 		}
-		offer(len(f.log))
 		if ls.refreshWanted {
 			ls.refreshWanted = false
 			n.sendRefreshLocked(ls)
 		}
 	}
 	for _, a := range n.atts {
-		a.offer(f.recs, func(i int) peer.Verdict { return n.verdict(a.ls, i) }, full)
+		if a.ls.region != nil {
+			n.offerSubset(a.ls, a.ls.region.sub, false, peer.Metadata{}, full)
+		} else {
+			a.offer(f.recs, func(i int) peer.Verdict { return n.verdict(a.ls, i) }, full)
+		}
 		if a.ls.refreshWanted {
 			a.ls.refreshWanted = false
 			n.sendRefreshLocked(a.ls)
@@ -196,6 +213,45 @@ func (n *Node) flushLocked() {
 	if n.metrics != nil {
 		n.metrics.tick.Observe(time.Since(start).Seconds())
 	}
+}
+
+// offerSubset offers a link with a region the log entries it must
+// consider (sub, in log order), sending metadata at the log's markers if
+// announces. n.mu must be held.
+func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Metadata, full func(int) *peer.Record) {
+	f := &n.fan
+	recs := make([]*peer.Record, 0, len(sub))
+	from := 0
+	flush := func(upTo int) {
+		// Entries of sub before log position upTo.
+		to := from
+		for to < len(sub) && sub[to] < upTo {
+			to++
+		}
+		if to == from {
+			return
+		}
+		idx := sub[from:to]
+		recs = recs[:0]
+		for _, i := range idx {
+			recs = append(recs, f.recs[i])
+		}
+		verdict := func(j int) peer.Verdict { return n.regionVerdict(ls, idx[j], n.verdict(ls, idx[j])) }
+		fullj := func(j int) *peer.Record { return full(idx[j]) }
+		if ls.att != nil {
+			ls.att.offer(recs, verdict, fullj)
+		} else {
+			ls.link.Offer(recs, verdict, fullj, f.unique)
+		}
+		from = to
+	}
+	if announces {
+		for _, at := range f.mdAt {
+			flush(at)
+			ls.link.SendMetadata(md)
+		}
+	}
+	flush(len(f.log))
 }
 
 // verdict says what ls gets of the log's i-th record. n.mu must be held.
@@ -215,6 +271,11 @@ func (n *Node) verdict(ls *linkState, i int) peer.Verdict {
 func (n *Node) sendRefreshLocked(ls *linkState) {
 	var recs []*peer.Record
 	n.world.Range(func(o gameworld.Object) bool {
+		if ls.region != nil {
+			if p, ok := n.positionOf(o.Properties); ok && !inRegion(ls.region.boxes, p, 0) {
+				return true
+			}
+		}
 		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
 			recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Properties: o.Properties}, o.Slot))
 		}

@@ -48,6 +48,10 @@ type Node struct {
 	totals closedTotals
 	mesh   *Mesh
 	fan    fanout
+	sp     spatial
+	// interest is what a client node wants of its upstream (SetInterest);
+	// nil means everything.
+	interest []peer.Box
 	// workers run the links' writers and message handling.
 	workers peer.Workers
 	// metrics is nil unless Options.Registerer is set.
@@ -78,6 +82,8 @@ type linkState struct {
 	// detached mesh links have closed while their member is still alive:
 	// their claims (and objects) are kept for the re-dialed link.
 	detached bool
+	// region is what the peer wants to see; nil means everything.
+	region *region
 }
 
 // New returns a node. Call Close to stop it.
@@ -100,6 +106,18 @@ func New(opts Options) (*Node, error) {
 	}
 	if opts.ReclaimGrace == 0 {
 		opts.ReclaimGrace = DefaultReclaimGrace
+	}
+	if opts.InterestProperty == "" {
+		opts.InterestProperty = DefaultInterestProperty
+	}
+	switch {
+	case opts.InterestMargin == 0:
+		opts.InterestMargin = DefaultInterestMargin
+	case opts.InterestMargin < 0:
+		opts.InterestMargin = 0
+	}
+	if opts.InterestCell <= 0 {
+		opts.InterestCell = DefaultInterestCell
 	}
 	if opts.MetadataTimeout == 0 {
 		opts.MetadataTimeout = 30 * time.Second
@@ -504,6 +522,9 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 			delete(ls.chain, id)
 		}
 	}
+	if n.interestChangedLocked(ls, md) {
+		changed = true // the union announced upstream and to the mesh
+	}
 	first := !ls.ready
 	ls.ready = true
 	if first {
@@ -574,6 +595,14 @@ func (n *Node) localMetadataLocked(kind ownership.LinkKind) peer.Metadata {
 	if kind == ownership.Downstream {
 		return md
 	}
+	switch {
+	case kind == ownership.Upstream && n.opts.Interest != nil:
+		md.Interest, md.HasInterest = n.opts.Interest, true
+	case n.role == ownership.Client:
+		md.Interest, md.HasInterest = n.interest, n.interest != nil
+	default:
+		md.Interest, md.HasInterest = n.unionInterestLocked()
+	}
 	for id, ls := range n.claims {
 		if ls.kind == ownership.Downstream {
 			md.IdentifierChain = append(md.IdentifierChain, id)
@@ -596,6 +625,16 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 		if o == ls {
 			n.order = append(n.order[:i:i], n.order[i+1:]...)
 			break
+		}
+	}
+	if ls.region != nil {
+		n.unregisterLocked(ls)
+		ls.region = nil
+		if len(n.sp.regioned) == 0 {
+			n.sp = spatial{}
+		}
+		if !n.closed {
+			n.chainChanged()
 		}
 	}
 	n.totals.add(l)

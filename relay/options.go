@@ -45,6 +45,22 @@ type Options struct {
 	// peer that closes its connection, or is closed for bad input, loses
 	// them at once. Zero means DefaultReclaimGrace; negative disables it.
 	ReclaimGrace time.Duration
+	// Interest is the region a proxy announces to its upstream. Nil means
+	// the union of its downstream peers' regions (everything if any of
+	// them wants everything). A client node sets its own with
+	// Node.SetInterest.
+	Interest []peer.Box
+	// InterestProperty is the property that locates an object for
+	// interest regions. Empty means DefaultInterestProperty ("position",
+	// an [x, y, z] array). Objects without it reach every region.
+	InterestProperty string
+	// InterestMargin grows a region for objects already in a peer's view,
+	// so that objects at the edge do not flicker. Zero means
+	// DefaultInterestMargin; negative means none.
+	InterestMargin float64
+	// InterestCell is the side of the grid cells that index objects and
+	// regions. Zero means DefaultInterestCell.
+	InterestCell float64
 	// OriginPatterns lists the browser origins accepted besides the
 	// node's own (see peer.AcceptOptions).
 	OriginPatterns []string

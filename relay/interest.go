@@ -1,0 +1,469 @@
+package relay
+
+import (
+	"encoding/json"
+	"math"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+// Interest. A downstream or mesh peer may announce a region (metadata key
+// "interest"): it is then sent only objects whose position is inside it,
+// objects without a position, and removes of what leaves it. Hysteresis:
+// an object enters at the region's boxes and leaves only beyond them
+// grown by Options.InterestMargin. A uniform grid indexes objects and
+// regions by cell, so that routing a change visits only the links
+// interested in the cells it leaves and enters, and a region change only
+// the objects of the old and new regions.
+
+// Defaults of the interest options.
+const (
+	DefaultInterestProperty = "position"
+	DefaultInterestMargin   = 2.0
+	DefaultInterestCell     = 32.0
+)
+
+// maxRegionCells bounds how many grid cells one region registers in;
+// larger regions are checked against every change instead.
+const maxRegionCells = 4096
+
+type cellKey [3]int32
+
+// objAt is where the index has an object.
+type objAt struct {
+	id   string
+	p    [3]float64
+	c    cellKey
+	hasP bool
+}
+
+// spatial is the node's interest index. Guarded by Node.mu. It is built
+// when the first link announces a region and dropped with the last.
+type spatial struct {
+	active bool
+	at     map[uint32]objAt
+	objs   map[cellKey]map[uint32]struct{}
+	// unplaced holds objects without a position: every region gets them.
+	unplaced map[uint32]struct{}
+	links    map[cellKey][]*linkState
+	wide     []*linkState
+	regioned []*linkState
+}
+
+// region is a link's announced interest.
+type region struct {
+	boxes []peer.Box
+	cells []cellKey // cells registered, unless wide
+	wide  bool
+	// sub lists the log entries of this flush the link must consider;
+	// mark dedupes them.
+	sub  []int
+	mark int
+}
+
+func (n *Node) cellOf(p [3]float64) cellKey {
+	var c cellKey
+	for i := range 3 {
+		v := math.Floor(p[i] / n.opts.InterestCell)
+		c[i] = int32(max(min(v, math.MaxInt32), math.MinInt32))
+	}
+	return c
+}
+
+// positionOf reads an object's position property.
+func (n *Node) positionOf(props gameworld.Properties) ([3]float64, bool) {
+	var p [3]float64
+	raw, ok := props[n.opts.InterestProperty]
+	if !ok || json.Unmarshal(raw, &p) != nil {
+		return p, false
+	}
+	for _, v := range p {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return p, false
+		}
+	}
+	return p, true
+}
+
+// cellsOf returns the cells boxes cover when grown by margin, or false if
+// they are too many.
+func (n *Node) cellsOf(boxes []peer.Box, margin float64) ([]cellKey, bool) {
+	seen := map[cellKey]bool{}
+	var out []cellKey
+	for _, b := range boxes {
+		lo := n.cellOfBox(b.Min, -margin)
+		hi := n.cellOfBox(b.Max, margin)
+		count := 1.0
+		for i := range 3 {
+			count *= float64(hi[i]) - float64(lo[i]) + 1
+		}
+		if count > maxRegionCells {
+			return nil, false
+		}
+		for x := lo[0]; x <= hi[0]; x++ {
+			for y := lo[1]; y <= hi[1]; y++ {
+				for z := lo[2]; z <= hi[2]; z++ {
+					c := cellKey{x, y, z}
+					if !seen[c] {
+						seen[c] = true
+						out = append(out, c)
+					}
+				}
+			}
+		}
+	}
+	return out, true
+}
+
+func (n *Node) cellOfBox(p [3]float64, grow float64) cellKey {
+	for i := range p {
+		p[i] = max(min(p[i]+grow, 1e15), -1e15)
+	}
+	return n.cellOf(p)
+}
+
+func inRegion(boxes []peer.Box, p [3]float64, margin float64) bool {
+	for _, b := range boxes {
+		if b.Contains(p, margin) {
+			return true
+		}
+	}
+	return false
+}
+
+// activateSpatial builds the object index from the world. n.mu must be
+// held.
+func (n *Node) activateSpatial() {
+	sp := &n.sp
+	if sp.active {
+		return
+	}
+	*sp = spatial{active: true, at: map[uint32]objAt{}, objs: map[cellKey]map[uint32]struct{}{},
+		unplaced: map[uint32]struct{}{}, links: map[cellKey][]*linkState{}}
+	n.world.Range(func(o gameworld.Object) bool {
+		n.placeLocked(o.Slot, o.ID, o.Properties)
+		return true
+	})
+}
+
+// placeLocked records an object's position (props nil: removed) and
+// returns where it was. n.mu must be held.
+func (n *Node) placeLocked(slot uint32, id string, props gameworld.Properties) (old objAt, had bool) {
+	sp := &n.sp
+	old, had = sp.at[slot]
+	if had {
+		if old.hasP {
+			if set := sp.objs[old.c]; set != nil {
+				delete(set, slot)
+				if len(set) == 0 {
+					delete(sp.objs, old.c)
+				}
+			}
+		} else {
+			delete(sp.unplaced, slot)
+		}
+		delete(sp.at, slot)
+	}
+	if props == nil {
+		return old, had
+	}
+	now := objAt{id: id}
+	now.p, now.hasP = n.positionOf(props)
+	if now.hasP {
+		now.c = n.cellOf(now.p)
+		set := sp.objs[now.c]
+		if set == nil {
+			set = map[uint32]struct{}{}
+			sp.objs[now.c] = set
+		}
+		set[slot] = struct{}{}
+	} else {
+		sp.unplaced[slot] = struct{}{}
+	}
+	sp.at[slot] = now
+	return old, had
+}
+
+// registerLocked (re)registers ls's region in the grid. n.mu must be held.
+func (n *Node) registerLocked(ls *linkState) {
+	sp := &n.sp
+	n.unregisterLocked(ls)
+	if ls.region == nil {
+		return
+	}
+	cells, ok := n.cellsOf(ls.region.boxes, n.opts.InterestMargin)
+	ls.region.cells, ls.region.wide = cells, !ok
+	if !ok {
+		sp.wide = append(sp.wide, ls)
+	}
+	for _, c := range cells {
+		sp.links[c] = append(sp.links[c], ls)
+	}
+	sp.regioned = append(sp.regioned, ls)
+}
+
+func (n *Node) unregisterLocked(ls *linkState) {
+	sp := &n.sp
+	if !sp.active || ls.region == nil {
+		return
+	}
+	drop := func(list []*linkState) []*linkState {
+		for i, x := range list {
+			if x == ls {
+				return append(list[:i:i], list[i+1:]...)
+			}
+		}
+		return list
+	}
+	for _, c := range ls.region.cells {
+		if l := drop(sp.links[c]); len(l) > 0 {
+			sp.links[c] = l
+		} else {
+			delete(sp.links, c)
+		}
+	}
+	sp.wide = drop(sp.wide)
+	sp.regioned = drop(sp.regioned)
+	ls.region.cells = nil
+}
+
+// setRegionLocked sets what ls wants to see; boxes nil with has false
+// means everything. A ready link is sent what enters its view and removes
+// of what leaves it. n.mu must be held.
+func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
+	old := ls.region
+	if !has && old == nil {
+		return
+	}
+	if has {
+		n.activateSpatial()
+	}
+	n.unregisterLocked(ls)
+	if has {
+		ls.region = &region{boxes: boxes}
+		n.registerLocked(ls)
+	} else {
+		ls.region = nil
+	}
+	if len(n.sp.regioned) == 0 && n.sp.active {
+		n.sp = spatial{}
+	}
+	if !ls.ready || ls.refreshWanted {
+		return // the refresh to come respects the region
+	}
+	// Objects of the old and new regions: what enters the view comes
+	// whole, what leaves it goes.
+	var slots []uint32
+	switch {
+	case old == nil || !has || old.wide || ls.region.wide:
+		n.world.Range(func(o gameworld.Object) bool { slots = append(slots, o.Slot); return true })
+	default:
+		seen := map[uint32]bool{}
+		for _, cells := range [][]cellKey{old.cells, ls.region.cells} {
+			for _, c := range cells {
+				for slot := range n.sp.objs[c] {
+					if !seen[slot] {
+						seen[slot] = true
+						slots = append(slots, slot)
+					}
+				}
+			}
+		}
+	}
+	recs := make([]*peer.Record, 0, len(slots))
+	verdicts := make([]peer.Verdict, 0, len(slots))
+	for _, slot := range slots {
+		at, ok := n.sp.at[slot]
+		if !ok && has {
+			continue
+		}
+		id := at.id
+		if !has {
+			// Everything: the index may be gone; look the object up.
+			if !ok {
+				continue
+			}
+		}
+		o, exists := n.world.Get(id)
+		if !exists || !ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
+			continue
+		}
+		v := peer.Reveal
+		switch {
+		case !has || !at.hasP || inRegion(ls.region.boxes, at.p, 0):
+		case inRegion(ls.region.boxes, at.p, n.opts.InterestMargin):
+			continue // near the edge: stays as it is
+		default:
+			v = peer.Hide
+		}
+		recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Properties: o.Properties}, o.Slot))
+		verdicts = append(verdicts, v)
+	}
+	if len(recs) > 0 {
+		ls.endpointOffer(recs, func(i int) peer.Verdict { return verdicts[i] })
+	}
+}
+
+// endpointOffer offers records with verdicts to a link or attachment.
+func (ls *linkState) endpointOffer(recs []*peer.Record, verdict func(int) peer.Verdict) {
+	if ls.att != nil {
+		ls.att.offer(recs, verdict, nil)
+		return
+	}
+	ls.link.Offer(recs, verdict, nil, false)
+}
+
+// regionVerdict refines an ownership verdict by ls's region for the log's
+// i-th entry. n.mu must be held.
+func (n *Node) regionVerdict(ls *linkState, i int, v peer.Verdict) peer.Verdict {
+	if v != peer.Send || ls.region == nil {
+		return v
+	}
+	e := &n.fan.log[i]
+	if e.rec.Type == gameworld.Remove || !e.hasP {
+		return peer.Send
+	}
+	switch {
+	case inRegion(ls.region.boxes, e.p, 0):
+		return peer.Send
+	case inRegion(ls.region.boxes, e.p, n.opts.InterestMargin):
+		return peer.Keep
+	}
+	return peer.Hide
+}
+
+// indexLog places the log's objects in the index and lists, for every
+// link with a region, the entries it must consider: those in cells its
+// region covers, before or after the change, and those without a
+// position. n.mu must be held.
+func (n *Node) indexLog() {
+	sp := &n.sp
+	if !sp.active {
+		return
+	}
+	f := &n.fan
+	for _, ls := range sp.regioned {
+		ls.region.sub, ls.region.mark = ls.region.sub[:0], 0
+	}
+	visit := func(ls *linkState, i int) {
+		if ls.region.mark != i+1 {
+			ls.region.mark = i + 1
+			ls.region.sub = append(ls.region.sub, i)
+		}
+	}
+	for i := range f.log {
+		e := &f.log[i]
+		var props gameworld.Properties
+		if e.rec.Type != gameworld.Remove {
+			props = e.after
+			if props == nil {
+				props = e.rec.Properties
+			}
+		}
+		old, had := n.placeLocked(e.rec.Slot, e.rec.ID, props)
+		now := sp.at[e.rec.Slot]
+		e.p, e.hasP = now.p, now.hasP
+		if (had && !old.hasP) || (props != nil && !now.hasP) {
+			for _, ls := range sp.regioned {
+				visit(ls, i)
+			}
+			continue
+		}
+		if had {
+			for _, ls := range sp.links[old.c] {
+				visit(ls, i)
+			}
+		}
+		if props != nil {
+			for _, ls := range sp.links[now.c] {
+				visit(ls, i)
+			}
+		}
+		for _, ls := range sp.wide {
+			visit(ls, i)
+		}
+	}
+}
+
+// unionInterestLocked returns the union of the regions of the node's
+// downstream peers (links and attachments), for its upstream and mesh
+// links: has is false if any of them wants everything. n.mu must be held.
+func (n *Node) unionInterestLocked() (boxes []peer.Box, has bool) {
+	boxes = []peer.Box{}
+	add := func(ls *linkState) bool {
+		if ls.region == nil {
+			return false
+		}
+		boxes = append(boxes, ls.region.boxes...)
+		return true
+	}
+	for _, ls := range n.order {
+		if ls.kind == ownership.Downstream && !add(ls) {
+			return nil, false
+		}
+	}
+	for _, a := range n.atts {
+		if a.rx != nil && !add(a.ls) {
+			return nil, false
+		}
+	}
+	if len(boxes) > peer.MaxInterestBoxes {
+		return nil, false // too detailed to announce: everything
+	}
+	return boxes, true
+}
+
+// interestChangedLocked applies the region a peer announced in its
+// metadata, and reports whether it changed. n.mu must be held.
+func (n *Node) interestChangedLocked(ls *linkState, md peer.Metadata) bool {
+	if ls.region == nil && !md.HasInterest {
+		return false
+	}
+	if ls.region != nil && md.HasInterest && sameBoxes(ls.region.boxes, md.Interest) {
+		return false
+	}
+	n.setRegionLocked(ls, md.Interest, md.HasInterest)
+	return true
+}
+
+func sameBoxes(a, b []peer.Box) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// SetInterest sets the region a client node wants of its upstream; nil
+// means everything. The upstream is told at once.
+func (n *Node) SetInterest(boxes []peer.Box) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if boxes != nil {
+		boxes = append([]peer.Box{}, boxes...)
+	}
+	n.interest = boxes
+	n.chainChanged()
+}
+
+// SetInterest sets what the attachment receives, as a link's announced
+// region would (boxes nil with has false: everything; has with no boxes:
+// nothing). Bridges set nothing while they serve no one, so that a node's
+// upstream and mesh peers need not send them the world.
+func (a *Attachment) SetInterest(boxes []peer.Box, has bool) {
+	n := a.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !a.attached() {
+		return
+	}
+	if n.interestChangedLocked(a.ls, peer.Metadata{Interest: boxes, HasInterest: has}) {
+		n.chainChanged()
+	}
+}
