@@ -24,6 +24,9 @@ type ClientOptions struct {
 	// MinBackoff and MaxBackoff bound reconnect delays (see
 	// UpstreamOptions).
 	MinBackoff, MaxBackoff time.Duration
+	// Interest is the region the client wants to see (see
+	// Node.SetInterest); nil means everything.
+	Interest []peer.Box
 	// Dial configures the WebSocket handshake.
 	Dial peer.DialOptions
 	// Logger receives the client's logs; nil discards them.
@@ -69,6 +72,9 @@ func NewClient(url string, opts ClientOptions) (*Client, error) {
 	node, err := New(Options{Role: ownership.Client, Identifier: opts.Identifier, Prefix: opts.Prefix, Tick: opts.Tick, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
+	}
+	if opts.Interest != nil {
+		node.SetInterest(opts.Interest)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{node: node, cancel: cancel, done: make(chan struct{}), connCh: make(chan struct{})}
@@ -133,6 +139,12 @@ func (c *Client) WaitConnected(ctx context.Context) error {
 // Identifier returns the client's world identifier, the owner of the
 // objects it creates.
 func (c *Client) Identifier() string { return c.node.Identifier() }
+
+// SetInterest moves the region the client sees: objects with a position
+// outside it (beyond the server's margin) leave the client's world, those
+// inside arrive. Nil means everything. The client's own objects stay
+// wherever they are.
+func (c *Client) SetInterest(boxes []peer.Box) { c.node.SetInterest(boxes) }
 
 // World returns the client's copy of the shared world.
 func (c *Client) World() *gameworld.World { return c.node.World() }

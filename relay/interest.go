@@ -237,6 +237,11 @@ func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
 	if !has && old == nil {
 		return
 	}
+	var oldCells []cellKey
+	oldWide := false
+	if old != nil {
+		oldCells, oldWide = old.cells, old.wide
+	}
 	if has {
 		n.activateSpatial()
 	}
@@ -255,48 +260,42 @@ func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
 	}
 	// Objects of the old and new regions: what enters the view comes
 	// whole, what leaves it goes.
-	var slots []uint32
+	var objs []gameworld.Object
 	switch {
-	case old == nil || !has || old.wide || ls.region.wide:
-		n.world.Range(func(o gameworld.Object) bool { slots = append(slots, o.Slot); return true })
+	case old == nil || !has || oldWide || ls.region.wide:
+		objs = n.world.Objects()
 	default:
 		seen := map[uint32]bool{}
-		for _, cells := range [][]cellKey{old.cells, ls.region.cells} {
+		for _, cells := range [][]cellKey{oldCells, ls.region.cells} {
 			for _, c := range cells {
 				for slot := range n.sp.objs[c] {
-					if !seen[slot] {
-						seen[slot] = true
-						slots = append(slots, slot)
+					if seen[slot] {
+						continue
+					}
+					seen[slot] = true
+					if o, ok := n.world.Get(n.sp.at[slot].id); ok {
+						objs = append(objs, o)
 					}
 				}
 			}
 		}
 	}
-	recs := make([]*peer.Record, 0, len(slots))
-	verdicts := make([]peer.Verdict, 0, len(slots))
-	for _, slot := range slots {
-		at, ok := n.sp.at[slot]
-		if !ok && has {
-			continue
-		}
-		id := at.id
-		if !has {
-			// Everything: the index may be gone; look the object up.
-			if !ok {
-				continue
-			}
-		}
-		o, exists := n.world.Get(id)
-		if !exists || !ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
+	recs := make([]*peer.Record, 0, len(objs))
+	verdicts := make([]peer.Verdict, 0, len(objs))
+	for _, o := range objs {
+		if !ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
 			continue
 		}
 		v := peer.Reveal
-		switch {
-		case !has || !at.hasP || inRegion(ls.region.boxes, at.p, 0):
-		case inRegion(ls.region.boxes, at.p, n.opts.InterestMargin):
-			continue // near the edge: stays as it is
-		default:
-			v = peer.Hide
+		if has {
+			p, hasP := n.positionOf(o.Properties)
+			switch {
+			case !hasP || inRegion(ls.region.boxes, p, 0):
+			case inRegion(ls.region.boxes, p, n.opts.InterestMargin):
+				continue // near the edge: stays as it is
+			default:
+				v = peer.Hide
+			}
 		}
 		recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Properties: o.Properties}, o.Slot))
 		verdicts = append(verdicts, v)
