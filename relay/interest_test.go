@@ -2,10 +2,13 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/peer"
 )
 
@@ -101,4 +104,100 @@ func TestInterestRegion(t *testing.T) {
 			t.Fatalf("the viewer got %d records for objects it was never sent", n)
 		}
 	}
+}
+
+// TestRegionProxies: a server with four region proxies, two with a
+// configured region and two announcing their clients' union. Each proxy
+// receives only its quadrant's objects, clients of different quadrants do
+// not see each other, and a client that crosses a border and reconnects to
+// the neighbouring proxy sees the neighbour's objects.
+func TestRegionProxies(t *testing.T) {
+	server, url := startNode(t, Options{Tick: 5 * time.Millisecond, InterestCell: 8})
+	quad := func(i int) peer.Box {
+		x0, z0 := float64(i%2)*100, float64(i/2)*100
+		return box(x0, -1000, z0, x0+100, 1000, z0+100)
+	}
+	center := func(i int) []float64 { b := quad(i); return []float64{b.Min[0] + 50, 0, b.Min[2] + 50} }
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var proxies []*Node
+	var urls []string
+	var clients []*Client
+	for i := range 4 {
+		opts := Options{Tick: 5 * time.Millisecond, InterestCell: 8}
+		if i < 2 {
+			opts.Interest = []peer.Box{quad(i)}
+		}
+		p, purl := startProxy(t, url, opts)
+		proxies, urls = append(proxies, p), append(urls, purl)
+		c, err := Dial(ctx, purl, ClientOptions{Prefix: "player", Tick: 5 * time.Millisecond, Interest: []peer.Box{quad(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients = append(clients, c)
+		if _, err := c.Create(map[string]any{"position": center(i), "avatar": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Scenery in every quadrant, owned by the server.
+	for i := range 4 {
+		for k := range 5 {
+			p := center(i)
+			p[0] += float64(k)
+			pos, _ := json.Marshal(p)
+			add := gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("tree-%d-%d", i, k), Properties: gameworld.Properties{"position": pos}}
+			if _, err := server.Apply([]gameworld.Change{add}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	inQuad := func(i int, props map[string]json.RawMessage) bool {
+		var p [3]float64
+		json.Unmarshal(props["position"], &p)
+		return quad(i).Contains(p, DefaultInterestMargin)
+	}
+	for i, c := range clients {
+		waitFor(t, "each client to see its quadrant's trees", 10*time.Second, func() bool { return len(c.World().Objects()) >= 6 })
+		time.Sleep(50 * time.Millisecond)
+		for _, o := range c.World().Objects() {
+			if !inQuad(i, o.Properties) {
+				t.Errorf("client %d sees %s at %s", i, o.ID, o.Properties["position"])
+			}
+		}
+		if n := len(c.World().Objects()); n != 6 {
+			t.Errorf("client %d sees %d objects, want its avatar and 5 trees", i, n)
+		}
+		for _, o := range proxies[i].World().Objects() {
+			if !inQuad(i, o.Properties) {
+				t.Errorf("proxy %d received %s at %s", i, o.ID, o.Properties["position"])
+			}
+		}
+	}
+
+	// The client of quadrant 0 walks into quadrant 1 and moves to its proxy.
+	id := clients[0].Identifier()
+	var avatar string
+	for _, o := range clients[0].World().Objects() {
+		if o.Owner == id {
+			avatar = o.ID
+		}
+	}
+	clients[0].Set(avatar, map[string]any{"position": center(1), "avatar": 0})
+	time.Sleep(50 * time.Millisecond)
+	clients[0].Close()
+	moved, err := Dial(ctx, urls[1], ClientOptions{Identifier: id, Tick: 5 * time.Millisecond, Interest: []peer.Box{quad(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer moved.Close()
+	waitFor(t, "the moved client to see quadrant 1's avatar and trees", 10*time.Second, func() bool {
+		n := 0
+		for _, o := range moved.World().Objects() {
+			if inQuad(1, o.Properties) {
+				n++
+			}
+		}
+		return n >= 6
+	})
 }
