@@ -89,6 +89,9 @@ func New(n *relay.Node, opts Options) (*Bridge, error) {
 		return nil, fmt.Errorf("alloverse: joining the node: %w", err)
 	}
 	b.obs = obs
+	// Until a client connects the bridge needs nothing of the world, and
+	// the node's upstream and mesh peers need not send it.
+	obs.SetInterest(nil, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	go b.loop(ctx)

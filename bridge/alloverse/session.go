@@ -61,6 +61,9 @@ func (b *Bridge) Connect(conn Conn) (*Session, error) {
 	}
 	s := &Session{b: b, conn: conn}
 	b.sessions[s] = struct{}{}
+	if len(b.sessions) == 1 {
+		b.obs.SetInterest(nil, false) // the whole world, now that someone looks
+	}
 	return s, nil
 }
 
@@ -68,6 +71,9 @@ func (b *Bridge) Connect(conn Conn) (*Session, error) {
 // it every entity it owns.
 func (s *Session) Close() {
 	s.b.mu.Lock()
+	if _, ok := s.b.sessions[s]; ok && len(s.b.sessions) == 1 && !s.b.closed {
+		s.b.obs.SetInterest(nil, true)
+	}
 	delete(s.b.sessions, s)
 	s.closed = true
 	agent := s.agent

@@ -215,6 +215,7 @@ func Listen(n *relay.Node, addr string, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("snapshot: joining the node: %w", err)
 	}
 	s.obs = obs
+	obs.SetInterest(nil, true) // nothing until a client connects
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.wg.Add(2)
@@ -384,6 +385,9 @@ func (s *Server) accept(addr netip.AddrPort, nonce uint32) {
 		}
 		c = &conn{addr: addr, nonce: nonce, agent: agent, identifier: id, despawns: map[uint32]bool{}}
 		s.clients[addr] = c
+		if len(s.clients) == 1 {
+			s.obs.SetInterest(nil, false)
+		}
 		s.log.Debug("client connected", "addr", addr, "identifier", id)
 	}
 	c.heard = time.Now()
@@ -401,6 +405,9 @@ func (s *Server) dropLocked(c *conn) {
 		return
 	}
 	delete(s.clients, c.addr)
+	if len(s.clients) == 0 && !s.closed {
+		s.obs.SetInterest(nil, true)
+	}
 	// The node never calls the server under its lock except Receive,
 	// which takes inMu only, so detaching under s.mu cannot deadlock.
 	c.agent.Detach()
