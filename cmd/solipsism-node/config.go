@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +43,7 @@ type config struct {
 	alloHistory   int
 	alloStyle     alloverse.PatchStyle
 	placeName     string
+	interest      []peer.Box
 	snapListen    string
 	snapRate      int
 
@@ -51,6 +53,29 @@ type config struct {
 	meshLabel    string
 	meshProfile  string
 	advertiseURL string
+}
+
+// parseBox parses x0,y0,z0,x1,y1,z1.
+func parseBox(s string) (peer.Box, error) {
+	f := strings.Split(strings.TrimSpace(s), ",")
+	if len(f) != 6 {
+		return peer.Box{}, fmt.Errorf("want x0,y0,z0,x1,y1,z1, got %q", s)
+	}
+	var v [6]float64
+	for i, x := range f {
+		n, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+		if err != nil || math.IsNaN(n) {
+			return peer.Box{}, fmt.Errorf("want six numbers, got %q", s)
+		}
+		v[i] = n
+	}
+	b := peer.Box{Min: [3]float64{v[0], v[1], v[2]}, Max: [3]float64{v[3], v[4], v[5]}}
+	for i := range 3 {
+		if b.Min[i] > b.Max[i] {
+			return peer.Box{}, fmt.Errorf("min above max in %q", s)
+		}
+	}
+	return b, nil
 }
 
 // envName maps a flag name to its environment variable.
@@ -89,6 +114,16 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.IntVar(&c.alloHistory, "allo-history", alloverse.DefaultHistory, "how many revisions back an Alloverse client's acknowledgement still gets a diff instead of a full set")
 	fs.StringVar(&alloStyle, "allo-patch-style", "smallest", "form of Alloverse diffs: smallest (of merge and apply), merge or apply")
 	fs.StringVar(&c.placeName, "place-name", alloverse.DefaultPlaceName, "the place's name, as Alloverse clients are told")
+	fs.Func("interest", "proxy: region x0,y0,z0,x1,y1,z1 it wants of its upstream (repeatable; several separated by ';' in the environment); default: the union of its clients' regions", func(v string) error {
+		for _, part := range strings.Split(v, ";") {
+			b, err := parseBox(part)
+			if err != nil {
+				return err
+			}
+			c.interest = append(c.interest, b)
+		}
+		return nil
+	})
 	fs.StringVar(&c.snapListen, "snapshot-listen", "", "UDP host:port serving binary snapshots to game engines; off when empty")
 	fs.IntVar(&c.snapRate, "snapshot-rate", 60, "snapshots per second sent to each UDP client")
 	fs.StringVar(&c.meshBind, "mesh-bind", "", "server role: host:port for mesh membership (memberlist, UDP and TCP); empty runs a single node")
@@ -135,6 +170,9 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	}
 	if c.alloStyle, err = alloverse.ParsePatchStyle(alloStyle); err != nil {
 		return c, fmt.Errorf("--allo-patch-style: %w", err)
+	}
+	if c.interest != nil && c.role != ownership.Proxy {
+		return c, fmt.Errorf("--interest: only a proxy announces a region to an upstream")
 	}
 	if c.snapRate <= 0 || c.snapRate > 1000 {
 		return c, fmt.Errorf("--snapshot-rate: want 1 to 1000, got %d", c.snapRate)

@@ -127,3 +127,34 @@ func FuzzParseSizeAndKey(f *testing.F) {
 		}
 	})
 }
+
+func TestInterestFlag(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		env     string
+		boxes   int
+		wantErr bool
+	}{
+		{args: []string{"--role", "proxy", "--upstream", "ws://127.0.0.1:1/ws", "--interest", "0,0,0,10,10,10", "--interest", "-5,-1,-5,5,1,5"}, boxes: 2},
+		{args: []string{"--role", "proxy", "--upstream", "ws://127.0.0.1:1/ws"}, env: "0,0,0,1,1,1;2,2,2,3,3,3", boxes: 2},
+		{args: []string{"--role", "proxy", "--interest", "0,0,0,10,10"}, wantErr: true},
+		{args: []string{"--role", "proxy", "--interest", "5,0,0,1,1,1"}, wantErr: true},
+		{args: []string{"--interest", "0,0,0,1,1,1"}, wantErr: true},
+	} {
+		t.Run(strings.Join(c.args, " ")+c.env, func(t *testing.T) {
+			env := func(k string) string {
+				if k == "SOLIPSISM_INTEREST" {
+					return c.env
+				}
+				return ""
+			}
+			cfg, err := parseConfig(c.args, env, io.Discard)
+			if (err != nil) != c.wantErr {
+				t.Fatalf("err %v", err)
+			}
+			if err == nil && len(cfg.interest) != c.boxes {
+				t.Fatalf("%d boxes", len(cfg.interest))
+			}
+		})
+	}
+}
