@@ -23,6 +23,8 @@ type LinkInfo struct {
 	Role       string   `json:"role,omitempty"`
 	// Dialect is the name used for metadata answers on this link.
 	Dialect string `json:"dialect"`
+	// Interest is the region the peer wants; absent means everything.
+	Interest *[]RegionBox `json:"interest,omitempty"`
 	// Ready links receive changes.
 	Ready bool `json:"ready"`
 	// Queued is the number of objects with changes waiting to be sent.
@@ -37,6 +39,12 @@ type LinkInfo struct {
 	BytesOut    uint64    `json:"bytesOut"`
 	Refused     uint64    `json:"refused"`
 	Ignored     uint64    `json:"ignored"`
+}
+
+// RegionBox is one box of an interest region, as the inspector shows it.
+type RegionBox struct {
+	Min [3]float64 `json:"min"`
+	Max [3]float64 `json:"max"`
 }
 
 // Links returns a snapshot of the node's links, in the order they opened.
@@ -56,6 +64,13 @@ func (n *Node) Links() []LinkInfo {
 			RecordsIn: s.RecordsIn.Load(), RecordsOut: s.RecordsOut.Load(),
 			BytesIn: s.BytesIn.Load(), BytesOut: s.BytesOut.Load(),
 			Refused: s.Refused.Load(), Ignored: s.Ignored.Load(),
+		}
+		if ls.region != nil {
+			boxes := []RegionBox{}
+			for _, b := range ls.region.boxes {
+				boxes = append(boxes, RegionBox{Min: b.Min, Max: b.Max})
+			}
+			info.Interest = &boxes
 		}
 		for k := range s.MessagesIn {
 			info.MessagesIn += s.MessagesIn[k].Load()

@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -176,7 +177,11 @@ func (in *injector) inject(typ websocket.MessageType, msg string) int {
 
 func TestBrowserDemo(t *testing.T) {
 	browser := newBrowser(t)
-	node, err := relay.New(relay.Options{})
+	var logger *slog.Logger
+	if os.Getenv("SOLIPSISM_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	node, err := relay.New(relay.Options{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +236,19 @@ func TestBrowserDemo(t *testing.T) {
 		// Alice's link is her worker's, with her page behind it.
 		waitJS(t, insp, "both links listed", fmt.Sprintf(`(() => { const t = document.querySelector("#links tbody").textContent; return t.includes(%q) && t.includes(%q) && t.includes("webworker-"); })()`, alicePage, bobPage))
 		waitJS(t, insp, "objects listed", `document.querySelectorAll("#objects tbody tr").length === 2`)
+		waitJS(t, insp, "regions shown", `[...document.querySelectorAll("#links tbody td.region")].filter(td => td.textContent.includes("]–[")).length === 2`)
 		waitJS(t, insp, "rates plotted", `document.getElementById("rates").getContext("2d").getImageData(0,0,800,260).data.some(v => v !== 0)`)
+	})
+
+	t.Run("a region hides what is outside it", func(t *testing.T) {
+		// Alice, in a worker, looks at a corner of the world where bob is not.
+		evalJS[any](t, alice, `demo.session.setInterest({min: [-5, -5, -1], max: [5, 5, 1]}), null`)
+		waitJS(t, alice, "bob out of alice's region", `!demo.avatars().some(a => a.name === "bob")`)
+		time.Sleep(500 * time.Millisecond)
+		t.Logf("DEBUG alice errors %v status %v", evalJS[[]string](t, alice, `demo.errors`), evalJS[string](t, alice, `demo.session.status`))
+		waitJS(t, bob, "bob still sees alice", `demo.avatars().some(a => a.name === "alice")`)
+		evalJS[any](t, alice, `demo.session.setInterest(null), null`)
+		waitJS(t, alice, "bob back", `demo.avatars().some(a => a.name === "bob")`)
 	})
 
 	t.Run("malformed messages do not break the pages", func(t *testing.T) {

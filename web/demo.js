@@ -17,7 +17,21 @@ function colorFor(id) {
   return `hsl(${h % 360} 70% 60%)`;
 }
 
-const me = session.world.create({ kind: "avatar", name, color: colorFor(session.world.identifier), x: 200 + Math.random() * 600, y: 150 + Math.random() * 300 });
+const x0 = 200 + Math.random() * 600, y0 = 150 + Math.random() * 300;
+const me = session.world.create({ kind: "avatar", name, color: colorFor(session.world.identifier), x: x0, y: y0, position: [x0, y0, 0] });
+
+// Each tab sees only what is within a region around its avatar (?region=N
+// world units each way; 0 turns it off): the server sends nothing else.
+const R = params.has("region") ? Number(params.get("region")) : 1000;
+let regionAt = null;
+function followRegion() {
+  if (!(R > 0)) return;
+  const { x, y } = me.properties;
+  if (regionAt && Math.hypot(x - regionAt.x, y - regionAt.y) < R / 4) return;
+  regionAt = { x, y };
+  session.setInterest({ min: [x - R, y - R, -1], max: [x + R, y + R, 1] });
+}
+followRegion();
 
 // Remote avatars are drawn where they are heading, smoothed: each frame
 // moves the shown position a fraction of the way to the last update.
@@ -57,7 +71,10 @@ const offset = () => ({ x: (canvas.width - W * scale()) / 2, y: (canvas.height -
 function moveTo(x, y) {
   x = Math.max(0, Math.min(W, x));
   y = Math.max(0, Math.min(H, y));
-  me.set({ x: Math.round(x * 10) / 10, y: Math.round(y * 10) / 10 });
+  x = Math.round(x * 10) / 10;
+  y = Math.round(y * 10) / 10;
+  me.set({ x, y, position: [x, y, 0] });
+  followRegion();
 }
 canvas.addEventListener("pointermove", (e) => {
   const s = scale(), o = offset();
@@ -109,6 +126,12 @@ function frame(now) {
   ctx.strokeStyle = "#2a3350";
   ctx.lineWidth = 2;
   ctx.strokeRect(o.x, o.y, W * s, H * s);
+  if (regionAt) {
+    ctx.strokeStyle = "#3d6b4f";
+    ctx.setLineDash([6, 6]);
+    ctx.strokeRect(o.x + (regionAt.x - R) * s, o.y + (regionAt.y - R) * s, 2 * R * s, 2 * R * s);
+    ctx.setLineDash([]);
+  }
   const k = 1 - Math.exp(-dt / 80); // smoothing time constant: 80 ms
   for (const a of avatars()) {
     const p = shown.get(a.id) || { x: a.x, y: a.y };
@@ -130,4 +153,4 @@ const errors = [];
 addEventListener("error", (e) => errors.push(String(e.message)));
 addEventListener("unhandledrejection", (e) => errors.push(String(e.reason)));
 if (session.worker) session.worker.addEventListener("error", (e) => errors.push("worker: " + e.message));
-window.demo = { session, me, name, mode, avatars, moveTo, errors };
+window.demo = { session, me, name, mode, avatars, moveTo, errors, region: () => regionAt && R };

@@ -126,6 +126,12 @@ function render(st) {
   if (prev) history.push({ t: Date.now(), ...tot });
   while (history.length && Date.now() - history[0].t > 60000) history.shift();
 
+  function regionText(boxes) {
+    if (boxes === undefined || boxes === null) return "everything";
+    if (!boxes.length) return "nothing";
+    const v = (a) => a.map((x) => Math.round(x * 10) / 10).join(",");
+    return boxes.map((b) => `[${v(b.min)}]–[${v(b.max)}]`).join(" ");
+  }
   const lb = $("links").tBodies[0];
   lb.replaceChildren();
   for (const l of st.links) {
@@ -136,6 +142,7 @@ function render(st) {
     cell(tr, l.identifier || "(no metadata yet)").style.color = colorFor(l.identifier);
     cell(tr, (l.identifierChain || []).join(", "));
     cell(tr, l.dialect);
+    cell(tr, regionText(l.interest), "region");
     cell(tr, l.queued, "num");
     cell(tr, (r.get(l.id) || { in: 0 }).in.toFixed(1), "num");
     cell(tr, (r.get(l.id) || { out: 0 }).out.toFixed(1), "num");

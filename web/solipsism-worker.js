@@ -18,8 +18,9 @@ const page = new Link(world, { send: (m) => self.postMessage(m) }, "downstream",
   tick: 0,
   metaExtra: () => ({ status: conn ? conn.status : "connecting" }),
   onMetadata: () => {
-    // The worlds behind us changed: tell the server before any of the
-    // page's objects reach it.
+    // The worlds behind us, or the region the page wants, changed: tell
+    // the server before any of the page's objects reach it.
+    world.interest = page.peerInterest;
     if (conn && conn.link) conn.link.sendMetadata();
   },
 });

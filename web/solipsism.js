@@ -92,6 +92,12 @@ export class GameWorld extends EventTarget {
     this.behind = new Set();
     /** @type {Set<Link>} links that receive applied changes */
     this.links = new Set();
+    /**
+     * The region this world wants of its upstream: a list of boxes
+     * {min: [x, y, z], max: [x, y, z]}, or null for everything.
+     * @type {Array<{min: number[], max: number[]}>|null}
+     */
+    this.interest = null;
   }
 
   /** @returns {boolean} whether owner is this world or a world behind it. */
@@ -234,7 +240,9 @@ export class Link {
   metadata(extra) {
     const chain = [this.world.identifier];
     if (this.kind === "upstream") chain.push(...[...this.world.behind].sort());
-    return { identifier: this.world.identifier, identifierChain: chain, ...(this.metaExtra ? this.metaExtra() : {}), ...extra };
+    const md = { identifier: this.world.identifier, identifierChain: chain, ...(this.metaExtra ? this.metaExtra() : {}), ...extra };
+    if (this.kind === "upstream" && this.world.interest) md.interest = this.world.interest;
+    return md;
   }
 
   sendMetadata(extra) {
@@ -400,6 +408,7 @@ export class Link {
     const gone = [...this.peerChain].filter((x) => !chain.has(x));
     this.peer = { ...data, identifier: id };
     this.peerChain = chain;
+    this.peerInterest = validInterest(data.interest);
     if (first) this.post(["requestRefresh", null]);
     if (this.kind === "downstream") {
       // The worlds behind us changed: objects of those that left go.
@@ -455,6 +464,19 @@ export class Link {
       if (stale.length) this.world.apply(stale, this, null);
     }
   }
+}
+
+/**
+ * Returns an interest region if v is one (a box or a list of boxes with
+ * numeric min and max), else null (everything).
+ * @package
+ */
+export function validInterest(v) {
+  if (v === null || v === undefined) return null;
+  const list = Array.isArray(v) ? v : [v];
+  const vec = (a) => Array.isArray(a) && a.length === 3 && a.every((x) => typeof x === "number" && Number.isFinite(x));
+  if (list.length > 64 || !list.every((b) => b && vec(b.min) && vec(b.max) && b.min.every((x, i) => x <= b.max[i]))) return null;
+  return list.map((b) => ({ min: [...b.min], max: [...b.max] }));
 }
 
 /**
@@ -569,6 +591,19 @@ export class Session extends EventTarget {
     if (s === this.status) return;
     this.status = s;
     this.dispatchEvent(new CustomEvent("status", { detail: s }));
+  }
+
+  /**
+   * Sets the region this world sees: objects whose position is outside
+   * it leave the world, those inside arrive. null means everything; the
+   * world's own objects stay wherever they are.
+   * @param {Array<{min: number[], max: number[]}>|{min: number[], max: number[]}|null} boxes
+   */
+  setInterest(boxes) {
+    this.world.interest = boxes === null ? null : validInterest(boxes);
+    if (boxes !== null && this.world.interest === null) throw new TypeError("interest: a box {min: [x,y,z], max: [x,y,z]} or a list of them");
+    if (this.link) this.link.sendMetadata();
+    else if (this.connection && this.connection.link) this.connection.link.sendMetadata();
   }
 }
 

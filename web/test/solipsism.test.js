@@ -100,6 +100,36 @@ test("two clients see each other's objects: add, partial update, remove, no echo
   await node.stop();
 });
 
+test("a region: only what is inside arrives, moves in and out, and the region moves", async () => {
+  const node = await startNode(await freePort());
+  const a = connect({ url: node.url, worker: false });
+  const b = connect({ url: node.url, worker: false });
+  await Promise.all([connected(a), connected(b)]);
+  b.setInterest({ min: [0, 0, 0], max: [10, 10, 10] });
+  const near = a.world.create({ position: [5, 5, 5] });
+  const far = a.world.create({ position: [100, 0, 0] });
+  const nowhere = a.world.create({ color: "blue" });
+  const mine = b.world.create({ position: [500, 0, 0] });
+  await waitFor("b sees what is inside and what has no position", () => b.world.get(near.id) && b.world.get(nowhere.id));
+  assert.equal(b.world.get(far.id), undefined);
+  far.set({ position: [6, 6, 6] });
+  await waitFor("b gains what moves in", () => b.world.get(far.id));
+  near.set({ position: [50, 0, 0] });
+  await waitFor("b loses what moves out", () => !b.world.get(near.id));
+  b.setInterest({ min: [40, -10, -10], max: [60, 10, 10] });
+  await waitFor("b's region moved", () => b.world.get(near.id) && !b.world.get(far.id));
+  assert.ok(b.world.get(mine.id), "b's own object stays wherever it is");
+  const st = await (await fetch(node.http + "/api/state")).json();
+  const link = st.links.find((l) => l.identifier === b.world.identifier);
+  assert.deepEqual(link.interest, [{ min: [40, -10, -10], max: [60, 10, 10] }]);
+  assert.throws(() => b.setInterest({ min: [1, 2] }), /interest/);
+  b.setInterest(null);
+  await waitFor("everything again", () => b.world.get(far.id) && b.world.get(near.id));
+  a.close();
+  b.close();
+  await node.stop();
+});
+
 test("changes within a tick go out as one coalesced message, with millisecond timestamps", async () => {
   const node = await startNode(await freePort());
   const sent = [];
