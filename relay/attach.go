@@ -26,6 +26,11 @@ type AttachOptions struct {
 	// change and remove only those. Empty makes an observer. An identifier
 	// another peer of the node already claims is refused.
 	Identifier string
+	// Interest and HasInterest are the region the peer wants, as in a
+	// link's metadata (see Attachment.SetInterest); the zero value means
+	// everything.
+	Interest    []peer.Box
+	HasInterest bool
 	// Receiver, if not nil, receives what the node routes to the peer:
 	// first every object it may see, then each change, once per tick (see
 	// Receiver). Nil means the peer only writes.
@@ -69,6 +74,9 @@ type Attachment struct {
 	rx Receiver
 	// buf is reused for each call of Receive; guarded by Node.mu.
 	buf []Delivery
+	// seen holds the slots of the objects the receiver has, as a link's
+	// peer would: what leaves its region is removed only if it was there.
+	seen map[uint32]struct{}
 }
 
 // Attach joins an in-process peer to the node as a downstream peer. Only
@@ -96,6 +104,9 @@ func (n *Node) Attach(opts AttachOptions) (*Attachment, error) {
 		a.ls.chain[opts.Identifier] = true
 		n.claims[opts.Identifier] = a.ls
 		n.chainChanged()
+	}
+	if opts.HasInterest {
+		n.setRegionLocked(a.ls, opts.Interest, true)
 	}
 	if a.rx != nil {
 		n.wantRefresh(a.ls)
@@ -198,22 +209,35 @@ func (a *Attachment) offer(recs []*peer.Record, verdict func(int) peer.Verdict, 
 		return
 	}
 	a.buf = a.buf[:0]
+	if a.seen == nil {
+		a.seen = map[uint32]struct{}{}
+	}
 	for i, r := range recs {
 		v := peer.Send
 		if verdict != nil {
 			v = verdict(i)
 		}
+		_, has := a.seen[r.Slot]
 		d := Delivery{Change: r.Change}
-		switch v {
-		case peer.Skip, peer.Echo:
+		switch {
+		case v == peer.Skip || v == peer.Echo:
+			if r.Type == gameworld.Remove {
+				delete(a.seen, r.Slot) // the slot may be reused
+			}
 			continue
-		case peer.Hide:
-			// It left the attachment's region; a receiver ignores removes
-			// of objects it does not have.
+		case v == peer.Reveal && has, v == peer.Keep && !has, v == peer.Hide && !has:
+			continue
+		case v == peer.Hide || r.Type == gameworld.Remove:
+			// Gone, or out of the attachment's region.
+			delete(a.seen, r.Slot)
+			if !has {
+				continue
+			}
 			d.Change = gameworld.Change{Type: gameworld.Remove, ID: r.ID, Owner: r.Owner}
 			a.buf = append(a.buf, d)
 			continue
 		}
+		a.seen[r.Slot] = struct{}{}
 		switch {
 		case r.Type == gameworld.Add:
 			d.After = r.Properties

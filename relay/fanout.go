@@ -270,7 +270,11 @@ func (n *Node) verdict(ls *linkState, i int) peer.Verdict {
 // then marks the refresh complete. n.mu must be held.
 func (n *Node) sendRefreshLocked(ls *linkState) {
 	var recs []*peer.Record
-	n.world.Range(func(o gameworld.Object) bool {
+	each := n.world.Range
+	if ls.region != nil && !ls.region.wide && n.sp.active {
+		each = n.regionObjects(ls.region)
+	}
+	each(func(o gameworld.Object) bool {
 		if ls.region != nil {
 			if p, ok := n.positionOf(o.Properties); ok && !inRegion(ls.region.boxes, p, 0) {
 				return true

@@ -1,8 +1,8 @@
 package relay
 
 import (
-	"encoding/json"
 	"math"
+	"strconv"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/ownership"
@@ -74,17 +74,46 @@ func (n *Node) cellOf(p [3]float64) cellKey {
 
 // positionOf reads an object's position property.
 func (n *Node) positionOf(props gameworld.Properties) ([3]float64, bool) {
-	var p [3]float64
-	raw, ok := props[n.opts.InterestProperty]
-	if !ok || json.Unmarshal(raw, &p) != nil {
-		return p, false
-	}
-	for _, v := range p {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return p, false
+	return parseVec3(props[n.opts.InterestProperty])
+}
+
+// parseVec3 reads a JSON array of three finite numbers. It runs for every
+// change routed while regions exist, so it avoids encoding/json.
+func parseVec3(raw []byte) (p [3]float64, ok bool) {
+	i := 0
+	skip := func() {
+		for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+			i++
 		}
 	}
-	return p, true
+	skip()
+	if i >= len(raw) || raw[i] != '[' {
+		return p, false
+	}
+	i++
+	for k := range 3 {
+		skip()
+		j := i
+		for j < len(raw) && (raw[j] == '-' || raw[j] == '+' || raw[j] == '.' || raw[j] == 'e' || raw[j] == 'E' || raw[j] >= '0' && raw[j] <= '9') {
+			j++
+		}
+		v, err := strconv.ParseFloat(string(raw[i:j]), 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return p, false
+		}
+		p[k], i = v, j
+		skip()
+		want := byte(',')
+		if k == 2 {
+			want = ']'
+		}
+		if i >= len(raw) || raw[i] != want {
+			return p, false
+		}
+		i++
+	}
+	skip()
+	return p, i == len(raw)
 }
 
 // cellsOf returns the cells boxes cover when grown by margin, or false if
@@ -464,5 +493,29 @@ func (a *Attachment) SetInterest(boxes []peer.Box, has bool) {
 	}
 	if n.interestChangedLocked(a.ls, peer.Metadata{Interest: boxes, HasInterest: has}) {
 		n.chainChanged()
+	}
+}
+
+// regionObjects returns a function that calls fn with every object in
+// the cells of r and every object without a position: a superset of what
+// r holds, found in time proportional to it. n.mu must be held.
+func (n *Node) regionObjects(r *region) func(fn func(gameworld.Object) bool) {
+	return func(fn func(gameworld.Object) bool) {
+		visit := func(slot uint32) bool {
+			o, ok := n.world.Get(n.sp.at[slot].id)
+			return !ok || fn(o)
+		}
+		for _, c := range r.cells {
+			for slot := range n.sp.objs[c] {
+				if !visit(slot) {
+					return
+				}
+			}
+		}
+		for slot := range n.sp.unplaced {
+			if !visit(slot) {
+				return
+			}
+		}
 	}
 }

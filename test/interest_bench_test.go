@@ -1,0 +1,170 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/relay"
+)
+
+// counter is a receiver that counts what it is delivered.
+type counter struct{ recs, bytes atomic.Int64 }
+
+func (c *counter) Receive(ds []relay.Delivery) {
+	var n int64
+	for _, d := range ds {
+		n += int64(len(d.ID) + 40)
+		for k, v := range d.Properties {
+			n += int64(len(k) + len(v) + 4)
+		}
+	}
+	c.recs.Add(int64(len(ds)))
+	c.bytes.Add(n)
+}
+
+// moveWorld applies one tick of movement to every object: a step of up
+// to 2 units along x and z, staying inside size × size.
+func moveWorld(b *testing.B, n *relay.Node, pos [][3]float64, r *rand.Rand, size float64) {
+	changes := make([]gameworld.Change, len(pos))
+	for i := range pos {
+		for _, a := range []int{0, 2} {
+			pos[i][a] = min(max(pos[i][a]+r.Float64()*4-2, 0), size)
+		}
+		p, _ := json.Marshal(pos[i])
+		changes[i] = gameworld.Change{Type: gameworld.Update, ID: fmt.Sprintf("o%05d", i), Properties: gameworld.Properties{"position": p}}
+	}
+	if _, err := n.Apply(changes); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkInterest: 10,000 objects spread uniformly over 1000 × 1000, all
+// moving every 50 ms tick; clients joined in-process (relay.Attach, the
+// same routing as links, without the network) each with a region of 1% of
+// the world, or none. Reports records and bytes delivered per client per
+// second, and the node's time per tick (applying and routing), for:
+// 200 clients with regions, 50 with regions, 200 whose regions are all
+// in a corner without objects, and 5 without regions (per client, what
+// every client receives without interest).
+//
+//	go test ./test -run '^$' -bench Interest -benchtime 1x
+func BenchmarkInterest(b *testing.B) {
+	const objects, size, tick, ticks = 10000, 1000.0, 50 * time.Millisecond, 40
+	cases := []struct {
+		name    string
+		clients int
+		region  func(r *rand.Rand) []peer.Box
+	}{
+		{"regions-200", 200, func(r *rand.Rand) []peer.Box {
+			x, z := r.Float64()*900, r.Float64()*900
+			return []peer.Box{{Min: [3]float64{x, -10, z}, Max: [3]float64{x + 100, 10, z + 100}}}
+		}},
+		{"regions-50", 50, func(r *rand.Rand) []peer.Box {
+			x, z := r.Float64()*900, r.Float64()*900
+			return []peer.Box{{Min: [3]float64{x, -10, z}, Max: [3]float64{x + 100, 10, z + 100}}}
+		}},
+		{"empty-regions-200", 200, func(r *rand.Rand) []peer.Box {
+			return []peer.Box{{Min: [3]float64{5000, -10, 5000}, Max: [3]float64{5100, 10, 5100}}}
+		}},
+		{"everything-5", 5, nil},
+	}
+	if only := os.Getenv("SOLIPSISM_BENCH_CASE"); only != "" {
+		cases = slices.DeleteFunc(cases, func(c struct {
+			name    string
+			clients int
+			region  func(r *rand.Rand) []peer.Box
+		}) bool {
+			return c.name != only
+		})
+	}
+	for i := 0; i < b.N; i++ {
+		perClient := map[string]float64{}
+		for _, c := range cases {
+			reg := prometheus.NewRegistry()
+			n, err := relay.New(relay.Options{Tick: tick, Registerer: reg})
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := rand.New(rand.NewPCG(1, 2))
+			pos := make([][3]float64, objects)
+			adds := make([]gameworld.Change, objects)
+			for k := range pos {
+				pos[k] = [3]float64{r.Float64() * size, 0, r.Float64() * size}
+				p, _ := json.Marshal(pos[k])
+				adds[k] = gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("o%05d", k), Properties: gameworld.Properties{"position": p, "kind": json.RawMessage(`"crate"`)}}
+			}
+			n.Apply(adds)
+			counters := make([]*counter, c.clients)
+			for k := range counters {
+				counters[k] = &counter{}
+				opts := relay.AttachOptions{Receiver: counters[k]}
+				if c.region != nil {
+					opts.Interest, opts.HasInterest = c.region(r), true
+				}
+				if _, err := n.Attach(opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+			time.Sleep(2 * tick) // refreshes done
+			sum0, count0 := tickSum(b, reg)
+			var recs0, bytes0 int64
+			for _, ct := range counters {
+				recs0 += ct.recs.Load()
+				bytes0 += ct.bytes.Load()
+			}
+			start := time.Now()
+			var busy time.Duration
+			for range ticks {
+				t0 := time.Now()
+				moveWorld(b, n, pos, r, size)
+				busy += time.Since(t0)
+				time.Sleep(tick - time.Since(t0)%tick)
+			}
+			time.Sleep(tick) // the last flush
+			secs := time.Since(start).Seconds()
+			var recs, bytes int64
+			for _, ct := range counters {
+				recs += ct.recs.Load()
+				bytes += ct.bytes.Load()
+			}
+			recs, bytes = recs-recs0, bytes-bytes0
+			sum1, count1 := tickSum(b, reg)
+			st := time.Duration((sum1 - sum0) / float64(count1-count0) * float64(time.Second))
+			rps := float64(recs) / secs / float64(c.clients)
+			perClient[c.name] = rps
+			b.ReportMetric(rps, c.name+"-records/s/client")
+			b.ReportMetric(float64(bytes)/secs/float64(c.clients), c.name+"-bytes/s/client")
+			b.ReportMetric(st.Seconds()*1000, c.name+"-flush-ms/tick")
+			b.Logf("%s: %.0f records/s and %.0f bytes/s per client; flush %.2f ms per tick, applying %.1f ms per tick",
+				c.name, rps, float64(bytes)/secs/float64(c.clients), st.Seconds()*1000, busy.Seconds()*1000/ticks)
+			n.Close(b.Context())
+		}
+		b.ReportMetric(perClient["everything-5"]/perClient["regions-200"], "fewer-records-x")
+	}
+}
+
+// tickSum returns the sum (seconds) and count of a registry's
+// tick-duration histogram.
+func tickSum(b *testing.B, reg *prometheus.Registry) (float64, uint64) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "solipsism_tick_duration_seconds" {
+			h := mf.GetMetric()[0].GetHistogram()
+			return h.GetSampleSum(), h.GetSampleCount()
+		}
+	}
+	return 0, 0
+}
