@@ -168,3 +168,119 @@ func tickSum(b *testing.B, reg *prometheus.Registry) (float64, uint64) {
 	}
 	return 0, 0
 }
+
+// BenchmarkMeshInterest: four server nodes in one mesh on loopback, each
+// owning 1,000 objects that move every 50 ms tick: 950 in its quadrant of
+// the world, 50 travellers anywhere in it. Each node has 20 clients
+// (in-process attachments) looking at its own quadrant, or at everything. Reports the records that cross mesh links
+// per second, with regions and without, and their ratio.
+//
+//	go test ./test -run '^$' -bench MeshInterest -benchtime 1x
+func BenchmarkMeshInterest(b *testing.B) {
+	const perNode, clients, tick, ticks = 1000, 20, 50 * time.Millisecond, 40
+	for i := 0; i < b.N; i++ {
+		cross := map[bool]float64{}
+		for _, regions := range []bool{false, true} {
+			var nodes []*relay.Node
+			var seed string
+			for j := range 4 {
+				n, url := startBenchNode(b, relay.Options{Tick: tick})
+				mo := relay.MeshOptions{BindAddr: "127.0.0.1:0", AdvertiseURL: url, Profile: "local"}
+				if seed != "" {
+					mo.Join = []string{seed}
+				}
+				m, err := n.JoinMesh(mo)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { m.Close() })
+				if seed == "" {
+					seed = m.Addr()
+				}
+				nodes = append(nodes, n)
+				x0, z0 := float64(j%2)*500, float64(j/2)*500
+				for range clients {
+					opts := relay.AttachOptions{Receiver: &counter{}}
+					if regions {
+						opts.Interest, opts.HasInterest = []peer.Box{{Min: [3]float64{x0, -10, z0}, Max: [3]float64{x0 + 500, 10, z0 + 500}}}, true
+					}
+					if _, err := n.Attach(opts); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				linked := 0
+				for _, n := range nodes {
+					for _, l := range n.Links() {
+						if l.Kind == "mesh" && l.Ready {
+							linked++
+						}
+					}
+				}
+				if linked == 12 {
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatalf("mesh did not form: %d of 12 link ends", linked)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			r := rand.New(rand.NewPCG(3, 4))
+			pos := make([][][3]float64, 4)
+			for j, n := range nodes {
+				x0, z0 := float64(j%2)*500, float64(j/2)*500
+				pos[j] = make([][3]float64, perNode)
+				adds := make([]gameworld.Change, perNode)
+				for k := range pos[j] {
+					pos[j][k] = [3]float64{x0 + 10 + r.Float64()*480, 0, z0 + 10 + r.Float64()*480}
+					if k < perNode/20 { // a traveller
+						pos[j][k] = [3]float64{r.Float64() * 1000, 0, r.Float64() * 1000}
+					}
+					p, _ := json.Marshal(pos[j][k])
+					adds[k] = gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("n%d-o%04d", j, k), Properties: gameworld.Properties{"position": p}}
+				}
+				n.Apply(adds)
+			}
+			time.Sleep(500 * time.Millisecond)
+			meshIn := func() uint64 {
+				var sum uint64
+				for _, n := range nodes {
+					for _, l := range n.Links() {
+						if l.Kind == "mesh" {
+							sum += l.RecordsIn
+						}
+					}
+				}
+				return sum
+			}
+			in0, start := meshIn(), time.Now()
+			for range ticks {
+				t0 := time.Now()
+				for j, n := range nodes {
+					changes := make([]gameworld.Change, perNode)
+					for k := range pos[j] {
+						pos[j][k][0] += r.Float64()*2 - 1 // small steps, staying in the quadrant
+						p, _ := json.Marshal(pos[j][k])
+						changes[k] = gameworld.Change{Type: gameworld.Update, ID: fmt.Sprintf("n%d-o%04d", j, k), Properties: gameworld.Properties{"position": p}}
+					}
+					n.Apply(changes)
+				}
+				time.Sleep(tick - time.Since(t0)%tick)
+			}
+			time.Sleep(2 * tick)
+			rate := float64(meshIn()-in0) / time.Since(start).Seconds()
+			cross[regions] = rate
+			name := "everything"
+			if regions {
+				name = "quadrants"
+			}
+			b.ReportMetric(rate, name+"-cross-node-records/s")
+			for _, n := range nodes {
+				n.Close(b.Context())
+			}
+		}
+		b.ReportMetric(cross[false]/max(cross[true], 1), "fewer-x")
+	}
+}
