@@ -32,8 +32,8 @@ func decodeInterest(raw json.RawMessage) ([]Box, bool, error) {
 		return nil, false, nil
 	}
 	type wire struct {
-		Min *[3]float64 `json:"min"`
-		Max *[3]float64 `json:"max"`
+		Min []float64 `json:"min"`
+		Max []float64 `json:"max"`
 	}
 	var list []wire
 	if raw[0] == '{' {
@@ -50,10 +50,10 @@ func decodeInterest(raw json.RawMessage) ([]Box, bool, error) {
 	}
 	boxes := make([]Box, 0, len(list))
 	for _, w := range list {
-		if w.Min == nil || w.Max == nil {
-			return nil, false, invalid("an interest box needs min and max")
+		if len(w.Min) != 3 || len(w.Max) != 3 {
+			return nil, false, invalid("an interest box needs min and max of three numbers")
 		}
-		b := Box{Min: *w.Min, Max: *w.Max}
+		b := Box{Min: [3]float64(w.Min), Max: [3]float64(w.Max)}
 		for i := range 3 {
 			if math.IsNaN(b.Min[i]) || math.IsNaN(b.Max[i]) || b.Min[i] > b.Max[i] {
 				return nil, false, invalid("interest box min must not exceed max")
