@@ -1,0 +1,262 @@
+package enet
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// cPeer builds testdata/peer.c against the system's ENet library, or
+// skips the test saying how to get it (CI installs both).
+func cPeer(t *testing.T) string {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no C compiler: CI must install gcc and libenet-dev")
+		}
+		t.Skip("needs a C compiler and the reference ENet library: apt-get install -y gcc libenet-dev")
+	}
+	bin := filepath.Join(t.TempDir(), "peer")
+	out, err := exec.Command(cc, "-o", bin, "testdata/peer.c", "-lenet").CombinedOutput()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("building the C peer: %v\n%s", err, out)
+		}
+		t.Skipf("the reference ENet library is missing (apt-get install -y libenet-dev): %s", out)
+	}
+	return bin
+}
+
+// runC starts the C peer and returns its output lines.
+func runC(t *testing.T, bin string, args ...string) (lines chan string, wait func() error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	lines = make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var once sync.Once
+	var werr error
+	wait = func() error {
+		once.Do(func() { werr = cmd.Wait(); cancel() })
+		return werr
+	}
+	t.Cleanup(func() { cancel(); wait() })
+	return lines, wait
+}
+
+// serveLikeC does from Go what the C peer does: send the reliable,
+// big and unreliable packets, then receive the same from the other side.
+func serveLikeC(t *testing.T, p *Peer) {
+	t.Helper()
+	for i := range 50 {
+		p.Send(1, []byte(fmt.Sprintf("reliable %d", i)), Reliable)
+	}
+	p.Send(2, payload(150000, 3), Reliable)
+	for i := range 20 {
+		p.Send(0, []byte(fmt.Sprintf("unreliable %d", i)), 0)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	next, gotBig := 0, false
+	for next < 50 || !gotBig {
+		pk, err := p.Receive(ctx)
+		if err != nil {
+			t.Fatalf("receive from the C peer: %v (reliable %d, big %v)", err, next, gotBig)
+		}
+		switch pk.Channel {
+		case 1:
+			if want := fmt.Sprintf("reliable %d", next); string(pk.Data) != want {
+				t.Fatalf("got %q, want %q", pk.Data, want)
+			}
+			next++
+		case 2:
+			if !bytes.Equal(pk.Data, payload(150000, 3)) {
+				t.Fatalf("big packet of %d bytes differs", len(pk.Data))
+			}
+			gotBig = true
+		}
+	}
+}
+
+func expectLine(t *testing.T, lines chan string, prefix string) string {
+	t.Helper()
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("the C peer ended before %q", prefix)
+			}
+			t.Logf("C: %s", l)
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		case <-time.After(45 * time.Second):
+			t.Fatalf("the C peer never said %q", prefix)
+		}
+	}
+}
+
+// lossy relays datagrams between one client and a server: drops 10%,
+// duplicates 5%, reorders within 3. It returns its address.
+func lossy(t *testing.T, server string, seed uint64) string {
+	t.Helper()
+	front, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := net.ResolveUDPAddr("udp", server)
+	back, err := net.DialUDP("udp", nil, sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { front.Close(); back.Close() })
+	var mu sync.Mutex
+	var client *net.UDPAddr
+	r := rand.New(rand.NewPCG(seed, 9))
+	pump := func(read func([]byte) (int, error), send func([]byte)) {
+		var held [][]byte
+		buf := make([]byte, 8192)
+		for {
+			n, err := read(buf)
+			if err != nil {
+				return
+			}
+			p := append([]byte(nil), buf[:n]...)
+			mu.Lock()
+			x := r.Float64()
+			mu.Unlock()
+			switch {
+			case x < 0.10:
+				continue
+			case x < 0.15:
+				send(p)
+			case x < 0.30 && len(held) < 2:
+				held = append(held, p)
+				continue
+			}
+			send(p)
+			for _, h := range held {
+				send(h)
+			}
+			held = held[:0]
+		}
+	}
+	go pump(func(b []byte) (int, error) {
+		n, a, err := front.ReadFromUDP(b)
+		if err == nil {
+			mu.Lock()
+			client = a
+			mu.Unlock()
+		}
+		return n, err
+	}, func(b []byte) { back.Write(b) })
+	go pump(back.Read, func(b []byte) {
+		mu.Lock()
+		c := client
+		mu.Unlock()
+		if c != nil {
+			front.WriteToUDP(b, c)
+		}
+	})
+	return front.LocalAddr().String()
+}
+
+// TestCClientGoServer: the reference library connects to our host, both
+// exchange reliable, unreliable and fragmented packets on several
+// channels, and it disconnects cleanly; directly and through loss.
+func TestCClientGoServer(t *testing.T) {
+	bin := cPeer(t)
+	for _, loss := range []bool{false, true} {
+		t.Run(fmt.Sprintf("loss=%v", loss), func(t *testing.T) {
+			h, err := Listen("127.0.0.1:0", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			addr := h.Addr().String()
+			if loss {
+				addr = lossy(t, addr, 1)
+			}
+			host, port, _ := net.SplitHostPort(addr)
+			lines, wait := runC(t, bin, "client", host, port)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			p, err := h.Accept(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Channels() != 6 {
+				t.Errorf("%d channels", p.Channels())
+			}
+			expectLine(t, lines, "connected")
+			serveLikeC(t, p)
+			expectLine(t, lines, "received all")
+			expectLine(t, lines, "disconnected")
+			select {
+			case <-p.Done():
+			case <-ctx.Done():
+				t.Fatal("the C client's disconnect never arrived")
+			}
+			if err := wait(); err != nil {
+				t.Fatalf("the C peer failed: %v", err)
+			}
+		})
+	}
+}
+
+// TestGoClientCServer: our client against the reference library's server.
+func TestGoClientCServer(t *testing.T) {
+	bin := cPeer(t)
+	for _, loss := range []bool{false, true} {
+		t.Run(fmt.Sprintf("loss=%v", loss), func(t *testing.T) {
+			l, _ := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			port := l.LocalAddr().(*net.UDPAddr).Port
+			l.Close()
+			lines, wait := runC(t, bin, "server", fmt.Sprint(port))
+			expectLine(t, lines, "listening")
+			addr := fmt.Sprintf("127.0.0.1:%d", port)
+			if loss {
+				addr = lossy(t, addr, 2)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			p, err := Dial(ctx, addr, Options{Channels: 6})
+			if err != nil {
+				t.Fatal(err)
+			}
+			expectLine(t, lines, "connected")
+			serveLikeC(t, p)
+			expectLine(t, lines, "received all")
+			if err := p.Disconnect(ctx, 9); err != nil {
+				t.Fatal(err)
+			}
+			expectLine(t, lines, "disconnected 9")
+			if err := wait(); err != nil {
+				t.Fatalf("the C peer failed: %v", err)
+			}
+		})
+	}
+}
