@@ -364,3 +364,7 @@ func (h *Host) sendLocked(p *Peer, cmds []command, withTime bool) {
 		h.conn.WriteToUDPAddrPort(h.out, p.addr) //nolint:errcheck
 	}
 }
+
+// CloseSocket closes the host's socket without a word to its peers, as a
+// crashed process would; for tests of timeouts.
+func (h *Host) CloseSocket() { h.conn.Close() }

@@ -623,7 +623,9 @@ func (p *Peer) serviceLocked(now uint32) {
 	if len(resend) > 0 {
 		p.queue = append(resend, p.queue...)
 	}
-	if p.state == stateConnected && len(p.sent) == 0 && len(p.queue) == 0 && now-p.lastSend >= pingInterval {
+	if p.state == stateConnected && len(p.sent) == 0 && now-p.lastReceive >= pingInterval {
+		// As the C library: a peer not heard from is pinged, so that a
+		// silent one times out even while it is sent unreliable data.
 		p.sysSeq++
 		p.queueLocked(command{kind: cmdPing, flags: flagAcknowledge, channel: 0xFF, seq: p.sysSeq}, true)
 	}

@@ -163,8 +163,12 @@ func (b *Bridge) heartbeat() {
 		if !changed && s.ack == b.st.rev && s.ack != 0 {
 			continue
 		}
-		if p := b.st.packet(s.ack); p != nil {
-			s.conn.SendState(p)
+		p := b.st.packet
+		if s.mergeOnly {
+			p = b.st.mergePacketFor
+		}
+		if pkt := p(s.ack); pkt != nil {
+			s.conn.SendState(pkt)
 		}
 	}
 }

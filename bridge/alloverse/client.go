@@ -29,7 +29,7 @@ type ClientOptions struct {
 // world document and makes place requests. Its methods are safe for
 // concurrent use.
 type Client struct {
-	c    *websocket.Conn
+	t    clientTransport
 	opts ClientOptions
 	done chan struct{}
 
@@ -69,15 +69,42 @@ func DialClient(ctx context.Context, url string, opts ClientOptions) (*Client, e
 		return nil, fmt.Errorf("alloverse: dial %s: %w", url, err)
 	}
 	c.SetReadLimit(opts.ReadLimit)
-	cl := &Client{c: c, opts: opts, done: make(chan struct{}), hist: map[uint64][]byte{},
+	return newClient(wsTransport{c}, opts), nil
+}
+
+func newClient(t clientTransport, opts ClientOptions) *Client {
+	cl := &Client{t: t, opts: opts, done: make(chan struct{}), hist: map[uint64][]byte{},
 		changed: make(chan struct{}), pending: map[string]chan []json.RawMessage{}}
 	go cl.readLoop()
-	return cl, nil
+	return cl
 }
+
+// clientTransport carries a Client's frames: state packets and replies
+// in, intents and requests out.
+type clientTransport interface {
+	read(ctx context.Context) (state bool, frame []byte, err error)
+	writeIntent(ctx context.Context, b []byte) error
+	writeRequest(ctx context.Context, b []byte) error
+	close() error
+}
+
+type wsTransport struct{ c *websocket.Conn }
+
+func (w wsTransport) read(ctx context.Context) (bool, []byte, error) {
+	_, b, err := w.c.Read(ctx)
+	return len(b) == 0 || b[0] != '[', b, err
+}
+func (w wsTransport) writeIntent(ctx context.Context, b []byte) error {
+	return w.c.Write(ctx, websocket.MessageText, b)
+}
+func (w wsTransport) writeRequest(ctx context.Context, b []byte) error {
+	return w.c.Write(ctx, websocket.MessageText, b)
+}
+func (w wsTransport) close() error { return w.c.Close(websocket.StatusNormalClosure, "") }
 
 // Close disconnects the client.
 func (c *Client) Close() error {
-	err := c.c.Close(websocket.StatusNormalClosure, "")
+	err := c.t.close()
 	<-c.done
 	return err
 }
@@ -117,7 +144,7 @@ func (c *Client) Changed() <-chan struct{} {
 func (c *Client) readLoop() {
 	defer close(c.done)
 	for {
-		_, frame, err := c.c.Read(context.Background())
+		isState, frame, err := c.t.read(context.Background())
 		if err != nil {
 			c.mu.Lock()
 			c.err = err
@@ -128,7 +155,7 @@ func (c *Client) readLoop() {
 			c.mu.Unlock()
 			return
 		}
-		if len(frame) > 0 && frame[0] == '[' {
+		if !isState {
 			c.reply(frame)
 			continue
 		}
@@ -260,7 +287,7 @@ func (c *Client) ack(rev uint64) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c.c.Write(ctx, websocket.MessageText, encodeIntent(rev)) //nolint:errcheck // a lost ack is resent with the next state
+	c.t.writeIntent(ctx, encodeIntent(rev)) //nolint:errcheck // a lost ack is resent with the next state
 }
 
 // Request sends a place request and returns the response body.
@@ -273,7 +300,7 @@ func (c *Client) Request(ctx context.Context, body ...any) ([]json.RawMessage, e
 	c.mu.Unlock()
 	frame, err := encodeInteraction("request", "", "place", id, body)
 	if err == nil {
-		err = c.c.Write(ctx, websocket.MessageText, frame)
+		err = c.t.writeRequest(ctx, frame)
 	}
 	if err != nil {
 		c.mu.Lock()

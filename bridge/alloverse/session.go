@@ -26,6 +26,13 @@ const (
 	StatusTooBig      StatusCode = 1009
 )
 
+// MergeOnly is implemented by a Conn whose clients read state packets
+// only as merge patches or sets (allonet, over ENet): they are never sent
+// apply patches, and get a set where merge cannot express a diff.
+type MergeOnly interface {
+	MergeOnly() bool
+}
+
 // Conn carries one client's frames. SendState and Send must not block:
 // state packets are unreliable (a transport may drop one, or replace one
 // not yet sent by a newer one), replies are reliable and ordered. Close may
@@ -46,9 +53,10 @@ type Session struct {
 	ack uint64
 	// agent is the client's world identity, once it announced. Set under
 	// b.mu by the goroutine calling Handle, which alone reads it unlocked.
-	agent  *relay.Attachment
-	avatar string
-	closed bool // guarded by b.mu
+	agent     *relay.Attachment
+	avatar    string
+	closed    bool // guarded by b.mu
+	mergeOnly bool
 }
 
 // Connect starts a session for a client on conn. It is sent a full set at
@@ -60,6 +68,9 @@ func (b *Bridge) Connect(conn Conn) (*Session, error) {
 		return nil, errors.New("alloverse: bridge closed")
 	}
 	s := &Session{b: b, conn: conn}
+	if m, ok := conn.(MergeOnly); ok {
+		s.mergeOnly = m.MergeOnly()
+	}
 	b.sessions[s] = struct{}{}
 	if len(b.sessions) == 1 {
 		b.obs.SetInterest(nil, false) // the whole world, now that someone looks

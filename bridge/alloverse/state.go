@@ -66,14 +66,17 @@ type state struct {
 	maxHist int
 	pending map[string]*entDelta
 	// cache holds this revision's packets: by base revision, and the set.
-	cache map[uint64][]byte
-	set   []byte
-	style PatchStyle
+	// mergeCache holds the merge packets, or nil where merge cannot be
+	// exact, for clients that take nothing else.
+	cache      map[uint64][]byte
+	mergeCache map[uint64][]byte
+	set        []byte
+	style      PatchStyle
 }
 
 func newState(first uint64, maxHist int, style PatchStyle) *state {
 	return &state{entities: map[string]*entity{}, rev: first, maxHist: maxHist,
-		pending: map[string]*entDelta{}, cache: map[uint64][]byte{}, style: style}
+		pending: map[string]*entDelta{}, cache: map[uint64][]byte{}, mergeCache: map[uint64][]byte{}, style: style}
 }
 
 // touch returns the pending delta of id, creating it.
@@ -171,6 +174,7 @@ func (s *state) commit() bool {
 	}
 	s.pending = map[string]*entDelta{}
 	clear(s.cache)
+	clear(s.mergeCache)
 	s.set = nil
 	return true
 }
@@ -199,6 +203,27 @@ func (s *state) packet(ack uint64) []byte {
 	}
 	p := s.diffPacket(ack)
 	s.cache[ack] = p
+	return p
+}
+
+// mergePacketFor is packet for a client that reads nothing but merge
+// patches and sets (allonet): a set where merge cannot express the diff.
+func (s *state) mergePacketFor(ack uint64) []byte {
+	if ack == 0 || !s.inHistory(ack) {
+		return s.setPacket()
+	}
+	if ack == s.rev {
+		return nil
+	}
+	p, ok := s.mergeCache[ack]
+	if !ok {
+		changes := s.changesSince(ack)
+		p, _ = s.mergePacket(ack, sortedKeys(changes), changes)
+		s.mergeCache[ack] = p
+	}
+	if p == nil {
+		return s.setPacket()
+	}
 	return p
 }
 

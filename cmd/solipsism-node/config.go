@@ -44,6 +44,7 @@ type config struct {
 	alloStyle     alloverse.PatchStyle
 	placeName     string
 	interest      []peer.Box
+	alloENet      string
 	snapListen    string
 	snapRate      int
 
@@ -124,6 +125,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		}
 		return nil
 	})
+	fs.StringVar(&c.alloENet, "alloverse-enet", "", "UDP host:port serving native Alloverse clients over ENet (allonet's default place port is 21337); off when empty")
 	fs.StringVar(&c.snapListen, "snapshot-listen", "", "UDP host:port serving binary snapshots to game engines; off when empty")
 	fs.IntVar(&c.snapRate, "snapshot-rate", 60, "snapshots per second sent to each UDP client")
 	fs.StringVar(&c.meshBind, "mesh-bind", "", "server role: host:port for mesh membership (memberlist, UDP and TCP); empty runs a single node")

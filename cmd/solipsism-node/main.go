@@ -21,6 +21,7 @@ import (
 
 	"github.com/solipsism/mesh/bridge/alloverse"
 	"github.com/solipsism/mesh/bridge/snapshot"
+	"github.com/solipsism/mesh/enet"
 	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
 	"github.com/solipsism/mesh/web"
@@ -81,6 +82,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	defer allo.Close()
+	if cfg.alloENet != "" {
+		eh, err := enet.Listen(cfg.alloENet, enet.Options{})
+		if err != nil {
+			return fmt.Errorf("--alloverse-enet: %w", err)
+		}
+		defer eh.Close()
+		go allo.ServeENet(eh) //nolint:errcheck // returns when the host closes
+		log.Info("serving Alloverse clients over ENet", "udp", eh.Addr().String())
+	}
 	if cfg.snapListen != "" {
 		snap, err := snapshot.Listen(node, cfg.snapListen, snapshot.Options{Rate: cfg.snapRate, Logger: log})
 		if err != nil {

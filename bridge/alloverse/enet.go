@@ -1,0 +1,178 @@
+package alloverse
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/solipsism/mesh/enet"
+)
+
+// allonet's channels (include/allonet/net.h).
+const (
+	ChannelAudio    = 0 // unreliable; not served (ignored)
+	ChannelCommands = 1 // reliable: interactions, one JSON document per packet
+	ChannelStates   = 2 // unreliable: state packets out, intents in
+	ChannelAssets   = 3 // reliable; not served (ignored)
+	ChannelVideo    = 4 // not served (ignored)
+	ChannelClock    = 5 // unreliable: {"client_time": T} answered with "server_time" added
+	channelCount    = 6
+)
+
+// ServeENet serves native Alloverse clients (allonet) on an ENet host
+// until the host closes: every peer is a Session, exactly like a
+// WebSocket client, except that its state packets are merge patches or
+// sets, as allonet reads nothing else. Audio, video and assets are
+// ignored.
+func (b *Bridge) ServeENet(h *enet.Host) error {
+	for {
+		p, err := h.Accept(context.Background())
+		if err != nil {
+			if errors.Is(err, enet.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		go b.serveENetPeer(p)
+	}
+}
+
+// enetConn is a Conn over one ENet peer.
+type enetConn struct{ p *enet.Peer }
+
+func (c enetConn) SendState(pkt []byte)    { c.p.Send(ChannelStates, pkt, 0) } //nolint:errcheck // unreliable
+func (c enetConn) Send(frame []byte) error { return c.p.Send(ChannelCommands, frame, enet.Reliable) }
+func (c enetConn) MergeOnly() bool         { return true }
+func (c enetConn) Close(code StatusCode, reason string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		c.p.Disconnect(ctx, uint32(code)) //nolint:errcheck // it is going either way
+	}()
+}
+
+func (b *Bridge) serveENetPeer(p *enet.Peer) {
+	conn := enetConn{p}
+	s, err := b.Connect(conn)
+	if err != nil {
+		conn.Close(StatusGoingAway, "place shutting down")
+		return
+	}
+	defer s.Close()
+	start := time.Now()
+	for {
+		pk, err := p.Receive(context.Background())
+		if err != nil {
+			b.log.Debug("ENet client left", "remote", p.RemoteAddr(), "err", err)
+			return
+		}
+		switch pk.Channel {
+		case ChannelCommands, ChannelStates:
+			if err := s.Handle(pk.Data); err != nil {
+				conn.Close(StatusInvalid, err.Error())
+				return
+			}
+		case ChannelClock:
+			if reply := clockReply(pk.Data, time.Since(start).Seconds()); reply != nil {
+				p.Send(ChannelClock, reply, 0) //nolint:errcheck // unreliable
+			}
+		}
+	}
+}
+
+// clockReply answers allonet's clock sync: the request with
+// "server_time" added, or nil for anything else.
+func clockReply(req []byte, now float64) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(req, &m) != nil {
+		return nil
+	}
+	var t float64
+	if json.Unmarshal(m["client_time"], &t) != nil {
+		return nil
+	}
+	m["server_time"], _ = json.Marshal(now)
+	out, _ := json.Marshal(m)
+	return out
+}
+
+// DialENetClient connects to a place's ENet endpoint (host:port) as allonet
+// does, with six channels.
+func DialENetClient(ctx context.Context, addr string, opts ClientOptions) (*Client, error) {
+	if opts.History <= 0 {
+		opts.History = DefaultHistory
+	}
+	p, err := enet.Dial(ctx, addr, enet.Options{Channels: channelCount})
+	if err != nil {
+		return nil, fmt.Errorf("alloverse: %w", err)
+	}
+	return newClient(&enetTransport{p: p, clock: make(chan []byte, 1)}, opts), nil
+}
+
+type enetTransport struct {
+	p     *enet.Peer
+	clock chan []byte
+}
+
+func (t *enetTransport) read(ctx context.Context) (bool, []byte, error) {
+	for {
+		pk, err := t.p.Receive(ctx)
+		if err != nil {
+			return false, nil, err
+		}
+		switch pk.Channel {
+		case ChannelStates:
+			return true, pk.Data, nil
+		case ChannelCommands:
+			return false, pk.Data, nil
+		case ChannelClock:
+			select {
+			case t.clock <- pk.Data:
+			default:
+			}
+		}
+	}
+}
+
+func (t *enetTransport) writeIntent(_ context.Context, b []byte) error {
+	return t.p.Send(ChannelStates, b, 0)
+}
+
+func (t *enetTransport) writeRequest(_ context.Context, b []byte) error {
+	return t.p.Send(ChannelCommands, b, enet.Reliable)
+}
+
+func (t *enetTransport) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	return t.p.Disconnect(ctx, 0)
+}
+
+// ClockSync asks the place for its time, as allonet does on the clock
+// channel; ENet clients only.
+func (c *Client) ClockSync(ctx context.Context) (clientTime, serverTime float64, err error) {
+	t, ok := c.t.(*enetTransport)
+	if !ok {
+		return 0, 0, errors.New("alloverse: the clock channel is ENet's")
+	}
+	clientTime = float64(time.Now().UnixNano()) / 1e9
+	req, _ := json.Marshal(map[string]float64{"client_time": clientTime})
+	if err := t.p.Send(ChannelClock, req, 0); err != nil {
+		return 0, 0, err
+	}
+	select {
+	case b := <-t.clock:
+		var m struct {
+			Client *float64 `json:"client_time"`
+			Server *float64 `json:"server_time"`
+		}
+		if json.Unmarshal(b, &m) != nil || m.Client == nil || m.Server == nil {
+			return 0, 0, fmt.Errorf("alloverse: clock answer %s", b)
+		}
+		return *m.Client, *m.Server, nil
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	}
+}
