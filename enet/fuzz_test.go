@@ -42,7 +42,7 @@ func FuzzPeer(f *testing.F) {
 		}
 		defer conn.Close()
 		h := &Host{conn: conn, opts: Options{MaxWaitingData: 1 << 16, MaxPacketSize: 1 << 16}, start: time.Now(),
-			byAddr: map[netip.AddrPort]*Peer{}, accept: make(chan *Peer, 1)}
+			byConnect: map[connKey]*Peer{}, accept: make(chan *Peer, 1)}
 		h.opts.defaults(true)
 		h.peers = make([]*Peer, 2)
 		addr := netip.MustParseAddrPort("127.0.0.1:9")

@@ -55,6 +55,11 @@ func (o *Options) defaults(listen bool) {
 	}
 }
 
+type connKey struct {
+	addr netip.AddrPort
+	id   uint32
+}
+
 // ErrClosed is returned by a closed Host.
 var ErrClosed = errors.New("enet: host closed")
 
@@ -66,12 +71,14 @@ type Host struct {
 	listen bool
 	start  time.Time
 
-	mu     sync.Mutex
-	peers  []*Peer // by incoming peer id
-	byAddr map[netip.AddrPort]*Peer
-	accept chan *Peer
-	closed bool
-	out    []byte
+	mu    sync.Mutex
+	peers []*Peer // by incoming peer id
+	// byConnect finds a connection by its address and connect id: one
+	// address may hold many (a host connects as many peers as it likes).
+	byConnect map[connKey]*Peer
+	accept    chan *Peer
+	closed    bool
+	out       []byte
 
 	wake chan struct{}
 	done chan struct{}
@@ -79,8 +86,8 @@ type Host struct {
 }
 
 func newHost(conn *net.UDPConn, opts Options, listen bool) *Host {
-	h := &Host{conn: conn, opts: opts, listen: listen, start: time.Now(), byAddr: map[netip.AddrPort]*Peer{},
-		accept: make(chan *Peer, 64), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	h := &Host{conn: conn, opts: opts, listen: listen, start: time.Now(), byConnect: map[connKey]*Peer{},
+		accept: make(chan *Peer, opts.MaxPeers), wake: make(chan struct{}, 1), done: make(chan struct{})}
 	h.peers = make([]*Peer, opts.MaxPeers)
 	h.wg.Add(2)
 	go h.readLoop()
@@ -198,7 +205,6 @@ func (h *Host) newPeerLocked(addr netip.AddrPort, id int) *Peer {
 		connected: make(chan struct{}), done: make(chan struct{}), notify: make(chan struct{}, 1),
 		lastReceive: h.now()}
 	h.peers[id] = p
-	h.byAddr[addr] = p
 	return p
 }
 
@@ -290,14 +296,12 @@ func (h *Host) receive(addr netip.AddrPort, d []byte) {
 // source cannot make the host send more than it received: a verify is
 // smaller than a connect.
 func (h *Host) handleConnectLocked(addr netip.AddrPort, d []byte, c *command) {
-	if p := h.byAddr[addr]; p != nil {
-		if p.connectID == c.connectID {
-			if p.state == stateAckConnect && p.verify != nil {
-				h.sendLocked(p, []command{p.verify.c}, true)
-			}
-			return
+	if p := h.byConnect[connKey{addr, c.connectID}]; p != nil {
+		// A connect again: its verify was lost.
+		if p.state == stateAckConnect && p.verify != nil {
+			h.sendLocked(p, []command{p.verify.c}, true)
 		}
-		p.closeLocked(errors.New("enet: the peer connected again"))
+		return
 	}
 	if c.channelCount < 1 || c.channelCount > maxChannelCount {
 		return
@@ -309,6 +313,7 @@ func (h *Host) handleConnectLocked(addr netip.AddrPort, d []byte, c *command) {
 	p := h.newPeerLocked(addr, slot)
 	p.state = stateAckConnect
 	p.connectID = c.connectID
+	h.byConnect[connKey{addr, c.connectID}] = p
 	p.outgoingPeerID = c.outgoingPeerID
 	p.mtu = max(min(c.mtu, uint32(h.opts.MTU)), minMTU)
 	p.windowSize = max(min(c.windowSize, maxWindowSize), minWindowSize)

@@ -288,10 +288,8 @@ func (p *Peer) closeLocked(err error) {
 	if int(p.id) < len(h.peers) && h.peers[p.id] == p {
 		h.peers[p.id] = nil
 	}
-	for a, q := range h.byAddr {
-		if q == p {
-			delete(h.byAddr, a)
-		}
+	if k := (connKey{p.addr, p.connectID}); h.byConnect[k] == p {
+		delete(h.byConnect, k)
 	}
 	p.queue, p.sent, p.acks = nil, nil, nil
 	for _, c := range p.channels {
