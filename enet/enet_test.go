@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 )
@@ -81,6 +82,21 @@ func TestGoToGo(t *testing.T) {
 	}
 	exchange(t, c, s)
 	exchange(t, s, c)
+	if err := c.LimitBandwidth(1000, 2000); err != nil {
+		t.Fatal(err)
+	}
+	c.ConfigureThrottle(4000, 3, 4)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		in, out, iv, acc, dec := s.Limits()
+		if in == 1000 && out == 2000 && iv == 4000 && acc == 3 && dec == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("limits %d %d %d %d %d", in, out, iv, acc, dec)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if err := c.Disconnect(ctx, 42); err != nil {
 		t.Fatal(err)
 	}
@@ -88,5 +104,36 @@ func TestGoToGo(t *testing.T) {
 	case <-s.Done():
 	case <-ctx.Done():
 		t.Fatal("the server side never saw the disconnect")
+	}
+}
+
+// TestNoAmplification: a connect from a source that never answers brings
+// back at most what it sent, once, whatever the time.
+func TestNoAmplification(t *testing.T) {
+	h, err := Listen("127.0.0.1:0", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	raw, err := net.DialUDP("udp", nil, h.Addr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	cmd := command{kind: cmdConnect, flags: flagAcknowledge, channel: 0xFF, seq: 1, mtu: 1400, windowSize: 65536, channelCount: 6, connectID: 99}
+	req := appendCommand(appendHeader(nil, maxPeerID, 0, true, 1), &cmd)
+	raw.Write(req)
+	got := 0
+	buf := make([]byte, 4096)
+	for {
+		raw.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, err := raw.Read(buf)
+		if err != nil {
+			break
+		}
+		got += n
+	}
+	if got == 0 || got > len(req) {
+		t.Fatalf("a %d-byte connect brought back %d bytes", len(req), got)
 	}
 }

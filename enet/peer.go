@@ -672,3 +672,38 @@ func (p *Peer) flushAcksLocked() {
 		p.acks = p.acks[:0]
 	}
 }
+
+// LimitBandwidth tells the peer this side's bandwidth limits in bytes per
+// second (0: unlimited), as enet_host_bandwidth_limit does.
+func (p *Peer) LimitBandwidth(incoming, outgoing uint32) error {
+	return p.system(command{kind: cmdBandwidthLimit, flags: flagAcknowledge, channel: 0xFF, incomingBandwidth: incoming, outgoingBandwidth: outgoing})
+}
+
+// ConfigureThrottle sends the peer packet-throttle parameters, as
+// enet_peer_throttle_configure does (interval in ms).
+func (p *Peer) ConfigureThrottle(interval, acceleration, deceleration uint32) error {
+	return p.system(command{kind: cmdThrottleConfigure, flags: flagAcknowledge, channel: 0xFF,
+		throttleInterval: interval, throttleAcceleration: acceleration, throttleDeceleration: deceleration})
+}
+
+// Limits returns what the peer last told of its bandwidth limits and
+// throttle parameters.
+func (p *Peer) Limits() (incoming, outgoing, interval, acceleration, deceleration uint32) {
+	p.h.mu.Lock()
+	defer p.h.mu.Unlock()
+	return p.bandwidth[0], p.bandwidth[1], p.throttle[0], p.throttle[1], p.throttle[2]
+}
+
+func (p *Peer) system(c command) error {
+	h := p.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p.state != stateConnected {
+		return errors.New("enet: peer not connected")
+	}
+	p.sysSeq++
+	c.seq = p.sysSeq
+	p.queueLocked(c, true)
+	h.kick()
+	return nil
+}
