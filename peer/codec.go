@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 
 	"strconv"
 	"unicode/utf8"
@@ -178,6 +179,11 @@ type Metadata struct {
 	// when the key is absent or null; true with no boxes means nothing.
 	Interest    []Box
 	HasInterest bool
+	// ResumeTokens is our extension (metadata key "resumeTokens"): a node
+	// hands each downstream peer a token per identifier it granted, and a
+	// peer presents them to take its identifiers back from a connection
+	// not yet gone. Peers that do not know the key ignore it.
+	ResumeTokens map[string]string
 }
 
 // DecodeMetadata decodes the data of a metadata or metadataChange message.
@@ -199,6 +205,16 @@ func (l Limits) DecodeMetadata(data json.RawMessage) (Metadata, error) {
 	var err error
 	if md.Interest, md.HasInterest, err = decodeInterest(fields["interest"]); err != nil {
 		return md, err
+	}
+	if raw, ok := fields["resumeTokens"]; ok && !isNull(raw) {
+		if json.Unmarshal(raw, &md.ResumeTokens) != nil || len(md.ResumeTokens) > l.MaxChain+1 {
+			return md, invalid("resumeTokens is not an object of strings")
+		}
+		for id, tok := range md.ResumeTokens {
+			if len(tok) > 128 || len(id) > 256 {
+				return md, invalid("a resume token or its identifier is too long")
+			}
+		}
 	}
 	if raw, ok := fields["identifierChain"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &md.IdentifierChain); err != nil {
@@ -252,6 +268,23 @@ func AppendMetadata(dst []byte, typeName string, md Metadata) []byte {
 	}
 	if md.HasInterest {
 		dst = appendInterest(dst, md.Interest)
+	}
+	if len(md.ResumeTokens) > 0 {
+		dst = append(dst, `,"resumeTokens":{`...)
+		ids := make([]string, 0, len(md.ResumeTokens))
+		for id := range md.ResumeTokens {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for i, id := range ids {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, id)
+			dst = append(dst, ':')
+			dst = appendString(dst, md.ResumeTokens[id])
+		}
+		dst = append(dst, '}')
 	}
 	return append(dst, "}]"...)
 }

@@ -27,6 +27,9 @@ const (
 	StatusStalled StatusCode = 4002
 	// StatusNoMetadata: the peer never answered requestMetadata.
 	StatusNoMetadata StatusCode = 4003
+	// StatusIdentityTaken: the peer claimed an identifier another
+	// connection holds, without that identifier's resume token.
+	StatusIdentityTaken StatusCode = 4004
 )
 
 // CloseError reports why a link or connection closed.

@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,6 +53,10 @@ type Node struct {
 	// interest is what a client node wants of its upstream (SetInterest);
 	// nil means everything.
 	interest []peer.Box
+	// resumeSecret keys the resume tokens this node hands out; tokens
+	// holds those its upstream handed it.
+	resumeSecret []byte
+	tokens       map[string]string
 	// workers run the links' writers and message handling.
 	workers peer.Workers
 	// metrics is nil unless Options.Registerer is set.
@@ -127,8 +132,14 @@ func New(opts Options) (*Node, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	secret := opts.ResumeSecret
+	if len(secret) == 0 {
+		secret = make([]byte, 32)
+		rand.Read(secret)
+	}
 	n := &Node{
-		opts: opts, role: opts.Role, id: opts.Identifier,
+		resumeSecret: secret,
+		opts:         opts, role: opts.Role, id: opts.Identifier,
 		log:     log.With("node", opts.Identifier),
 		world:   gameworld.New(opts.Identifier),
 		ctx:     ctx,
@@ -457,6 +468,7 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 		return
 	}
 	if ls.kind == ownership.Upstream {
+		n.keepTokensLocked(md)
 		ls.chain = make(map[string]bool, len(md.IdentifierChain))
 		for _, id := range md.IdentifierChain {
 			ls.chain[id] = true
@@ -475,7 +487,13 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 		}
 		next[id] = true
 	}
+	if id := n.refusedClaim(ls, md); id != "" {
+		n.log.Info("refused a claim to an identifier held by another connection", "identifier", id, "link", l.ID())
+		l.Close(peer.StatusIdentityTaken, "identifier "+id+" is held by another connection; present its resume token")
+		return
+	}
 	changed := false
+	gained := false
 	var gone []string
 	for id := range ls.chain {
 		if !next[id] {
@@ -514,6 +532,7 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 		}
 		n.claims[id] = ls
 		ls.chain[id] = true
+		gained = true
 	}
 	if len(gone) > 0 {
 		changed = true
@@ -524,6 +543,9 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	}
 	if n.interestChangedLocked(ls, md) {
 		changed = true // the union announced upstream and to the mesh
+	}
+	if gained {
+		n.sendTokensLocked(ls)
 	}
 	first := !ls.ready
 	ls.ready = true
@@ -585,6 +607,9 @@ func (n *Node) removeWhere(remove func(gameworld.Object) bool, from *linkState) 
 func (n *Node) LocalMetadata(l *peer.Link) peer.Metadata {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if ls := n.links[l]; ls != nil && ls.kind == ownership.Downstream {
+		return n.tokenMetadataLocked(ls)
+	}
 	return n.localMetadataLocked(l.Kind())
 }
 
@@ -594,6 +619,9 @@ func (n *Node) localMetadataLocked(kind ownership.LinkKind) peer.Metadata {
 	md := peer.Metadata{Identifier: n.id, IdentifierChain: []string{n.id}, Role: n.role.String()}
 	if kind == ownership.Downstream {
 		return md
+	}
+	if kind == ownership.Upstream && len(n.tokens) > 0 {
+		md.ResumeTokens = n.tokens
 	}
 	switch {
 	case kind == ownership.Upstream && n.opts.Interest != nil:

@@ -61,6 +61,11 @@ type Options struct {
 	// InterestCell is the side of the grid cells that index objects and
 	// regions. Zero means DefaultInterestCell.
 	InterestCell float64
+	// ResumeSecret keys the resume tokens the node hands its downstream
+	// peers (see docs/security.md). Nil means a random one per process:
+	// tokens then do not survive a restart. Nodes of one mesh that share
+	// it accept each other's tokens.
+	ResumeSecret []byte
 	// OriginPatterns lists the browser origins accepted besides the
 	// node's own (see peer.AcceptOptions).
 	OriginPatterns []string

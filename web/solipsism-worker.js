@@ -16,7 +16,9 @@ let conn = null;
 // The page is behind us: a downstream link.
 const page = new Link(world, { send: (m) => self.postMessage(m) }, "downstream", {
   tick: 0,
-  metaExtra: () => ({ status: conn ? conn.status : "connecting" }),
+  // The page gets the resume tokens the server handed us, and gives us
+  // its own (see Link.keepTokens): they outlive this worker.
+  metaExtra: () => ({ status: conn ? conn.status : "connecting", resumeTokens: { ...world.resumeTokens } }),
   onMetadata: () => {
     // The worlds behind us, or the region the page wants, changed: tell
     // the server before any of the page's objects reach it.

@@ -98,6 +98,14 @@ export class GameWorld extends EventTarget {
      * @type {Array<{min: number[], max: number[]}>|null}
      */
     this.interest = null;
+    /**
+     * Resume tokens the server handed this world, by identifier: presented
+     * when the world reconnects, so that it takes its identifiers back from
+     * a connection the server has not yet seen go. Keep them (with the
+     * identifier) to survive a page reload.
+     * @type {Object<string, string>}
+     */
+    this.resumeTokens = {};
   }
 
   /** @returns {boolean} whether owner is this world or a world behind it. */
@@ -242,6 +250,7 @@ export class Link {
     if (this.kind === "upstream") chain.push(...[...this.world.behind].sort());
     const md = { identifier: this.world.identifier, identifierChain: chain, ...(this.metaExtra ? this.metaExtra() : {}), ...extra };
     if (this.kind === "upstream" && this.world.interest) md.interest = this.world.interest;
+    if (this.kind === "upstream" && Object.keys(this.world.resumeTokens).length) md.resumeTokens = { ...this.world.resumeTokens };
     return md;
   }
 
@@ -409,6 +418,7 @@ export class Link {
     this.peer = { ...data, identifier: id };
     this.peerChain = chain;
     this.peerInterest = validInterest(data.interest);
+    this.keepTokens(data.resumeTokens);
     if (first) this.post(["requestRefresh", null]);
     if (this.kind === "downstream") {
       // The worlds behind us changed: objects of those that left go.
@@ -422,6 +432,14 @@ export class Link {
       }
     }
     if (this.onMetadata) this.onMetadata(this.peer, first);
+  }
+
+  /** Stores resume tokens a peer handed (or, from a page, forwarded). */
+  keepTokens(tokens) {
+    if (!tokens || typeof tokens !== "object" || Array.isArray(tokens)) return;
+    for (const [id, tok] of Object.entries(tokens)) {
+      if (typeof tok === "string" && tok.length <= 128) this.world.resumeTokens[id] = tok;
+    }
   }
 
   receiveChanges(data) {

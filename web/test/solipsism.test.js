@@ -130,6 +130,39 @@ test("a region: only what is inside arrives, moves in and out, and the region mo
   await node.stop();
 });
 
+test("resume tokens: a reconnect with them takes the identifier over, a claim without them is refused", async () => {
+  const node = await startNode(await freePort());
+  const a = connect({ url: node.url, worker: false });
+  await connected(a);
+  const gem = a.world.create({ n: 1 });
+  await waitFor("a's token", () => a.world.resumeTokens[a.world.identifier]);
+  const watcher = connect({ url: node.url, worker: false });
+  await connected(watcher);
+  await waitFor("the watcher sees the gem", () => watcher.world.get(gem.id));
+
+  // Without the token: refused, and a keeps its identity.
+  const thief = new WebSocket(node.url);
+  const closed = new Promise((resolve) => (thief.onclose = (e) => resolve(e.code)));
+  thief.onmessage = (e) => {
+    const [type] = JSON.parse(e.data);
+    if (type === "requestMetadata") thief.send(JSON.stringify(["metadataChange", { identifier: a.world.identifier }]));
+  };
+  assert.equal(await closed, 4004);
+  gem.set({ n: 2 });
+  await waitFor("a still writes", () => watcher.world.get(gem.id)?.properties.n === 2);
+
+  // With it: a second connection of the same world takes over at once.
+  const b = connect({ url: node.url, worker: false, identifier: a.world.identifier });
+  b.world.resumeTokens = { ...a.world.resumeTokens };
+  await connected(b);
+  const st = await (await fetch(node.http + "/api/state")).json();
+  assert.ok(st.links.some((l) => l.identifier === a.world.identifier));
+  a.close();
+  b.close();
+  watcher.close();
+  await node.stop();
+});
+
 test("changes within a tick go out as one coalesced message, with millisecond timestamps", async () => {
   const node = await startNode(await freePort());
   const sent = [];

@@ -1,0 +1,88 @@
+package relay
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+// Identity. A node hands every downstream peer a resume token per
+// identifier it granted (metadata key "resumeTokens"). A claim to an
+// identifier that another connection holds, live or kept through the
+// reclaim grace, is accepted only with that identifier's token; without
+// it the claimant is closed with 4004 and the holder is not disturbed. A
+// token is an HMAC of the identifier under the node's resume secret, so it
+// survives the connection that earned it (and, with a shared
+// Options.ResumeSecret, a restart or another mesh node).
+
+// resumeToken returns the token for id.
+func (n *Node) resumeToken(id string) string {
+	m := hmac.New(sha256.New, n.resumeSecret)
+	m.Write([]byte("solipsism-resume:" + id))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:18])
+}
+
+// mayTakeOver reports whether a peer presenting md may claim id, held by
+// another connection.
+func (n *Node) mayTakeOver(id string, md peer.Metadata) bool {
+	tok, ok := md.ResumeTokens[id]
+	return ok && hmac.Equal([]byte(tok), []byte(n.resumeToken(id)))
+}
+
+// refusedClaim returns an identifier of md's chain that another
+// connection holds and md cannot take over, or "". n.mu must be held.
+func (n *Node) refusedClaim(ls *linkState, md peer.Metadata) string {
+	if ls.kind != ownership.Downstream {
+		return ""
+	}
+	for _, id := range md.IdentifierChain {
+		other := n.claims[id]
+		if other == nil || other == ls || other.att != nil || other.kind != ownership.Downstream {
+			continue
+		}
+		if !n.mayTakeOver(id, md) {
+			return id
+		}
+	}
+	return ""
+}
+
+// sendTokensLocked hands a downstream peer the tokens of the identifiers
+// it holds, in a metadata message of ours. n.mu must be held.
+func (n *Node) sendTokensLocked(ls *linkState) {
+	if ls.kind != ownership.Downstream || ls.link == nil || len(ls.chain) == 0 {
+		return
+	}
+	ls.link.SendMetadata(n.tokenMetadataLocked(ls))
+}
+
+// tokenMetadataLocked is the node's metadata for a downstream link, with
+// the resume tokens of what the link holds: every metadata message a
+// downstream peer gets carries them. n.mu must be held.
+func (n *Node) tokenMetadataLocked(ls *linkState) peer.Metadata {
+	md := n.localMetadataLocked(ownership.Downstream)
+	if len(ls.chain) > 0 {
+		md.ResumeTokens = make(map[string]string, len(ls.chain))
+		for id := range ls.chain {
+			md.ResumeTokens[id] = n.resumeToken(id)
+		}
+	}
+	return md
+}
+
+// keepTokensLocked stores the tokens an upstream handed us, to present
+// when we reconnect. n.mu must be held.
+func (n *Node) keepTokensLocked(md peer.Metadata) {
+	if len(md.ResumeTokens) == 0 {
+		return
+	}
+	if n.tokens == nil {
+		n.tokens = map[string]string{}
+	}
+	for id, tok := range md.ResumeTokens {
+		n.tokens[id] = tok
+	}
+}
