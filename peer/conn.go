@@ -30,6 +30,9 @@ const (
 	// StatusIdentityTaken: the peer claimed an identifier another
 	// connection holds, without that identifier's resume token.
 	StatusIdentityTaken StatusCode = 4004
+	// StatusUnauthorized: the peer claimed an identifier its token does
+	// not grant.
+	StatusUnauthorized StatusCode = 4005
 )
 
 // CloseError reports why a link or connection closed.

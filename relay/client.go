@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -27,6 +28,9 @@ type ClientOptions struct {
 	// Interest is the region the client wants to see (see
 	// Node.SetInterest); nil means everything.
 	Interest []peer.Box
+	// Token, if set, is presented to the server (a bearer Authorization
+	// header) when authentication is on.
+	Token string
 	// Dial configures the WebSocket handshake.
 	Dial peer.DialOptions
 	// Logger receives the client's logs; nil discards them.
@@ -75,6 +79,14 @@ func NewClient(url string, opts ClientOptions) (*Client, error) {
 	}
 	if opts.Interest != nil {
 		node.SetInterest(opts.Interest)
+	}
+	if opts.Token != "" {
+		h := http.Header{}
+		for k, v := range opts.Dial.Header {
+			h[k] = v
+		}
+		h.Set("Authorization", "Bearer "+opts.Token)
+		opts.Dial.Header = h
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{node: node, cancel: cancel, done: make(chan struct{}), connCh: make(chan struct{})}

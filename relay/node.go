@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/solipsism/mesh/auth"
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
@@ -89,6 +90,9 @@ type linkState struct {
 	detached bool
 	// region is what the peer wants to see; nil means everything.
 	region *region
+	// grant is what the peer's token allows; nil when authentication is
+	// off (or for upstream and mesh links).
+	grant *auth.Grant
 }
 
 // New returns a node. Call Close to stop it.
@@ -208,12 +212,30 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.accept(w, r)
 		return
 	}
+	var grant *auth.Grant
+	if n.opts.Auth != nil {
+		g, err := n.opts.Auth.Authenticate(auth.FromRequest(r))
+		if err != nil {
+			n.log.Info("refused a connection without a valid token", "remote", r.RemoteAddr, "err", err)
+			http.Error(w, "a valid token is required (query parameter token, or Authorization: Bearer)", http.StatusUnauthorized)
+			return
+		}
+		grant = g
+	}
 	conn, err := peer.Accept(w, r, peer.AcceptOptions{OriginPatterns: n.opts.OriginPatterns})
 	if err != nil {
 		n.log.Debug("websocket accept failed", "err", err)
 		return
 	}
-	n.goRun(n.attach(conn, ownership.Downstream, "", ""))
+	l := n.attach(conn, ownership.Downstream, "", "")
+	if l != nil && grant != nil {
+		n.mu.Lock()
+		if ls := n.links[l]; ls != nil {
+			ls.grant = grant
+		}
+		n.mu.Unlock()
+	}
+	n.goRun(l)
 }
 
 // ServeConn serves a link of the given kind over conn until it closes.
@@ -486,6 +508,13 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 			return
 		}
 		next[id] = true
+	}
+	for _, id := range md.IdentifierChain {
+		if ls.kind == ownership.Downstream && !ls.grant.Allows(id) {
+			n.log.Info("refused a claim its token does not grant", "identifier", id, "link", l.ID())
+			l.Close(peer.StatusUnauthorized, "the token does not grant identifier "+id)
+			return
+		}
 	}
 	if id := n.refusedClaim(ls, md); id != "" {
 		n.log.Info("refused a claim to an identifier held by another connection", "identifier", id, "link", l.ID())

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/solipsism/mesh/auth"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 )
@@ -61,6 +62,12 @@ type Options struct {
 	// InterestCell is the side of the grid cells that index objects and
 	// regions. Zero means DefaultInterestCell.
 	InterestCell float64
+	// Auth, if set, checks the token every downstream peer presents (the
+	// "token" query parameter or a bearer Authorization header): without a
+	// valid one the WebSocket handshake is refused with 401, and a peer
+	// whose identifierChain names an identifier its token does not grant
+	// is closed with 4005. Nil means no authentication.
+	Auth auth.Authenticator
 	// ResumeSecret keys the resume tokens the node hands its downstream
 	// peers (see docs/security.md). Nil means a random one per process:
 	// tokens then do not survive a restart. Nodes of one mesh that share
