@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/solipsism/mesh/auth"
 	"github.com/solipsism/mesh/relay"
 )
 
@@ -35,6 +36,12 @@ type Options struct {
 	// FirstRevision is the revision of the empty document before the
 	// first change. Zero means 0: the first change makes revision 1.
 	FirstRevision uint64
+	// Auth, if set, checks the token of every client: WebSocket clients
+	// present it on the handshake ("token" query parameter or a bearer
+	// Authorization header; 401 without a valid one), ENet clients in the
+	// identity of their announce ({"token": ...}). The agent's identifier
+	// takes a prefix the token grants. Nil means no authentication.
+	Auth auth.Authenticator
 	// Logger receives the bridge's logs; nil discards them.
 	Logger *slog.Logger
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -23,6 +24,9 @@ type ClientOptions struct {
 	DropState, DropAck func() bool
 	// ReadLimit is the largest packet taken. Zero means 64 MiB.
 	ReadLimit int64
+	// Token is presented to a place that wants one: on the WebSocket
+	// handshake, and in the announce's identity.
+	Token string
 }
 
 // Client is an Alloverse client over WebSocket: it follows the place's
@@ -64,7 +68,11 @@ func DialClient(ctx context.Context, url string, opts ClientOptions) (*Client, e
 	if opts.ReadLimit <= 0 {
 		opts.ReadLimit = 64 << 20
 	}
-	c, _, err := websocket.Dial(ctx, url, nil)
+	var dopts *websocket.DialOptions
+	if opts.Token != "" {
+		dopts = &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + opts.Token}}}
+	}
+	c, _, err := websocket.Dial(ctx, url, dopts)
 	if err != nil {
 		return nil, fmt.Errorf("alloverse: dial %s: %w", url, err)
 	}
@@ -325,7 +333,11 @@ func (c *Client) Request(ctx context.Context, body ...any) ([]json.RawMessage, e
 // Announce joins the place with an avatar of the given components and
 // returns the avatar's entity id and the agent's world identity.
 func (c *Client) Announce(ctx context.Context, avatar map[string]any) (avatarID, agent string, err error) {
-	r, err := c.Request(ctx, "announce", "version", 3, "identity", map[string]any{"display_name": "go"}, "spawn_avatar", avatar)
+	identity := map[string]any{"display_name": "go"}
+	if c.opts.Token != "" {
+		identity["token"] = c.opts.Token
+	}
+	r, err := c.Request(ctx, "announce", "version", 3, "identity", identity, "spawn_avatar", avatar)
 	if err != nil {
 		return "", "", err
 	}

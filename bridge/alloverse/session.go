@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/solipsism/mesh/auth"
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/relay"
 )
@@ -57,6 +58,9 @@ type Session struct {
 	avatar    string
 	closed    bool // guarded by b.mu
 	mergeOnly bool
+	// grant is what the client's token allows (nil: authentication off,
+	// or not yet presented over ENet).
+	grant *auth.Grant
 }
 
 // Connect starts a session for a client on conn. It is sent a full set at
@@ -186,7 +190,23 @@ func (s *Session) announce(body []json.RawMessage) []any {
 	if err != nil {
 		return fail(400, err.Error())
 	}
-	agent, err := s.b.node.Attach(relay.AttachOptions{Identifier: gameworld.NewIdentifier("alloagent")})
+	if s.b.opts.Auth != nil && s.grant == nil {
+		// Over ENet the token travels in the announce's identity.
+		var ident struct {
+			Token string `json:"token"`
+		}
+		json.Unmarshal(args["identity"], &ident)
+		g, err := s.b.opts.Auth.Authenticate(ident.Token)
+		if err != nil {
+			return fail(401, "a valid token is required in identity.token")
+		}
+		s.grant = g
+	}
+	prefix, ok := s.grant.Prefix("alloagent")
+	if !ok {
+		return fail(403, "the token grants no prefix for a new agent identifier")
+	}
+	agent, err := s.b.node.Attach(relay.AttachOptions{Identifier: gameworld.NewIdentifier(prefix)})
 	if err != nil {
 		return fail(503, err.Error())
 	}

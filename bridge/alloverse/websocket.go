@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/solipsism/mesh/auth"
 )
 
 // HandlerOptions configures Handler. The zero value is usable.
@@ -40,6 +42,15 @@ func (b *Bridge) Handler(opts HandlerOptions) http.Handler {
 		opts.WriteTimeout = 10 * time.Second
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var grant *auth.Grant
+		if b.opts.Auth != nil {
+			g, err := b.opts.Auth.Authenticate(auth.FromRequest(r))
+			if err != nil {
+				http.Error(w, "a valid token is required (query parameter token, or Authorization: Bearer)", http.StatusUnauthorized)
+				return
+			}
+			grant = g
+		}
 		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: opts.OriginPatterns})
 		if err != nil {
 			b.log.Debug("websocket accept failed", "remote", r.RemoteAddr, "err", err)
@@ -52,6 +63,7 @@ func (b *Bridge) Handler(opts HandlerOptions) http.Handler {
 			c.Close(websocket.StatusGoingAway, "place shutting down")
 			return
 		}
+		s.grant = grant
 		go wc.writeLoop()
 		wc.readLoop(s)
 		s.Close()

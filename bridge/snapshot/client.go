@@ -252,6 +252,8 @@ type ClientOptions struct {
 	// Timeout ends the connection when the server is silent this long.
 	// Zero means 5 s.
 	Timeout time.Duration
+	// Token is sent with the handshake when the server wants one.
+	Token string
 }
 
 // Client is a game-engine style peer: it follows the world through
@@ -328,7 +330,7 @@ func (c *Client) handshake(ctx context.Context) error {
 		switch buf[0] {
 		case msgChallenge:
 			if n == challengeSize && string(buf[1:5]) == string(nonce[:]) {
-				req = append([]byte{msgResponse}, buf[1:challengeSize]...)
+				req = append(append([]byte{msgResponse}, buf[1:challengeSize]...), c.opts.Token...)
 			}
 		case msgAccept:
 			r := NewReader(buf[:n])

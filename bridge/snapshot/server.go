@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/solipsism/mesh/auth"
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/relay"
 )
@@ -34,6 +35,10 @@ type Options struct {
 	// ghostType property (a configured rule, say by the properties it
 	// has). An empty or unknown name means GenericType.
 	TypeOf func(props gameworld.Properties) string
+	// Auth, if set, checks the token a client sends with its handshake
+	// response; without a valid one it is refused. The client's identifier
+	// takes a prefix the token grants. Nil means no authentication.
+	Auth auth.Authenticator
 	// MaxClients bounds connected clients. Zero means 1024.
 	MaxClients int
 	// Logger receives the server's logs; nil discards them.
@@ -336,16 +341,16 @@ func (s *Server) handle(addr netip.AddrPort, p []byte) {
 		reply := append([]byte{msgChallenge, p[1], p[2], p[3], p[4]}, c[:]...)
 		s.send(addr, reply)
 	case msgResponse:
-		if len(p) != 1+4+16 {
+		if len(p) < 1+4+16 {
 			return
 		}
 		nonce := binary.LittleEndian.Uint32(p[1:5])
 		w := time.Now().Unix() / 10
 		c0, c1 := s.cookie(addr, nonce, w), s.cookie(addr, nonce, w-1)
-		if !hmac.Equal(p[5:], c0[:]) && !hmac.Equal(p[5:], c1[:]) {
+		if !hmac.Equal(p[5:21], c0[:]) && !hmac.Equal(p[5:21], c1[:]) {
 			return
 		}
-		s.accept(addr, nonce)
+		s.accept(addr, nonce, string(p[21:]))
 	case msgCommand:
 		s.command(addr, p)
 	case msgDisconnect:
@@ -361,7 +366,7 @@ func (s *Server) handle(addr netip.AddrPort, p []byte) {
 
 // accept admits a client whose address is proven, or answers its repeated
 // response again.
-func (s *Server) accept(addr netip.AddrPort, nonce uint32) {
+func (s *Server) accept(addr netip.AddrPort, nonce uint32, token string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -377,7 +382,22 @@ func (s *Server) accept(addr netip.AddrPort, nonce uint32) {
 			s.send(addr, []byte{msgDisconnect, ReasonRefused})
 			return
 		}
-		id := gameworld.NewIdentifier("udppeer")
+		var grant *auth.Grant
+		if s.opts.Auth != nil {
+			g, err := s.opts.Auth.Authenticate(token)
+			if err != nil {
+				s.log.Info("refused a UDP client without a valid token", "addr", addr, "err", err)
+				s.send(addr, []byte{msgDisconnect, ReasonRefused})
+				return
+			}
+			grant = g
+		}
+		prefix, ok := grant.Prefix("udppeer")
+		if !ok {
+			s.send(addr, []byte{msgDisconnect, ReasonRefused})
+			return
+		}
+		id := gameworld.NewIdentifier(prefix)
 		agent, err := s.node.Attach(relay.AttachOptions{Identifier: id})
 		if err != nil {
 			s.send(addr, []byte{msgDisconnect, ReasonRefused})

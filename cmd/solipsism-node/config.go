@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -10,10 +12,13 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/solipsism/mesh/auth"
 	"github.com/solipsism/mesh/bridge/alloverse"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
@@ -45,6 +50,11 @@ type config struct {
 	placeName     string
 	interest      []peer.Box
 	alloENet      string
+	authKey       string
+	upstreamToken string
+	tlsCert       string
+	tlsKey        string
+	tlsCA         string
 	snapListen    string
 	snapRate      int
 
@@ -125,6 +135,11 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		}
 		return nil
 	})
+	fs.StringVar(&c.authKey, "auth-key", "", "turns authentication on: peers must present a JWT signed with this key (an HS256 secret of 32+ bytes in hex or base64, or ed25519:<base64 public key>); see docs/security.md")
+	fs.StringVar(&c.upstreamToken, "upstream-token", "", "proxy: the token presented to an upstream that wants one")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate: serve https:// and wss:// (with --tls-key)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&c.tlsCA, "tls-ca", "", "PEM CA certificates trusted for wss:// upstreams and mesh links, besides the system's")
 	fs.StringVar(&c.alloENet, "alloverse-enet", "", "UDP host:port serving native Alloverse clients over ENet (allonet's default place port is 21337); off when empty")
 	fs.StringVar(&c.snapListen, "snapshot-listen", "", "UDP host:port serving binary snapshots to game engines; off when empty")
 	fs.IntVar(&c.snapRate, "snapshot-rate", 60, "snapshots per second sent to each UDP client")
@@ -172,6 +187,9 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	}
 	if c.alloStyle, err = alloverse.ParsePatchStyle(alloStyle); err != nil {
 		return c, fmt.Errorf("--allo-patch-style: %w", err)
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return c, fmt.Errorf("--tls-cert and --tls-key go together")
 	}
 	if c.interest != nil && c.role != ownership.Proxy {
 		return c, fmt.Errorf("--interest: only a proxy announces a region to an upstream")
@@ -321,4 +339,55 @@ func newLogger(c config, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// authenticator returns the --auth-key authenticator, or nil.
+func (c config) authenticator() (auth.Authenticator, error) {
+	if c.authKey == "" {
+		return nil, nil
+	}
+	if pub, ok := strings.CutPrefix(c.authKey, "ed25519:"); ok {
+		k, err := base64.StdEncoding.DecodeString(pub)
+		if err != nil {
+			return nil, fmt.Errorf("--auth-key: the Ed25519 public key is not base64: %w", err)
+		}
+		a, err := auth.NewEd25519(k)
+		if err != nil {
+			return nil, fmt.Errorf("--auth-key: %w", err)
+		}
+		return a, nil
+	}
+	k, err := hex.DecodeString(c.authKey)
+	if err != nil {
+		if k, err = base64.StdEncoding.DecodeString(c.authKey); err != nil {
+			return nil, fmt.Errorf("--auth-key: neither hex nor base64")
+		}
+	}
+	a, err := auth.NewHS256(k)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-key: %w", err)
+	}
+	return a, nil
+}
+
+// dialOptions returns how upstream and mesh links dial: with --tls-ca's
+// certificates trusted besides the system's.
+func (c config) dialOptions() (peer.DialOptions, error) {
+	if c.tlsCA == "" {
+		return peer.DialOptions{}, nil
+	}
+	pem, err := os.ReadFile(c.tlsCA)
+	if err != nil {
+		return peer.DialOptions{}, fmt.Errorf("--tls-ca: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return peer.DialOptions{}, fmt.Errorf("--tls-ca: no certificates in %s", c.tlsCA)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return peer.DialOptions{HTTPClient: &http.Client{Transport: tr}}, nil
 }

@@ -62,7 +62,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	log := newLogger(cfg, stderr)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	authn, err := cfg.authenticator()
+	if err != nil {
+		return err
+	}
+	dial, err := cfg.dialOptions()
+	if err != nil {
+		return err
+	}
 	node, err := relay.New(relay.Options{
+		Auth: authn,
 		Role: cfg.role, Prefix: cfg.prefix, Tick: cfg.nodeTick(),
 		Limits:   peer.Limits{MaxRecordBytes: int(cfg.readLimit)},
 		ReadRate: int(cfg.readRate), OriginPatterns: cfg.origins,
@@ -75,6 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 
 	allo, err := alloverse.New(node, alloverse.Options{
+		Auth:      authn,
 		Heartbeat: cfg.alloHeartbeat, History: cfg.alloHistory, PatchStyle: cfg.alloStyle,
 		PlaceName: cfg.placeName, Logger: log,
 	})
@@ -92,7 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		log.Info("serving Alloverse clients over ENet", "udp", eh.Addr().String())
 	}
 	if cfg.snapListen != "" {
-		snap, err := snapshot.Listen(node, cfg.snapListen, snapshot.Options{Rate: cfg.snapRate, Logger: log})
+		snap, err := snapshot.Listen(node, cfg.snapListen, snapshot.Options{Rate: cfg.snapRate, Auth: authn, Logger: log})
 		if err != nil {
 			return fmt.Errorf("--snapshot-listen: %w", err)
 		}
@@ -122,7 +132,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
 	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if cfg.tlsCert != "" {
+			errc <- srv.ServeTLS(ln, cfg.tlsCert, cfg.tlsKey)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	log.Info("serving", "addr", ln.Addr().String(), "role", cfg.role.String(), "identifier", node.Identifier(),
 		"ws", "/ws", "alloverse", "/alloverse", "tick", cfg.tick.String())
 
@@ -147,7 +163,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 		mesh, err = node.JoinMesh(relay.MeshOptions{
 			BindAddr: cfg.meshBind, AdvertiseURL: adv, Join: cfg.join,
-			SecretKey: cfg.meshSecret, Label: cfg.meshLabel, Profile: cfg.meshProfile,
+			SecretKey: cfg.meshSecret, Label: cfg.meshLabel, Profile: cfg.meshProfile, Dial: dial,
 		})
 		if err != nil {
 			ln.Close()
@@ -157,7 +173,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 	if cfg.upstream != "" {
 		go func() {
-			errc <- node.RunUpstream(ctx, relay.UpstreamOptions{URL: cfg.upstream, MinBackoff: cfg.backoffMin, MaxBackoff: cfg.backoffMax})
+			up := dial
+			if cfg.upstreamToken != "" {
+				up.Header = http.Header{"Authorization": {"Bearer " + cfg.upstreamToken}}
+			}
+			errc <- node.RunUpstream(ctx, relay.UpstreamOptions{URL: cfg.upstream, MinBackoff: cfg.backoffMin, MaxBackoff: cfg.backoffMax, Dial: up})
 		}()
 	}
 
