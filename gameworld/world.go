@@ -2,6 +2,7 @@ package gameworld
 
 import (
 	"bytes"
+	"container/heap"
 	"errors"
 	"sort"
 	"sync"
@@ -69,8 +70,10 @@ type World struct {
 	objs   map[string]*Object
 	subs   map[int]func(Applied)
 	nextID int
-	// free holds the slots of removed objects, for reuse.
-	free     []uint32
+	// free holds the slots of removed objects, for reuse lowest first (a
+	// min-heap): after a flood of objects leaves, new objects take low
+	// slots again, and what links index by slot stays small.
+	free     slotHeap
 	nextSlot uint32
 }
 
@@ -222,8 +225,8 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		w.rev++
 		props := c.Properties.Merge(nil) // own copy: callers keep theirs
 		var slot uint32
-		if n := len(w.free); n > 0 {
-			slot, w.free = w.free[n-1], w.free[:n-1]
+		if len(w.free) > 0 {
+			slot = heap.Pop(&w.free).(uint32)
 		} else {
 			slot = w.nextSlot
 			w.nextSlot++
@@ -242,7 +245,12 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		}
 		w.rev++
 		delete(w.objs, c.ID)
-		w.free = append(w.free, o.Slot)
+		if len(w.objs) == 0 {
+			// Empty: every slot is free again, and the heap's memory goes.
+			w.free, w.nextSlot = nil, 0
+		} else {
+			heap.Push(&w.free, o.Slot)
+		}
 		return Record{Change: Change{Type: Remove, ID: c.ID, Owner: o.Owner}, Version: o.Version + 1, Revision: w.rev, Slot: o.Slot}, true
 	}
 	return Record{}, false
@@ -312,4 +320,21 @@ func compact(recs []Record) []Record {
 		}
 	}
 	return out
+}
+
+// slotHeap is a min-heap of free slots.
+type slotHeap []uint32
+
+func (h slotHeap) Len() int           { return len(h) }
+func (h slotHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h slotHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *slotHeap) Push(x any)        { *h = append(*h, x.(uint32)) }
+func (h *slotHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	if cap(*h) > 1024 && len(*h) < cap(*h)/4 {
+		*h = append(slotHeap(nil), *h...) // let a flood's memory go
+	}
+	return x
 }

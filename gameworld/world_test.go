@@ -215,3 +215,27 @@ func TestRange(t *testing.T) {
 		t.Fatalf("Range went on after false: %d calls", n)
 	}
 }
+
+// TestSlotsReusedLowestFirst: after a flood of objects leaves, new objects
+// take the lowest free slots, so per-slot state elsewhere stays small.
+func TestSlotsReusedLowestFirst(t *testing.T) {
+	w := New("server-11111111-11111111")
+	var adds, removes []Change
+	for i := range 1000 {
+		id := fmt.Sprintf("o%d", i)
+		adds = append(adds, Change{Type: Add, ID: id, Owner: "a"})
+		if i > 0 {
+			removes = append(removes, Change{Type: Remove, ID: id})
+		}
+	}
+	w.Apply(adds, nil)
+	w.Apply(removes, nil) // o0 stays, in slot 0
+	res := w.Apply([]Change{{Type: Add, ID: "new1", Owner: "a"}, {Type: Add, ID: "new2", Owner: "a"}}, nil)
+	if res.Records[0].Slot != 1 || res.Records[1].Slot != 2 {
+		t.Fatalf("new objects took slots %d and %d, want 1 and 2", res.Records[0].Slot, res.Records[1].Slot)
+	}
+	w.Apply([]Change{{Type: Remove, ID: "o0"}, {Type: Remove, ID: "new1"}, {Type: Remove, ID: "new2"}}, nil)
+	if res := w.Apply([]Change{{Type: Add, ID: "again", Owner: "a"}}, nil); res.Records[0].Slot != 0 {
+		t.Fatalf("an empty world gave slot %d", res.Records[0].Slot)
+	}
+}
