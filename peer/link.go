@@ -90,6 +90,10 @@ type LinkOptions struct {
 	// Delivered, if set, is called after each worldChange written with the
 	// age of its oldest record (see Record.Born), from the writer.
 	Delivered func(age time.Duration)
+	// MessageRate and RecordRate bound how many messages and change
+	// records per second the link reads; a peer that sends faster is read
+	// slower (throttled), not closed. Zero means unlimited.
+	MessageRate, RecordRate float64
 }
 
 // Verdict is what a link does with one record its node offers it.
@@ -138,6 +142,8 @@ type Link struct {
 	pingTimer *time.Timer
 	mdTimer   *time.Timer
 	rate      *rate.Limiter
+	msgRate   *rate.Limiter // nil: unlimited
+	recRate   *rate.Limiter
 	// processed carries the outcome of each message, handled on a worker;
 	// used only by the reading goroutine.
 	processed chan error
@@ -232,6 +238,12 @@ func NewLink(conn Conn, h Handler, opts LinkOptions) *Link {
 		}
 		l.opts = opts
 		l.rate = rate.NewLimiter(rate.Limit(opts.ReadRate), opts.ReadBurst)
+	}
+	if opts.MessageRate > 0 {
+		l.msgRate = rate.NewLimiter(rate.Limit(opts.MessageRate), max(1, int(opts.MessageRate)))
+	}
+	if opts.RecordRate > 0 {
+		l.recRate = rate.NewLimiter(rate.Limit(opts.RecordRate), max(512, int(opts.RecordRate)))
 	}
 	// Writers may start before Run (a handshake is queued first).
 	l.stall = time.AfterFunc(time.Hour, func() {
@@ -646,6 +658,9 @@ func (l *Link) end(err error, stop func() bool) error {
 // what an idle link's goroutine does all its life.
 func (l *Link) readLoop() error {
 	for {
+		if l.msgRate != nil {
+			l.msgRate.Wait(context.Background()) //nolint:errcheck // never cancelled
+		}
 		// No context: the transport would register a cancellation per
 		// read. Closing the connection is what ends a blocked read.
 		r, err := l.conn.Reader(context.Background())
@@ -676,6 +691,9 @@ func (l *Link) process(r io.Reader) error {
 }
 
 func (l *Link) handleChanges(wc WorldChange) error {
+	if l.recRate != nil && len(wc.Changes) > 0 {
+		l.recRate.WaitN(context.Background(), min(len(wc.Changes), l.recRate.Burst())) //nolint:errcheck // never cancelled
+	}
 	l.stats.RecordsIn.Add(uint64(len(wc.Changes)))
 	l.h.HandleWorldChange(l, wc)
 	return nil

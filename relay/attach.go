@@ -154,7 +154,10 @@ func (a *Attachment) Apply(changes []gameworld.Change) (gameworld.Applied, error
 		if owner == "" {
 			return ownership.ErrNotOwner
 		}
-		return ownership.MayAccept(n.role, ownership.Downstream, n.relation(a.ls, owner))
+		if err := ownership.MayAccept(n.role, ownership.Downstream, n.relation(a.ls, owner)); err != nil {
+			return err
+		}
+		return n.checkQuota(c, existing, owner)
 	})
 	n.route(res.Records, a.ls)
 	return res, nil

@@ -58,6 +58,10 @@ type Node struct {
 	// holds those its upstream handed it.
 	resumeSecret []byte
 	tokens       map[string]string
+	// owned counts objects per owner, for Quotas.ObjectsPerOwner; perIP
+	// counts downstream connections per address.
+	owned map[string]int
+	perIP map[string]int
 	// workers run the links' writers and message handling.
 	workers peer.Workers
 	// metrics is nil unless Options.Registerer is set.
@@ -93,6 +97,8 @@ type linkState struct {
 	// grant is what the peer's token allows; nil when authentication is
 	// off (or for upstream and mesh links).
 	grant *auth.Grant
+	// release frees the link's place in the per-address count.
+	release func()
 }
 
 // New returns a node. Call Close to stop it.
@@ -116,6 +122,7 @@ func New(opts Options) (*Node, error) {
 	if opts.ReclaimGrace == 0 {
 		opts.ReclaimGrace = DefaultReclaimGrace
 	}
+	opts.Quotas.defaults()
 	if opts.InterestProperty == "" {
 		opts.InterestProperty = DefaultInterestProperty
 	}
@@ -222,12 +229,26 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		grant = g
 	}
+	release, ok := n.admitIP(w, r)
+	if !ok {
+		return
+	}
 	conn, err := peer.Accept(w, r, peer.AcceptOptions{OriginPatterns: n.opts.OriginPatterns})
 	if err != nil {
+		release()
 		n.log.Debug("websocket accept failed", "err", err)
 		return
 	}
 	l := n.attach(conn, ownership.Downstream, "", "")
+	if l == nil {
+		release()
+	} else {
+		n.mu.Lock()
+		if ls := n.links[l]; ls != nil {
+			ls.release = release
+		}
+		n.mu.Unlock()
+	}
 	if l != nil && grant != nil {
 		n.mu.Lock()
 		if ls := n.links[l]; ls != nil {
@@ -285,6 +306,9 @@ func (n *Node) attach(conn peer.Conn, kind ownership.LinkKind, remoteURL, member
 		MaxFrameBytes: n.opts.MaxFrameBytes, Limits: n.opts.Limits,
 		ReadRate: n.opts.ReadRate, ReadBurst: n.opts.ReadBurst,
 		Logger: n.log, Workers: &n.workers,
+	}
+	if kind == ownership.Downstream {
+		lopts.MessageRate, lopts.RecordRate = n.opts.Quotas.MessagesPerSecond, n.opts.Quotas.RecordsPerSecond
 	}
 	if n.metrics != nil {
 		lopts.Delivered = func(age time.Duration) { n.metrics.delivery.Observe(age.Seconds()) }
@@ -437,7 +461,13 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 		if owner == "" {
 			return ownership.ErrNotOwner
 		}
-		return ownership.MayAccept(n.role, ls.kind, n.relation(ls, owner))
+		if err := ownership.MayAccept(n.role, ls.kind, n.relation(ls, owner)); err != nil {
+			return err
+		}
+		if ls.kind == ownership.Downstream {
+			return n.checkQuota(c, existing, owner)
+		}
+		return nil
 	})
 	for _, rf := range res.Refused {
 		if errors.Is(rf.Err, gameworld.ErrUnknownObject) {
@@ -678,6 +708,9 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 		return
 	}
 	delete(n.links, l)
+	if ls.release != nil {
+		go ls.release() // takes n.mu
+	}
 	for i, o := range n.order {
 		if o == ls {
 			n.order = append(n.order[:i:i], n.order[i+1:]...)

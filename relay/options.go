@@ -2,6 +2,7 @@ package relay
 
 import (
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,6 +69,9 @@ type Options struct {
 	// whose identifierChain names an identifier its token does not grant
 	// is closed with 4005. Nil means no authentication.
 	Auth auth.Authenticator
+	// Quotas bound what one peer may do; the zero value has the defaults
+	// (see Quotas).
+	Quotas Quotas
 	// ResumeSecret keys the resume tokens the node hands its downstream
 	// peers (see docs/security.md). Nil means a random one per process:
 	// tokens then do not survive a restart. Nodes of one mesh that share
@@ -80,4 +84,51 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer, if set, receives the node's Prometheus metrics.
 	Registerer prometheus.Registerer
+}
+
+// Quotas bound what one downstream peer (a link or an attachment) may do,
+// so that a hostile or careless one cannot take the node down. Writes over
+// a quota are refused (and counted); a peer over a rate is read slower;
+// too many connections from one address are refused with HTTP 429. Zero
+// fields mean the defaults; negative ones mean no limit.
+type Quotas struct {
+	// ConnectionsPerIP: downstream WebSocket links from one address.
+	// Default 256.
+	ConnectionsPerIP int
+	// MessagesPerSecond and RecordsPerSecond per link. Defaults 500 and
+	// 50,000.
+	MessagesPerSecond, RecordsPerSecond float64
+	// ObjectsPerOwner: objects one world identifier may own on this node.
+	// Default 100,000.
+	ObjectsPerOwner int
+	// PropertiesPerObject, ValueBytes (one property value) and
+	// ObjectBytes (all of an object's properties). Defaults 1,024, 256 KiB
+	// and 4 MiB.
+	PropertiesPerObject, ValueBytes, ObjectBytes int
+}
+
+func (q *Quotas) defaults() {
+	def := func(v *int, d int) {
+		switch {
+		case *v == 0:
+			*v = d
+		case *v < 0:
+			*v = math.MaxInt
+		}
+	}
+	deff := func(v *float64, d float64) {
+		switch {
+		case *v == 0:
+			*v = d
+		case *v < 0:
+			*v = 0 // unlimited for the link
+		}
+	}
+	def(&q.ConnectionsPerIP, 256)
+	deff(&q.MessagesPerSecond, 500)
+	deff(&q.RecordsPerSecond, 50000)
+	def(&q.ObjectsPerOwner, 100000)
+	def(&q.PropertiesPerObject, 1024)
+	def(&q.ValueBytes, 256<<10)
+	def(&q.ObjectBytes, 4<<20)
 }

@@ -27,6 +27,8 @@ func loadBinary(tb testing.TB) string { return binary(tb, "solipsism-load") }
 // can be measured while the load runs in another process.
 func startBenchNode(tb testing.TB, opts relay.Options) (*relay.Node, string) {
 	tb.Helper()
+	// Every load client comes from 127.0.0.1: no per-address limit.
+	opts.Quotas.ConnectionsPerIP = -1
 	n, err := relay.New(opts)
 	if err != nil {
 		tb.Fatal(err)

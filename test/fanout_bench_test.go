@@ -73,7 +73,8 @@ func startRelay(tb testing.TB, which string) relayProc {
 	if which == "bare" {
 		return startBareRelay(tb, 50*time.Millisecond)
 	}
-	return startNodeProc(tb, "--tick", "50ms", "--debug-listen", "127.0.0.1:0")
+	// Every load client comes from 127.0.0.1: no per-address limit.
+	return startNodeProc(tb, "--tick", "50ms", "--debug-listen", "127.0.0.1:0", "--max-conns-per-ip", "-1")
 }
 
 // procUsage reads a process's CPU time (user+system) and RSS from /proc.

@@ -49,6 +49,7 @@ type config struct {
 	alloStyle     alloverse.PatchStyle
 	placeName     string
 	interest      []peer.Box
+	quotas        relay.Quotas
 	alloENet      string
 	authKey       string
 	upstreamToken string
@@ -135,6 +136,13 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		}
 		return nil
 	})
+	fs.IntVar(&c.quotas.ConnectionsPerIP, "max-conns-per-ip", 256, "downstream WebSocket connections from one address (HTTP 429 beyond); -1 for no limit")
+	fs.Float64Var(&c.quotas.MessagesPerSecond, "max-msgs-per-sec", 500, "messages read per second per link (faster peers are read slower); -1 for no limit")
+	fs.Float64Var(&c.quotas.RecordsPerSecond, "max-records-per-sec", 50000, "change records read per second per link; -1 for no limit")
+	fs.IntVar(&c.quotas.ObjectsPerOwner, "max-objects-per-owner", 100000, "objects one world identifier may own (further adds are refused); -1 for no limit")
+	fs.IntVar(&c.quotas.PropertiesPerObject, "max-props-per-object", 1024, "properties per object; -1 for no limit")
+	fs.IntVar(&c.quotas.ValueBytes, "max-value-bytes", 256<<10, "bytes of one property value; -1 for no limit")
+	fs.IntVar(&c.quotas.ObjectBytes, "max-object-bytes", 4<<20, "bytes of all an object's properties; -1 for no limit")
 	fs.StringVar(&c.authKey, "auth-key", "", "turns authentication on: peers must present a JWT signed with this key (an HS256 secret of 32+ bytes in hex or base64, or ed25519:<base64 public key>); see docs/security.md")
 	fs.StringVar(&c.upstreamToken, "upstream-token", "", "proxy: the token presented to an upstream that wants one")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate: serve https:// and wss:// (with --tls-key)")

@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	node, err := relay.New(relay.Options{
-		Auth: authn,
+		Auth: authn, Quotas: cfg.quotas,
 		Role: cfg.role, Prefix: cfg.prefix, Tick: cfg.nodeTick(),
 		Limits:   peer.Limits{MaxRecordBytes: int(cfg.readLimit)},
 		ReadRate: int(cfg.readRate), OriginPatterns: cfg.origins,

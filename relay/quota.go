@@ -1,0 +1,93 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/solipsism/mesh/gameworld"
+)
+
+// ErrQuota is wrapped by the refusals of writes over a quota.
+var ErrQuota = errors.New("relay: over quota")
+
+// checkQuota refuses a downstream peer's write that would take an owner or
+// an object over its quotas. n.mu must be held.
+func (n *Node) checkQuota(c gameworld.Change, existing *gameworld.Object, owner string) error {
+	q := &n.opts.Quotas
+	if c.Type == gameworld.Remove {
+		return nil
+	}
+	if existing == nil && n.owned[owner] >= q.ObjectsPerOwner {
+		return fmt.Errorf("%w: %s owns %d objects (limit %d)", ErrQuota, owner, n.owned[owner], q.ObjectsPerOwner)
+	}
+	count, size := 0, 0
+	if existing != nil {
+		for k, v := range existing.Properties {
+			if _, replaced := c.Properties[k]; !replaced {
+				count++
+				size += len(k) + len(v)
+			}
+		}
+	}
+	for k, v := range c.Properties {
+		if len(v) > q.ValueBytes {
+			return fmt.Errorf("%w: property %q of %s has %d bytes (limit %d)", ErrQuota, k, c.ID, len(v), q.ValueBytes)
+		}
+		count++
+		size += len(k) + len(v)
+	}
+	if count > q.PropertiesPerObject {
+		return fmt.Errorf("%w: %s would have %d properties (limit %d)", ErrQuota, c.ID, count, q.PropertiesPerObject)
+	}
+	if size > q.ObjectBytes {
+		return fmt.Errorf("%w: %s would hold %d bytes (limit %d)", ErrQuota, c.ID, size, q.ObjectBytes)
+	}
+	return nil
+}
+
+// countOwners keeps the objects per owner up to date with applied records.
+// n.mu must be held.
+func (n *Node) countOwners(recs []gameworld.Record) {
+	if n.owned == nil {
+		n.owned = map[string]int{}
+	}
+	for i := range recs {
+		switch recs[i].Type {
+		case gameworld.Add:
+			n.owned[recs[i].Owner]++
+		case gameworld.Remove:
+			if n.owned[recs[i].Owner]--; n.owned[recs[i].Owner] <= 0 {
+				delete(n.owned, recs[i].Owner)
+			}
+		}
+	}
+}
+
+// admitIP counts a connection from r's address, or refuses it with 429.
+// The returned function releases it.
+func (n *Node) admitIP(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		ip = r.RemoteAddr
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.perIP == nil {
+		n.perIP = map[string]int{}
+	}
+	if n.perIP[ip] >= n.opts.Quotas.ConnectionsPerIP {
+		n.log.Info("refused a connection over the per-address limit", "ip", ip, "limit", n.opts.Quotas.ConnectionsPerIP)
+		http.Error(w, "too many connections from this address", http.StatusTooManyRequests)
+		return nil, false
+	}
+	n.perIP[ip]++
+	return func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.perIP[ip]--; n.perIP[ip] <= 0 {
+			delete(n.perIP, ip)
+		}
+	}, true
+}

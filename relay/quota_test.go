@@ -1,0 +1,85 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/internal/wiretest"
+	"github.com/solipsism/mesh/peer"
+)
+
+// TestQuotas: each quota tripped on purpose refuses the offender's writes
+// (or connection, or reads it slower) and leaves others alone.
+func TestQuotas(t *testing.T) {
+	n, url := startNode(t, Options{Tick: 5 * time.Millisecond, Quotas: Quotas{
+		ObjectsPerOwner: 3, PropertiesPerObject: 2, ValueBytes: 16, ObjectBytes: 40, ConnectionsPerIP: 4, MessagesPerSecond: 40,
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	greedy := wiretest.Dial(t, url, c1ID, wiretest.Options{})
+	other := wiretest.Dial(t, url, c2ID, wiretest.Options{})
+
+	t.Run("objects per owner", func(t *testing.T) {
+		for i := range 5 {
+			greedy.Change(wiretest.Add(fmt.Sprintf("g%d", i), c1ID, props{"n": i}))
+		}
+		other.Change(wiretest.Add("o0", c2ID, props{"n": 0}))
+		other.WaitHas("g2")
+		waitFor(t, "o0", 5*time.Second, func() bool { _, ok := n.World().Get("o0"); return ok })
+		time.Sleep(50 * time.Millisecond)
+		for _, id := range []string{"g3", "g4"} {
+			if _, ok := n.World().Get(id); ok {
+				t.Errorf("%s is over the owner's quota but in the world", id)
+			}
+		}
+	})
+	t.Run("property size, count and object size", func(t *testing.T) {
+		other.Change(wiretest.Update("o0", c2ID, props{"big": strings.Repeat("x", 40)}))
+		other.Change(wiretest.Update("o0", c2ID, props{"a": 1, "b": 2}))
+		other.Change(wiretest.Add("o1", c2ID, props{"ok": "small"}))
+		waitFor(t, "o1", 5*time.Second, func() bool { _, ok := n.World().Get("o1"); return ok })
+		time.Sleep(50 * time.Millisecond)
+		o, _ := n.World().Get("o0")
+		if _, big := o.Properties["big"]; big || len(o.Properties) > 2 {
+			t.Errorf("o0 went over its quotas: %v", o.Properties)
+		}
+	})
+	t.Run("connections per address", func(t *testing.T) {
+		var conns []peer.Conn
+		var refused error
+		for range 4 {
+			c, err := peer.Dial(ctx, url, peer.DialOptions{})
+			if err != nil {
+				refused = err
+				break
+			}
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			c.CloseNow()
+		}
+		var he *peer.HandshakeError
+		if !errors.As(refused, &he) || he.StatusCode != 429 {
+			t.Fatalf("a connection over the per-address limit: %v, want HTTP 429", refused)
+		}
+	})
+	t.Run("message rate throttles, not others", func(t *testing.T) {
+		start := time.Now()
+		for i := range 80 {
+			greedy.Change(wiretest.Update("g0", c1ID, props{"n": i}))
+		}
+		other.Change(wiretest.Update("o1", c2ID, props{"ok": "quick"}))
+		greedy.WaitProp("o1", "ok", `"quick"`)
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Errorf("a bystander's update took %s behind a throttled peer", d)
+		}
+		other.WaitProp("g0", "n", "79")
+		if d := time.Since(start); d < time.Second {
+			t.Errorf("80 messages at 40 per second took only %s", d)
+		}
+	})
+}
