@@ -41,6 +41,7 @@ func (t *closedTotals) add(l *peer.Link) {
 type nodeMetrics struct {
 	tick     prometheus.Histogram
 	delivery prometheus.Histogram
+	limited  *prometheus.CounterVec
 }
 
 func newNodeMetrics(role string) *nodeMetrics {
@@ -56,6 +57,17 @@ func newNodeMetrics(role string) *nodeMetrics {
 			Help:    "Per message written, the age of its oldest change record: from when the change took effect on this node until it was written to a peer.",
 			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16), // 100µs … ~3.3s
 		}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "solipsism_limited_total", ConstLabels: labels,
+			Help: "Peers' actions stopped by a limit: connections_per_ip, objects_per_owner, object_size (properties or bytes), unauthorized, identity_taken.",
+		}, []string{"limit"}),
+	}
+}
+
+// limited counts an action stopped by a limit.
+func (n *Node) limited(limit string) {
+	if n.metrics != nil {
+		n.metrics.limited.WithLabelValues(limit).Inc()
 	}
 }
 

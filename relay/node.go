@@ -161,7 +161,7 @@ func New(opts Options) (*Node, error) {
 	}
 	if opts.Registerer != nil {
 		n.metrics = newNodeMetrics(n.role.String())
-		for _, c := range []prometheus.Collector{newCollector(n), n.metrics.tick, n.metrics.delivery} {
+		for _, c := range []prometheus.Collector{newCollector(n), n.metrics.tick, n.metrics.delivery, n.metrics.limited} {
 			if err := opts.Registerer.Register(c); err != nil {
 				cancel()
 				return nil, fmt.Errorf("relay: registering metrics: %w", err)
@@ -542,12 +542,14 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	for _, id := range md.IdentifierChain {
 		if ls.kind == ownership.Downstream && !ls.grant.Allows(id) {
 			n.log.Info("refused a claim its token does not grant", "identifier", id, "link", l.ID())
+			n.limited("unauthorized")
 			l.Close(peer.StatusUnauthorized, "the token does not grant identifier "+id)
 			return
 		}
 	}
 	if id := n.refusedClaim(ls, md); id != "" {
 		n.log.Info("refused a claim to an identifier held by another connection", "identifier", id, "link", l.ID())
+		n.limited("identity_taken")
 		l.Close(peer.StatusIdentityTaken, "identifier "+id+" is held by another connection; present its resume token")
 		return
 	}

@@ -20,6 +20,7 @@ func (n *Node) checkQuota(c gameworld.Change, existing *gameworld.Object, owner 
 		return nil
 	}
 	if existing == nil && n.owned[owner] >= q.ObjectsPerOwner {
+		n.limited("objects_per_owner")
 		return fmt.Errorf("%w: %s owns %d objects (limit %d)", ErrQuota, owner, n.owned[owner], q.ObjectsPerOwner)
 	}
 	count, size := 0, 0
@@ -33,15 +34,18 @@ func (n *Node) checkQuota(c gameworld.Change, existing *gameworld.Object, owner 
 	}
 	for k, v := range c.Properties {
 		if len(v) > q.ValueBytes {
+			n.limited("object_size")
 			return fmt.Errorf("%w: property %q of %s has %d bytes (limit %d)", ErrQuota, k, c.ID, len(v), q.ValueBytes)
 		}
 		count++
 		size += len(k) + len(v)
 	}
 	if count > q.PropertiesPerObject {
+		n.limited("object_size")
 		return fmt.Errorf("%w: %s would have %d properties (limit %d)", ErrQuota, c.ID, count, q.PropertiesPerObject)
 	}
 	if size > q.ObjectBytes {
+		n.limited("object_size")
 		return fmt.Errorf("%w: %s would hold %d bytes (limit %d)", ErrQuota, c.ID, size, q.ObjectBytes)
 	}
 	return nil
@@ -79,6 +83,7 @@ func (n *Node) admitIP(w http.ResponseWriter, r *http.Request) (release func(), 
 	}
 	if n.perIP[ip] >= n.opts.Quotas.ConnectionsPerIP {
 		n.log.Info("refused a connection over the per-address limit", "ip", ip, "limit", n.opts.Quotas.ConnectionsPerIP)
+		n.limited("connections_per_ip")
 		http.Error(w, "too many connections from this address", http.StatusTooManyRequests)
 		return nil, false
 	}
