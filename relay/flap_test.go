@@ -100,6 +100,13 @@ func TestFlappingProxyDoesNotFlicker(t *testing.T) {
 
 	c.Change(wiretest.Add("short-lived", c1ID, props{}))
 	watcher.WaitHas("short-lived")
+	// The proxy holds the resume tokens of its identifiers (a peer that
+	// drops before it has them waits out the grace like a 2016 peer).
+	waitFor(t, "the proxy's resume tokens", 5*time.Second, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.tokens[p1ID] != "" && p.tokens[c1ID] != ""
+	})
 	for i := 1; i <= 4; i++ {
 		wire.cut()
 		waitFor(t, "the proxy to notice", 5*time.Second, func() bool { return !upstreamConnected(p) })
