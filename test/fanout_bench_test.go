@@ -2,7 +2,9 @@ package test
 
 import (
 	"bufio"
+	"encoding/hex"
 	"fmt"
+	"github.com/solipsism/mesh/auth"
 	"io"
 	"os"
 	"os/exec"
@@ -309,4 +311,49 @@ func nodeHeap(tb testing.TB, r relayProc) int64 {
 	}
 	n, _ := strconv.ParseInt(m[1], 10, 64)
 	return n
+}
+
+// BenchmarkGuardedFanout: the fan-out of BenchmarkFanout (200 clients × 20
+// Hz) through a node with authentication and every limit on, and, taking
+// turns with it in the same run, through one with them off. Reports node
+// CPU per delivered record for both and their ratio.
+//
+//	go test ./test -run '^$' -bench GuardedFanout -benchtime 1x
+func BenchmarkGuardedFanout(b *testing.B) {
+	secret := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	key, _ := hex.DecodeString(secret)
+	token, err := auth.Issue(key, nil, []string{"load"}, time.Now().Add(time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	off := []string{"--max-conns-per-ip", "-1", "--max-msgs-per-sec", "-1", "--max-records-per-sec", "-1",
+		"--max-objects-per-owner", "-1", "--max-props-per-object", "-1", "--max-value-bytes", "-1", "--max-object-bytes", "-1"}
+	on := []string{"--auth-key", secret, "--max-conns-per-ip", "1000"}
+	for i := 0; i < b.N; i++ {
+		var guarded, open []float64
+		args := []string{"--clients", "200", "--rate", "20", "--warmup", "3s", "--duration", "8s"}
+		for round := 0; round < benchRounds(); round++ {
+			for _, guard := range []bool{false, true} {
+				flags, la := off, args
+				if guard {
+					flags, la = on, append(append([]string{}, args...), "--token", token)
+				}
+				r := startNodeProc(b, append([]string{"--tick", "50ms"}, flags...)...)
+				rep, cpu := loadOn(b, r, la...)
+				if rep.Errors > 0 {
+					b.Fatalf("guarded=%v: load tool saw %d errors", guard, rep.Errors)
+				}
+				perCPU := float64(rep.Delivered) / cpu.Seconds()
+				b.Logf("round %d guarded=%v: %.0f records/cpu-s, p99 %.1f ms", round, guard, perCPU, rep.P99ms)
+				if guard {
+					guarded = append(guarded, perCPU)
+				} else {
+					open = append(open, perCPU)
+				}
+			}
+		}
+		b.ReportMetric(median(guarded), "guarded-records/cpu-s")
+		b.ReportMetric(median(open), "open-records/cpu-s")
+		b.ReportMetric(median(guarded)/median(open), "guarded/open")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -38,15 +39,22 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "measured window")
 	observers := flag.Int("observers", 10, "clients that decode every record to measure latency")
 	idle := flag.Bool("idle", false, "connect and stay idle until stdin closes or a signal arrives")
+	token := flag.String("token", "", "a token presented to a node with authentication on (Authorization: Bearer); it must grant the prefix \"load\"")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *token != "" {
+		dialOpts = &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + *token}}}
+	}
 	if err := run(ctx, *url, *clients, *rate, *warmup, *duration, *observers, *idle); err != nil {
 		fmt.Fprintln(os.Stderr, "solipsism-load:", err)
 		os.Exit(1)
 	}
 }
+
+// dialOpts is how every client dials (nil: defaults).
+var dialOpts *websocket.DialOptions
 
 type stats struct {
 	measuring atomic.Bool
@@ -65,7 +73,7 @@ func run(ctx context.Context, url string, n int, rate float64, warmup, duration 
 	conns := make([]*websocket.Conn, 0, n)
 	for i := 0; i < n; i++ {
 		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-		c, _, err := websocket.Dial(dctx, url, nil)
+		c, _, err := websocket.Dial(dctx, url, dialOpts)
 		dcancel()
 		if err != nil {
 			return fmt.Errorf("client %d: %w", i, err)
