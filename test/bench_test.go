@@ -82,7 +82,7 @@ func runLoad(tb testing.TB, url string, args ...string) (loadReport, time.Durati
 // runLoadHook is runLoad calling atStart when the measured window opens.
 func runLoadHook(tb testing.TB, url string, atStart func(), args ...string) (loadReport, time.Duration) {
 	tb.Helper()
-	return measureLoad(tb, exec.Command(loadBinary(tb), append([]string{"--url", url}, args...)...), cpuTime, atStart)
+	return measureLoad(tb, exec.Command(loadBinary(tb), append([]string{"--url", url, "--json"}, args...)...), cpuTime, atStart)
 }
 
 // measureLoad runs a load tool command and returns its report and the CPU

@@ -104,7 +104,7 @@ func procUsage(tb testing.TB, pid int) (time.Duration, int64) {
 // returns its report and r's CPU time over the measured window.
 func loadOn(tb testing.TB, r relayProc, args ...string) (loadReport, time.Duration) {
 	tb.Helper()
-	cmd := pinned("1", loadBinary(tb), append([]string{"--url", r.url()}, args...)...)
+	cmd := pinned("1", loadBinary(tb), append([]string{"--url", r.url(), "--json"}, args...)...)
 	return measureLoad(tb, cmd, func() time.Duration { c, _ := procUsage(tb, r.pid); return c }, nil)
 }
 

@@ -3,9 +3,14 @@
 //
 // Every client owns one object and updates it --rate times a second with a
 // timestamp property; every client counts the records it receives, and
-// --observers of them decode each record to measure latency. It prints one
-// line "measuring" when the measured window starts and a JSON report when it
-// ends. With --idle the clients only connect, answer the handshake and wait,
+// --observers of them decode each record to measure latency. It shows a
+// progress line on a terminal and prints a summary table at the end: with
+// --json, a line "measuring" when the measured window starts and one JSON
+// report when it ends, for scripts. With --check every client keeps a copy
+// of the world, and at the end, once updates stop and traffic settles, each
+// copy is compared with the node's (/api/state); the tool exits with 3 if
+// any differs. --token presents a token to a node with authentication on.
+// With --idle the clients only connect, answer the handshake and wait,
 // which is how per-connection memory is measured.
 //
 //	solipsism-load --url ws://127.0.0.1:8080/ws --clients 200 --rate 20 --duration 10s

@@ -10,9 +10,11 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/coder/websocket"
@@ -26,9 +28,16 @@ type report struct {
 	DeliveredPerS  float64 `json:"delivered_per_second"`
 	LatencySamples int     `json:"latency_samples"`
 	P50ms          float64 `json:"p50_ms"`
+	P95ms          float64 `json:"p95_ms"`
 	P99ms          float64 `json:"p99_ms"`
 	MaxMs          float64 `json:"max_ms"`
+	BytesPerS      float64 `json:"bytes_per_second"`
 	Errors         int64   `json:"errors"`
+	// Checked and Inconsistent count the clients whose copy of the world
+	// was compared with the node's at the end (--check), and those that
+	// differed.
+	Checked      int `json:"checked,omitempty"`
+	Inconsistent int `json:"inconsistent,omitempty"`
 }
 
 func main() {
@@ -39,6 +48,9 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "measured window")
 	observers := flag.Int("observers", 10, "clients that decode every record to measure latency")
 	idle := flag.Bool("idle", false, "connect and stay idle until stdin closes or a signal arrives")
+	jsonOut := flag.Bool("json", false, "print one JSON report (after a line \"measuring\") instead of a table")
+	check := flag.Bool("check", false, "at the end, stop updating, let traffic settle and compare every client's copy of the world with the node's (/api/state)")
+	progress := flag.Bool("progress", isTerminal(os.Stderr), "print a live progress line on stderr")
 	token := flag.String("token", "", "a token presented to a node with authentication on (Authorization: Bearer); it must grant the prefix \"load\"")
 	flag.Parse()
 
@@ -47,22 +59,33 @@ func main() {
 	if *token != "" {
 		dialOpts = &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + *token}}}
 	}
+	outJSON, doCheck, showProgress = *jsonOut, *check, *progress
 	if err := run(ctx, *url, *clients, *rate, *warmup, *duration, *observers, *idle); err != nil {
 		fmt.Fprintln(os.Stderr, "solipsism-load:", err)
 		os.Exit(1)
 	}
 }
 
-// dialOpts is how every client dials (nil: defaults).
-var dialOpts *websocket.DialOptions
+// How the tool runs, from its flags.
+var (
+	dialOpts                       *websocket.DialOptions
+	outJSON, doCheck, showProgress bool
+)
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
 
 type stats struct {
-	measuring atomic.Bool
-	sent      atomic.Int64
-	delivered atomic.Int64
-	errors    atomic.Int64
-	mu        sync.Mutex
-	latencies []time.Duration
+	measuring   atomic.Bool
+	stopSending atomic.Bool
+	bytes       atomic.Int64
+	sent        atomic.Int64
+	delivered   atomic.Int64
+	errors      atomic.Int64
+	mu          sync.Mutex
+	latencies   []time.Duration
 }
 
 func run(ctx context.Context, url string, n int, rate float64, warmup, duration time.Duration, observers int, idle bool) error {
@@ -83,8 +106,10 @@ func run(ctx context.Context, url string, n int, rate float64, warmup, duration 
 		// Each client starts at once, as a real one does: it answers the
 		// node's handshake while the others are still connecting.
 		cl := &client{id: fmt.Sprintf("load-%08d-%08d", os.Getpid()%100000000, i), obj: fmt.Sprintf("obj-%08d-%08d", os.Getpid()%100000000, i),
-			c: c, st: &st, observer: i < observers, idle: idle || rate <= 0}
+			world: map[string]string{},
+			c:     c, st: &st, observer: i < observers, idle: idle || rate <= 0}
 		cl.ownKey = []byte(`"id":"` + cl.obj + `"`)
+		clientsOf = append(clientsOf, cl)
 		wg.Add(1)
 		go func() { defer wg.Done(); cl.run(ctx, rate) }()
 	}
@@ -100,14 +125,30 @@ func run(ctx context.Context, url string, n int, rate float64, warmup, duration 
 		}
 		start := time.Now()
 		st.measuring.Store(true)
-		fmt.Println("measuring")
+		if outJSON {
+			fmt.Println("measuring")
+		}
+		stopProgress := startProgress(&st, n)
 		select {
 		case <-time.After(duration):
 		case <-ctx.Done():
 		}
 		st.measuring.Store(false)
-		fmt.Println("measured")
+		stopProgress()
+		if outJSON {
+			fmt.Println("measured")
+		}
 		secs := time.Since(start).Seconds()
+		var checked, inconsistent int
+		if doCheck {
+			st.stopSending.Store(true)
+			time.Sleep(2 * time.Second) // traffic settles
+			var err error
+			if checked, inconsistent, err = checkMirrors(url, conns, clientsOf); err != nil {
+				fmt.Fprintln(os.Stderr, "solipsism-load: check:", err)
+				st.errors.Add(1)
+			}
+		}
 		cancel()
 		st.mu.Lock()
 		lat := st.latencies
@@ -121,9 +162,17 @@ func run(ctx context.Context, url string, n int, rate float64, warmup, duration 
 		}
 		r := report{Clients: n, Seconds: secs, Sent: st.sent.Load(), Delivered: st.delivered.Load(),
 			DeliveredPerS: float64(st.delivered.Load()) / secs, LatencySamples: len(lat),
-			P50ms: pct(0.5), P99ms: pct(0.99), MaxMs: pct(1), Errors: st.errors.Load()}
-		b, _ := json.Marshal(r)
-		fmt.Println(string(b))
+			P50ms: pct(0.5), P95ms: pct(0.95), P99ms: pct(0.99), MaxMs: pct(1), BytesPerS: float64(st.bytes.Load()) / secs,
+			Errors: st.errors.Load(), Checked: checked, Inconsistent: inconsistent}
+		if outJSON {
+			b, _ := json.Marshal(r)
+			fmt.Println(string(b))
+		} else {
+			printTable(r)
+		}
+		if r.Inconsistent > 0 {
+			defer os.Exit(3)
+		}
 	}
 	for _, c := range conns {
 		c.CloseNow()
@@ -132,15 +181,22 @@ func run(ctx context.Context, url string, n int, rate float64, warmup, duration 
 	return nil
 }
 
+// clientsOf lists the clients, for the final check.
+var clientsOf []*client
+
 type client struct {
-	id, obj  string
-	c        *websocket.Conn
-	st       *stats
-	observer bool
-	idle     bool
-	ownKey   []byte // `"id":"<obj>"`, to tell the client's own records
-	wmu      sync.Mutex
-	ready    atomic.Bool
+	id, obj string
+	// world is the client's copy of the world (--check): object id to its
+	// "t" property, as received.
+	wmuMirror sync.Mutex
+	world     map[string]string
+	c         *websocket.Conn
+	st        *stats
+	observer  bool
+	idle      bool
+	ownKey    []byte // `"id":"<obj>"`, to tell the client's own records
+	wmu       sync.Mutex
+	ready     atomic.Bool
 }
 
 func (cl *client) send(ctx context.Context, b []byte) {
@@ -170,7 +226,7 @@ func (cl *client) run(ctx context.Context, rate float64) {
 			return
 		case <-t.C:
 		}
-		if !cl.ready.Load() {
+		if !cl.ready.Load() || cl.st.stopSending.Load() {
 			continue
 		}
 		i++
@@ -194,7 +250,11 @@ func (cl *client) read(ctx context.Context) {
 		}
 		switch {
 		case bytes.HasPrefix(b, []byte(`["worldChange"`)):
+			if doCheck {
+				cl.mirror(b)
+			}
 			if cl.st.measuring.Load() {
+				cl.st.bytes.Add(int64(len(b)))
 				// A relay that echoes a client's own record does not
 				// deliver it.
 				n := bytes.Count(b, typeKey) - bytes.Count(b, cl.ownKey)
@@ -242,4 +302,130 @@ func (cl *client) observe(b []byte) {
 	cl.st.mu.Lock()
 	cl.st.latencies = append(cl.st.latencies, lat...)
 	cl.st.mu.Unlock()
+}
+
+// mirror applies a worldChange to the client's copy of the world.
+func (cl *client) mirror(b []byte) {
+	var msg []json.RawMessage
+	if json.Unmarshal(b, &msg) != nil || len(msg) != 2 {
+		cl.st.errors.Add(1)
+		return
+	}
+	var wc struct {
+		Changes []struct {
+			Type       string                     `json:"type"`
+			ID         string                     `json:"id"`
+			Properties map[string]json.RawMessage `json:"properties"`
+		} `json:"changes"`
+	}
+	if json.Unmarshal(msg[1], &wc) != nil {
+		cl.st.errors.Add(1)
+		return
+	}
+	cl.wmuMirror.Lock()
+	defer cl.wmuMirror.Unlock()
+	for _, c := range wc.Changes {
+		switch c.Type {
+		case "remove":
+			delete(cl.world, c.ID)
+		default:
+			if t, ok := c.Properties["t"]; ok {
+				cl.world[c.ID] = string(t)
+			} else if _, ok := cl.world[c.ID]; !ok {
+				cl.world[c.ID] = ""
+			}
+		}
+	}
+}
+
+// checkMirrors compares every client's copy of the world with the node's
+// world, its own object aside (a node never sends a client its own).
+func checkMirrors(wsURL string, _ []*websocket.Conn, cls []*client) (checked, inconsistent int, err error) {
+	api := strings.Replace(strings.Replace(wsURL, "wss://", "https://", 1), "ws://", "http://", 1)
+	api = strings.TrimSuffix(api, "/ws") + "/api/state?limit=1000000"
+	resp, err := http.Get(api)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Objects []struct {
+			ID         string                     `json:"id"`
+			Properties map[string]json.RawMessage `json:"properties"`
+		} `json:"objects"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return 0, 0, fmt.Errorf("reading %s: %w", api, err)
+	}
+	node := make(map[string]string, len(st.Objects))
+	for _, o := range st.Objects {
+		node[o.ID] = string(o.Properties["t"])
+	}
+	for _, cl := range cls {
+		if cl.idle {
+			continue
+		}
+		checked++
+		cl.wmuMirror.Lock()
+		bad := false
+		for id, t := range node {
+			if id != cl.obj && cl.world[id] != t {
+				bad = true
+				break
+			}
+		}
+		for id := range cl.world {
+			if _, ok := node[id]; !ok {
+				bad = true
+			}
+		}
+		cl.wmuMirror.Unlock()
+		if bad {
+			inconsistent++
+		}
+	}
+	return checked, inconsistent, nil
+}
+
+// startProgress prints a progress line every second while measuring.
+func startProgress(st *stats, n int) (stop func()) {
+	if !showProgress {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		start := time.Now()
+		var lastSent, lastDel int64
+		for {
+			select {
+			case <-done:
+				fmt.Fprintln(os.Stderr)
+				return
+			case <-t.C:
+			}
+			sent, del := st.sent.Load(), st.delivered.Load()
+			fmt.Fprintf(os.Stderr, "\r%5.0fs  %d clients  %8d updates/s  %10d records/s  %d errors   ",
+				time.Since(start).Seconds(), n, sent-lastSent, del-lastDel, st.errors.Load())
+			lastSent, lastDel = sent, del
+		}
+	}()
+	return func() { close(done) }
+}
+
+// printTable prints the summary.
+func printTable(r report) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "connections\t%d\n", r.Clients)
+	fmt.Fprintf(w, "measured\t%.1f s\n", r.Seconds)
+	fmt.Fprintf(w, "updates sent\t%.0f /s\n", float64(r.Sent)/r.Seconds)
+	fmt.Fprintf(w, "records delivered\t%.0f /s\n", r.DeliveredPerS)
+	fmt.Fprintf(w, "bytes delivered\t%.0f /s\n", r.BytesPerS)
+	fmt.Fprintf(w, "latency p50 / p95 / p99 / max\t%.1f / %.1f / %.1f / %.1f ms (%d samples)\n", r.P50ms, r.P95ms, r.P99ms, r.MaxMs, r.LatencySamples)
+	fmt.Fprintf(w, "errors\t%d\n", r.Errors)
+	if r.Checked > 0 {
+		fmt.Fprintf(w, "consistency\t%d of %d clients hold the node's world\n", r.Checked-r.Inconsistent, r.Checked)
+	}
+	w.Flush()
 }

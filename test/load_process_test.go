@@ -1,0 +1,33 @@
+package test
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestLoadConsistency: 200 clients of the load tool (a process of its own)
+// update their objects at 5 Hz through a node process; once they stop and
+// traffic settles, every client's copy of the world equals the node's.
+func TestLoadConsistency(t *testing.T) {
+	node := startProc(t, "--tick", "50ms", "--max-conns-per-ip", "-1")
+	cmd := exec.Command(loadBinary(t), "--url", node.URL(), "--clients", "200", "--rate", "5", "--observers", "5",
+		"--warmup", "1s", "--duration", "4s", "--check", "--json")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("load tool: %v\n%s", err, out)
+	}
+	var rep struct {
+		Sent, Delivered, Errors int64
+		Checked                 int `json:"checked"`
+		Inconsistent            int `json:"inconsistent"`
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	if rep.Checked != 200 || rep.Inconsistent != 0 || rep.Errors != 0 || rep.Delivered == 0 {
+		t.Fatalf("report %+v", rep)
+	}
+}
