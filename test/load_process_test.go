@@ -8,12 +8,16 @@ import (
 )
 
 // TestLoadConsistency: 200 clients of the load tool (a process of its own)
-// update their objects at 5 Hz through a node process; once they stop and
-// traffic settles, every client's copy of the world equals the node's.
+// update their objects at 5 Hz through a node process, while 20 more keep
+// joining and leaving and 5 stop reading; once the updates stop and
+// traffic settles, every client's copy of the world equals the node's, and
+// the node has closed the readers that stopped.
 func TestLoadConsistency(t *testing.T) {
-	node := startProc(t, "--tick", "50ms", "--max-conns-per-ip", "-1")
+	// A reader that stops answers no ping: the node closes it after the
+	// stall timeout, long before its socket buffers fill.
+	node := startProc(t, "--tick", "50ms", "--max-conns-per-ip", "-1", "--stall-timeout", "2s", "--ping-interval", "1s")
 	cmd := exec.Command(loadBinary(t), "--url", node.URL(), "--clients", "200", "--rate", "5", "--observers", "5",
-		"--warmup", "1s", "--duration", "4s", "--check", "--json")
+		"--churn", "20", "--stalled", "5", "--warmup", "1s", "--duration", "5s", "--check", "--json")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("load tool: %v\n%s", err, out)
@@ -29,5 +33,9 @@ func TestLoadConsistency(t *testing.T) {
 	}
 	if rep.Checked != 200 || rep.Inconsistent != 0 || rep.Errors != 0 || rep.Delivered == 0 {
 		t.Fatalf("report %+v", rep)
+	}
+	log := node.Log()
+	if n := strings.Count(log, "peer stalled; closing link") + strings.Count(log, "did not answer a keepalive ping"); n != 5 {
+		t.Errorf("the node closed %d stalled readers, want 5", n)
 	}
 }

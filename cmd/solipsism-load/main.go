@@ -48,6 +48,8 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "measured window")
 	observers := flag.Int("observers", 10, "clients that decode every record to measure latency")
 	idle := flag.Bool("idle", false, "connect and stay idle until stdin closes or a signal arrives")
+	churn := flag.Int("churn", 0, "extra clients that keep joining (with an object) and leaving while the load runs")
+	stall := flag.Int("stalled", 0, "extra clients that answer the handshake and then never read: the node should close them after its stall timeout without others noticing")
 	jsonOut := flag.Bool("json", false, "print one JSON report (after a line \"measuring\") instead of a table")
 	check := flag.Bool("check", false, "at the end, stop updating, let traffic settle and compare every client's copy of the world with the node's (/api/state)")
 	progress := flag.Bool("progress", isTerminal(os.Stderr), "print a live progress line on stderr")
@@ -60,6 +62,7 @@ func main() {
 		dialOpts = &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + *token}}}
 	}
 	outJSON, doCheck, showProgress = *jsonOut, *check, *progress
+	churners, stalled = *churn, *stall
 	if err := run(ctx, *url, *clients, *rate, *warmup, *duration, *observers, *idle); err != nil {
 		fmt.Fprintln(os.Stderr, "solipsism-load:", err)
 		os.Exit(1)
@@ -70,6 +73,7 @@ func main() {
 var (
 	dialOpts                       *websocket.DialOptions
 	outJSON, doCheck, showProgress bool
+	churners, stalled              int
 )
 
 func isTerminal(f *os.File) bool {
@@ -129,12 +133,23 @@ func run(ctx context.Context, url string, n int, rate float64, warmup, duration 
 			fmt.Println("measuring")
 		}
 		stopProgress := startProgress(&st, n)
+		churnCtx, stopChurn := context.WithCancel(ctx)
+		var churnWG sync.WaitGroup
+		for i := range churners {
+			churnWG.Add(1)
+			go func() { defer churnWG.Done(); churn(churnCtx, url, i, &st) }()
+		}
+		for i := range stalled {
+			go stall(ctx, url, i)
+		}
 		select {
 		case <-time.After(duration):
 		case <-ctx.Done():
 		}
 		st.measuring.Store(false)
 		stopProgress()
+		stopChurn()
+		churnWG.Wait()
 		if outJSON {
 			fmt.Println("measured")
 		}
@@ -428,4 +443,75 @@ func printTable(r report) {
 		fmt.Fprintf(w, "consistency\t%d of %d clients hold the node's world\n", r.Checked-r.Inconsistent, r.Checked)
 	}
 	w.Flush()
+}
+
+// churn connects a client that owns one object, keeps it a moment and
+// leaves, over and over, until ctx ends.
+func churn(ctx context.Context, url string, k int, st *stats) {
+	for i := 0; ctx.Err() == nil; i++ {
+		id := fmt.Sprintf("churn-%08d-%08d", os.Getpid()%100000000, k*100000+i%100000)
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, _, err := websocket.Dial(dctx, url, dialOpts)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				st.errors.Add(1)
+			}
+			return
+		}
+		stay := time.After(time.Duration(500+k*37%1500) * time.Millisecond)
+		read := make(chan []byte, 16)
+		go func() {
+			defer close(read)
+			for {
+				_, b, err := c.Read(ctx)
+				if err != nil {
+					return
+				}
+				read <- b
+			}
+		}()
+	loop:
+		for {
+			select {
+			case b, ok := <-read:
+				if !ok {
+					break loop
+				}
+				switch {
+				case bytes.HasPrefix(b, []byte(`["requestMetadata"`)):
+					c.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `["metadataChange",{"identifier":"%s","identifierChain":["%s"]}]`, id, id))
+				case bytes.HasPrefix(b, []byte(`["requestRefresh"`)):
+					c.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `["worldChange",{"timestamp":%d,"changes":[{"type":"add","id":"%s-obj","owner":"%s","properties":{"churn":true}}]}]`, time.Now().UnixMilli(), id, id))
+				}
+			case <-stay:
+				break loop
+			case <-ctx.Done():
+				break loop
+			}
+		}
+		c.Close(websocket.StatusNormalClosure, "bye")
+	}
+}
+
+// stall connects a client that answers the handshake and then stops
+// reading.
+func stall(ctx context.Context, url string, k int) {
+	id := fmt.Sprintf("stalled-%08d-%08d", os.Getpid()%100000000, k)
+	c, _, err := websocket.Dial(ctx, url, dialOpts)
+	if err != nil {
+		return
+	}
+	defer c.CloseNow()
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		if bytes.HasPrefix(b, []byte(`["requestMetadata"`)) {
+			c.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `["metadataChange",{"identifier":"%s","identifierChain":["%s"]}]`, id, id))
+			break
+		}
+	}
+	<-ctx.Done() // and never read again
 }
