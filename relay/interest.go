@@ -428,7 +428,9 @@ func (n *Node) unionInterestLocked() (boxes []peer.Box, has bool) {
 		return true
 	}
 	for _, ls := range n.order {
-		if ls.kind == ownership.Downstream && !add(ls) {
+		// A peer that has not said who it is wants nothing yet: its
+		// region (or lack of one) counts once its metadata arrives.
+		if ls.kind == ownership.Downstream && ls.ready && !add(ls) {
 			return nil, false
 		}
 	}
