@@ -1,7 +1,6 @@
 package enet
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -21,8 +20,6 @@ func payload(n int, seed byte) []byte {
 // from a to b and checks what b receives.
 func exchange(t *testing.T, a, b *Peer) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	big := payload(150_000, 3)
 	for i := range 50 {
 		if err := a.Send(1, []byte(fmt.Sprintf("reliable %d", i)), Reliable); err != nil {
@@ -35,26 +32,7 @@ func exchange(t *testing.T, a, b *Peer) {
 	if err := a.Send(0, []byte("unreliable"), 0); err != nil {
 		t.Fatal(err)
 	}
-	next := 0
-	gotBig := false
-	for next < 50 || !gotBig {
-		pk, err := b.Receive(ctx)
-		if err != nil {
-			t.Fatalf("receive: %v (reliable %d, big %v)", err, next, gotBig)
-		}
-		switch pk.Channel {
-		case 1:
-			if want := fmt.Sprintf("reliable %d", next); string(pk.Data) != want {
-				t.Fatalf("got %q, want %q", pk.Data, want)
-			}
-			next++
-		case 2:
-			if !bytes.Equal(pk.Data, big) {
-				t.Fatalf("big packet of %d bytes differs", len(pk.Data))
-			}
-			gotBig = true
-		}
-	}
+	receiveAll(t, b, big)
 }
 
 func TestGoToGo(t *testing.T) {

@@ -78,13 +78,20 @@ func serveLikeC(t *testing.T, p *Peer) {
 	for i := range 20 {
 		p.Send(0, []byte(fmt.Sprintf("unreliable %d", i)), 0)
 	}
+	receiveAll(t, p, payload(150000, 3))
+}
+
+// receiveAll receives from p until it has the 50 reliable packets of
+// channel 1, once and in order, and the big packet of channel 2, intact.
+func receiveAll(t *testing.T, p *Peer, big []byte) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Second)
 	defer cancel()
 	next, gotBig := 0, false
 	for next < 50 || !gotBig {
 		pk, err := p.Receive(ctx)
 		if err != nil {
-			t.Fatalf("receive from the C peer: %v (reliable %d, big %v)", err, next, gotBig)
+			t.Fatalf("receive: %v (reliable %d, big %v)", err, next, gotBig)
 		}
 		switch pk.Channel {
 		case 1:
@@ -93,7 +100,7 @@ func serveLikeC(t *testing.T, p *Peer) {
 			}
 			next++
 		case 2:
-			if !bytes.Equal(pk.Data, payload(150000, 3)) {
+			if !bytes.Equal(pk.Data, big) {
 				t.Fatalf("big packet of %d bytes differs", len(pk.Data))
 			}
 			gotBig = true

@@ -199,35 +199,8 @@ func benchMesh(b *testing.B, senders int) {
 			nodes = append(nodes, n)
 			urls = append(urls, url)
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			linked := 0
-			for _, n := range nodes {
-				for _, l := range n.Links() {
-					if l.Kind == "mesh" && l.Ready {
-						linked++
-					}
-				}
-			}
-			if linked == 20 {
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("mesh did not form: %d of 20 link ends", linked)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		meshIn := func() uint64 {
-			var sum uint64
-			for _, n := range nodes {
-				for _, l := range n.Links() {
-					if l.Kind == "mesh" {
-						sum += l.RecordsIn
-					}
-				}
-			}
-			return sum
-		}
+		waitMeshLinks(b, nodes)
+		meshIn := func() uint64 { return meshRecordsIn(nodes) }
 		startLoad(b, urls[0], "--clients", fmt.Sprint(senders), "--rate", "20", "--observers", "0", "--warmup", "3s", "--duration", "11s")
 		var in0 uint64
 		rep, cpu := runLoadHook(b, urls[4], func() { in0 = meshIn() }, "--clients", "10", "--rate", "0", "--observers", "10", "--warmup", "3s", "--duration", "10s")
@@ -240,4 +213,42 @@ func benchMesh(b *testing.B, senders int) {
 		b.ReportMetric(float64(cross)/cpu.Seconds(), "cross-node-records/cpu-s")
 		b.ReportMetric(float64(cross)/10, "cross-node-records/s")
 	}
+}
+
+// waitMeshLinks waits until every pair of in-process mesh nodes is linked
+// both ways.
+func waitMeshLinks(tb testing.TB, nodes []*relay.Node) {
+	tb.Helper()
+	want := len(nodes) * (len(nodes) - 1)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		linked := 0
+		for _, n := range nodes {
+			for _, l := range n.Links() {
+				if l.Kind == "mesh" && l.Ready {
+					linked++
+				}
+			}
+		}
+		if linked == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("mesh did not form: %d of %d link ends", linked, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// meshRecordsIn sums the records in-process nodes received over mesh links.
+func meshRecordsIn(nodes []*relay.Node) uint64 {
+	var sum uint64
+	for _, n := range nodes {
+		for _, l := range n.Links() {
+			if l.Kind == "mesh" {
+				sum += l.RecordsIn
+			}
+		}
+	}
+	return sum
 }

@@ -209,24 +209,7 @@ func BenchmarkMeshInterest(b *testing.B) {
 					}
 				}
 			}
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				linked := 0
-				for _, n := range nodes {
-					for _, l := range n.Links() {
-						if l.Kind == "mesh" && l.Ready {
-							linked++
-						}
-					}
-				}
-				if linked == 12 {
-					break
-				}
-				if time.Now().After(deadline) {
-					b.Fatalf("mesh did not form: %d of 12 link ends", linked)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			waitMeshLinks(b, nodes)
 			r := rand.New(rand.NewPCG(3, 4))
 			pos := make([][][3]float64, 4)
 			for j, n := range nodes {
@@ -244,17 +227,7 @@ func BenchmarkMeshInterest(b *testing.B) {
 				n.Apply(adds)
 			}
 			time.Sleep(500 * time.Millisecond)
-			meshIn := func() uint64 {
-				var sum uint64
-				for _, n := range nodes {
-					for _, l := range n.Links() {
-						if l.Kind == "mesh" {
-							sum += l.RecordsIn
-						}
-					}
-				}
-				return sum
-			}
+			meshIn := func() uint64 { return meshRecordsIn(nodes) }
 			in0, start := meshIn(), time.Now()
 			for range ticks {
 				t0 := time.Now()

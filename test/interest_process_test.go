@@ -114,27 +114,3 @@ func waitObject(t *testing.T, c *relay.Client, id string, present bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-
-// waitMesh waits until every member of procs links to every other.
-func waitMesh(t *testing.T, procs []*proc) {
-	t.Helper()
-	want := len(procs) * (len(procs) - 1)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		linked := 0
-		for _, p := range procs {
-			for _, m := range meshHealth(t, p).Mesh.Members {
-				if m.Linked {
-					linked++
-				}
-			}
-		}
-		if linked == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mesh did not form: %d of %d member links", linked, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}

@@ -55,24 +55,7 @@ func TestMeshProcesses(t *testing.T) {
 	b := startProc(t, append(common, "--join", seed)...)
 	c := startProc(t, append(common, "--join", seed)...)
 	procs := []*proc{a, b, c}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		linked := 0
-		for _, p := range procs {
-			for _, m := range meshHealth(t, p).Mesh.Members {
-				if m.Linked {
-					linked++
-				}
-			}
-		}
-		if linked == 6 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mesh did not form: %d of 6 member links", linked)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitMesh(t, procs)
 	clients := make([]*wiretest.Peer, 3)
 	for i, p := range procs {
 		clients[i] = wiretest.Dial(t, p.URL(), fmt.Sprintf("client-%08d-procmesh", i), wiretest.Options{})
@@ -141,5 +124,29 @@ func TestMeshProcessWrongSecret(t *testing.T) {
 	}
 	if _, err := runBinary(nodeBinary(t), []string{"--mesh-bind", "127.0.0.1:0", "--mesh-secret", "tooshort"}, nil); err == nil {
 		t.Fatal("a malformed secret was accepted")
+	}
+}
+
+// waitMesh waits until every member of procs links to every other.
+func waitMesh(t *testing.T, procs []*proc) {
+	t.Helper()
+	want := len(procs) * (len(procs) - 1)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		linked := 0
+		for _, p := range procs {
+			for _, m := range meshHealth(t, p).Mesh.Members {
+				if m.Linked {
+					linked++
+				}
+			}
+		}
+		if linked == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mesh did not form: %d of %d member links", linked, want)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

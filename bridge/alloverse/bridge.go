@@ -54,10 +54,8 @@ type Bridge struct {
 	log  *slog.Logger
 	obs  *relay.Attachment
 
-	// inMu guards incoming: deliveries from the node, taken into the
-	// document every heartbeat. It is never held while calling the node.
-	inMu     sync.Mutex
-	incoming []relay.Delivery
+	// inbox holds the node's deliveries until the next heartbeat.
+	inbox relay.Inbox
 
 	mu       sync.Mutex
 	st       *state
@@ -91,7 +89,7 @@ func New(n *relay.Node, opts Options) (*Bridge, error) {
 	}
 	b := &Bridge{node: n, opts: opts, log: log.With("bridge", "alloverse"),
 		st: newState(opts.FirstRevision, opts.History, opts.PatchStyle), sessions: map[*Session]struct{}{}, done: make(chan struct{})}
-	obs, err := n.Attach(relay.AttachOptions{Receiver: (*receiver)(b)})
+	obs, err := n.Attach(relay.AttachOptions{Receiver: &b.inbox})
 	if err != nil {
 		return nil, fmt.Errorf("alloverse: joining the node: %w", err)
 	}
@@ -103,17 +101,6 @@ func New(n *relay.Node, opts Options) (*Bridge, error) {
 	b.cancel = cancel
 	go b.loop(ctx)
 	return b, nil
-}
-
-// receiver takes the node's deliveries for the bridge.
-type receiver Bridge
-
-// Receive implements relay.Receiver. It only queues: the heartbeat takes
-// the deliveries into the document.
-func (r *receiver) Receive(ds []relay.Delivery) {
-	r.inMu.Lock()
-	r.incoming = append(r.incoming, ds...)
-	r.inMu.Unlock()
 }
 
 // Close disconnects every client and stops the bridge.
@@ -156,10 +143,7 @@ func (b *Bridge) loop(ctx context.Context) {
 // revision if anything changed, and sends every client what it lacks.
 func (b *Bridge) heartbeat() {
 	b.beats.Add(1)
-	b.inMu.Lock()
-	in := b.incoming
-	b.incoming = nil
-	b.inMu.Unlock()
+	in := b.inbox.Take()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, d := range in {

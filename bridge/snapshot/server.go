@@ -58,8 +58,8 @@ type Server struct {
 	start  time.Time
 	clock  func() uint32 // the header's local time; nil: ms since start
 
-	inMu     sync.Mutex
-	incoming []relay.Delivery
+	// inbox holds the node's deliveries until the next tick.
+	inbox relay.Inbox
 
 	mu      sync.Mutex
 	types   []GhostType
@@ -214,7 +214,7 @@ func Listen(n *relay.Node, addr string, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	obs, err := n.Attach(relay.AttachOptions{Receiver: (*receiver)(s)})
+	obs, err := n.Attach(relay.AttachOptions{Receiver: &s.inbox})
 	if err != nil {
 		uc.Close()
 		return nil, fmt.Errorf("snapshot: joining the node: %w", err)
@@ -275,15 +275,6 @@ func (s *Server) Close() {
 		a.Detach()
 	}
 	s.obs.Detach()
-}
-
-type receiver Server
-
-// Receive implements relay.Receiver: deliveries wait for the next tick.
-func (r *receiver) Receive(ds []relay.Delivery) {
-	r.inMu.Lock()
-	r.incoming = append(r.incoming, ds...)
-	r.inMu.Unlock()
 }
 
 func (s *Server) send(addr netip.AddrPort, p []byte) {
@@ -429,7 +420,8 @@ func (s *Server) dropLocked(c *conn) {
 		s.obs.SetInterest(nil, true)
 	}
 	// The node never calls the server under its lock except Receive,
-	// which takes inMu only, so detaching under s.mu cannot deadlock.
+	// which takes the inbox's lock only, so detaching under s.mu cannot
+	// deadlock.
 	c.agent.Detach()
 }
 
@@ -545,10 +537,7 @@ func (s *Server) tickLoop(ctx context.Context) {
 // step advances one tick: takes the world's changes, drops silent
 // clients, and sends every client its snapshot.
 func (s *Server) step() {
-	s.inMu.Lock()
-	in := s.incoming
-	s.incoming = nil
-	s.inMu.Unlock()
+	in := s.inbox.Take()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tick++
