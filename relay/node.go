@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"sort"
 	"sync"
@@ -682,7 +683,9 @@ func (n *Node) localMetadataLocked(kind ownership.LinkKind) peer.Metadata {
 		return md
 	}
 	if kind == ownership.Upstream && len(n.tokens) > 0 {
-		md.ResumeTokens = n.tokens
+		// A copy: the link encodes it later, while an upstream's next
+		// metadata may add tokens to n.tokens.
+		md.ResumeTokens = maps.Clone(n.tokens)
 	}
 	switch {
 	case kind == ownership.Upstream && n.opts.Interest != nil:

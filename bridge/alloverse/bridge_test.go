@@ -165,6 +165,15 @@ func TestFollowWorld(t *testing.T) {
 		waitFor(t, "a new revision", 5*time.Second, func() bool { return p.bridge.Revision() != before })
 		caughtUp(t, p, c)
 	}
+	// The two writers' last changes travel on two links: wait until the
+	// bridge holds both, then until the client does.
+	waitFor(t, "the last writes at the bridge", 5*time.Second, func() bool {
+		p.bridge.mu.Lock()
+		ents := entities(t, docOf(p.bridge.st))
+		p.bridge.mu.Unlock()
+		return string(ents[ball]["transform"]) == "[30,0,0]" && string(ents[cube]["color"]) == `{"r":30}`
+	})
+	caughtUp(t, p, c)
 	doc, _, _ := c.Document()
 	ents := entities(t, doc)
 	if string(ents[ball]["transform"]) != "[30,0,0]" || string(ents[cube]["kind"]) != `"cube"` {
