@@ -50,6 +50,8 @@ type spatial struct {
 	links    map[cellKey][]*linkState
 	wide     []*linkState
 	regioned []*linkState
+	// peak is the most objects indexed since at was last rebuilt.
+	peak int
 }
 
 // region is a link's announced interest.
@@ -196,6 +198,12 @@ func (n *Node) placeLocked(slot uint32, id string, props gameworld.Properties) (
 		delete(sp.at, slot)
 	}
 	if props == nil {
+		if sp.peak > 1024 && 4*len(sp.at) < sp.peak {
+			// Go maps keep their buckets when emptied: after a flood
+			// leaves, fresh maps let its memory go.
+			sp.at, sp.unplaced = cloneMap(sp.at), cloneMap(sp.unplaced)
+			sp.peak = len(sp.at)
+		}
 		return old, had
 	}
 	now := objAt{id: id}
@@ -212,7 +220,17 @@ func (n *Node) placeLocked(slot uint32, id string, props gameworld.Properties) (
 		sp.unplaced[slot] = struct{}{}
 	}
 	sp.at[slot] = now
+	sp.peak = max(sp.peak, len(sp.at))
 	return old, had
+}
+
+// cloneMap copies m into a map sized for what it holds.
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 // registerLocked (re)registers ls's region in the grid. n.mu must be held.

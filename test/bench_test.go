@@ -58,6 +58,14 @@ type loadReport struct {
 	P50ms         float64 `json:"p50_ms"`
 	P99ms         float64 `json:"p99_ms"`
 	Errors        int64   `json:"errors"`
+	Sent          int64   `json:"sent"`
+	// What --check, --allo and --snapshot report.
+	Checked              int `json:"checked"`
+	Inconsistent         int `json:"inconsistent"`
+	AlloClients          int `json:"allo_clients"`
+	AlloInconsistent     int `json:"allo_inconsistent"`
+	SnapshotClients      int `json:"snapshot_clients"`
+	SnapshotInconsistent int `json:"snapshot_inconsistent"`
 }
 
 // startLoad runs the load tool in the background, for traffic that is not

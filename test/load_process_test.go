@@ -2,40 +2,165 @@ package test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
-// TestLoadConsistency: 200 clients of the load tool (a process of its own)
-// update their objects at 5 Hz through a node process, while 20 more keep
-// joining and leaving and 5 stop reading; once the updates stop and
-// traffic settles, every client's copy of the world equals the node's, and
-// the node has closed the readers that stopped.
-func TestLoadConsistency(t *testing.T) {
-	// A reader that stops answers no ping: the node closes it after the
-	// stall timeout, long before its socket buffers fill.
-	node := startProc(t, "--tick", "50ms", "--max-conns-per-ip", "-1", "--stall-timeout", "2s", "--ping-interval", "1s")
-	cmd := exec.Command(loadBinary(t), "--url", node.URL(), "--clients", "200", "--rate", "5", "--observers", "5",
-		"--churn", "20", "--stalled", "5", "--warmup", "1s", "--duration", "5s", "--check", "--json")
-	out, err := cmd.Output()
+// runChecked runs the load tool to its end and returns its report.
+func runChecked(t *testing.T, args ...string) loadReport {
+	t.Helper()
+	out, err := exec.Command(loadBinary(t), append(args, "--json")...).Output()
 	if err != nil {
 		t.Fatalf("load tool: %v\n%s", err, out)
 	}
-	var rep struct {
-		Sent, Delivered, Errors int64
-		Checked                 int `json:"checked"`
-		Inconsistent            int `json:"inconsistent"`
-	}
+	var rep loadReport
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rep); err != nil {
 		t.Fatalf("report: %v\n%s", err, out)
 	}
+	return rep
+}
+
+// nodeFootprint reads a node process's goroutines and its heap after a
+// collection.
+func nodeFootprint(t *testing.T, r relayProc) (goroutines float64, heap int64) {
+	t.Helper()
+	_, m := httpGet(t, "http://"+r.addr+"/metrics")
+	return metricValue(m, "go_goroutines"), nodeHeap(t, r)
+}
+
+// TestLoadConsistency: 1,000 clients of the load tool (a process of its
+// own) update their objects at 5 Hz for 30 s through a node process,
+// while 50 more keep joining and leaving, 5 stop reading, and two
+// Alloverse and two snapshot clients follow the whole world and write
+// their own objects. Each client sees the part of the world around it
+// (interest), as the users of a world this size do: with everyone seeing
+// everyone, the node would deliver 5 M records a second, more than two
+// cores encode and decode (TestLoadConsistencyAllSeeAll checks that case
+// at 200 clients). Once the updates stop and traffic settles, every
+// client's copy equals the node's world as that client sees it; the node
+// has closed the readers that stopped; and once everyone has left its
+// goroutines and heap are back where they started.
+func TestLoadConsistency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("30 s of load")
+	}
+	// A reader that stops answers no ping: the node closes it after the
+	// stall timeout, long before its socket buffers fill.
+	p := startProc(t, "--tick", "50ms", "--max-conns-per-ip", "-1", "--stall-timeout", "2s", "--ping-interval", "1s",
+		"--snapshot-listen", "127.0.0.1:0", "--debug-listen", "127.0.0.1:0")
+	node := relayProc{pid: p.cmd.Process.Pid, addr: p.Addr, node: p}
+	snapAddr := snapshotAddr(t, p)
+	args := []string{"--url", node.url(), "--clients", "1000", "--rate", "5", "--observers", "10", "--interest", "25",
+		"--churn", "50", "--stalled", "5", "--allo", "2", "--snapshot", "2", "--snapshot-addr", snapAddr}
+	// A first short run of the same load makes the node allocate what it
+	// keeps for the next load (the runtime's records of past goroutines,
+	// buffers sized for the busiest tick): the baseline against which the
+	// long run must leave nothing behind.
+	runChecked(t, append(args, "--warmup", "1s", "--duration", "2s")...)
+	waitLinks(t, node, 0)
+	g0, h0 := settledFootprint(t, node, -1, -1)
+
+	rep := runChecked(t, append(args, "--warmup", "2s", "--duration", "30s", "--check")...)
+	t.Logf("report %+v", rep)
+	if rep.Checked != 1000 || rep.Inconsistent != 0 || rep.Errors != 0 || rep.Delivered == 0 || rep.Sent < 1000*5*25 {
+		t.Fatalf("report %+v", rep)
+	}
+	if rep.AlloClients != 2 || rep.AlloInconsistent != 0 || rep.SnapshotClients != 2 || rep.SnapshotInconsistent != 0 {
+		t.Fatalf("bridged clients: %+v", rep)
+	}
+	log := node.node.Log()
+	if n := strings.Count(log, "peer stalled; closing link") + strings.Count(log, "did not answer a keepalive ping"); n < 5 {
+		t.Errorf("the node closed %d stalled readers, want the 5 that stopped reading", n)
+	}
+
+	waitLinks(t, node, 0)
+	g1, h1 := settledFootprint(t, node, g0, h0)
+	t.Logf("after the first run: %v goroutines, heap %d KiB; after the long run: %v goroutines, heap %d KiB", g0, h0>>10, g1, h1>>10)
+}
+
+// settledFootprint waits until the objects of departed clients are gone
+// (after the reclaim grace period) and the node's goroutines and heap
+// are at most g0 (give or take a few of the runtime's and the HTTP
+// server's) and h0 plus 1 MiB (1 KiB per client of a 1,000-client load),
+// and returns them. Negative bounds just wait for the world to empty.
+func settledFootprint(t *testing.T, r relayProc, g0 float64, h0 int64) (float64, int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, m := httpGet(t, "http://"+r.addr+"/metrics")
+		objects := metricValue(m, `solipsism_objects{role="server"}`)
+		g, h := nodeFootprint(t, r)
+		if objects == 0 && (g0 < 0 || (g <= g0+5 && h <= h0+1<<20)) {
+			return g, h
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after everyone left: %v objects, %v goroutines (before: %v), heap %d KiB (before: %d KiB)", objects, g, g0, h>>10, h0>>10)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestLoadConsistencyAllSeeAll: 200 clients that all see the whole world
+// update at 5 Hz, with 20 more joining and leaving and 5 that stop
+// reading; after quiesce every copy equals the node's world.
+func TestLoadConsistencyAllSeeAll(t *testing.T) {
+	node := startProc(t, "--tick", "50ms", "--max-conns-per-ip", "-1", "--stall-timeout", "2s", "--ping-interval", "1s")
+	rep := runChecked(t, "--url", node.URL(), "--clients", "200", "--rate", "5", "--observers", "5",
+		"--churn", "20", "--stalled", "5", "--warmup", "1s", "--duration", "5s", "--check")
 	if rep.Checked != 200 || rep.Inconsistent != 0 || rep.Errors != 0 || rep.Delivered == 0 {
 		t.Fatalf("report %+v", rep)
 	}
 	log := node.Log()
 	if n := strings.Count(log, "peer stalled; closing link") + strings.Count(log, "did not answer a keepalive ping"); n < 5 {
 		t.Errorf("the node closed %d stalled readers, want the 5 that stopped reading", n)
+	}
+}
+
+// waitLinks waits until the node has n links.
+func waitLinks(t *testing.T, r relayProc, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, m := httpGet(t, "http://"+r.addr+"/metrics")
+		v := 0.0
+		for _, line := range strings.Split(m, "\n") {
+			if strings.HasPrefix(line, "solipsism_links{") {
+				var x float64
+				fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &x)
+				v += x
+			}
+		}
+		if v == float64(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node has %v links, want %d", v, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// snapshotAddr reads the UDP address a node serves snapshots on from its
+// log.
+func snapshotAddr(t *testing.T, p *proc) string {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		for _, line := range strings.Split(p.Log(), "\n") {
+			if strings.Contains(line, `msg="serving snapshots"`) {
+				var addr string
+				if _, err := fmt.Sscanf(line[strings.Index(line, "udp="):], "udp=%s", &addr); err == nil {
+					return addr
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no snapshot address in the node's log")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

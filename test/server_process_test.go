@@ -63,7 +63,7 @@ func TestServerProcess(t *testing.T) {
 }
 
 func metricValue(text, name string) float64 {
-	re := regexp.MustCompile(regexp.QuoteMeta(name) + ` (\S+)`)
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)`)
 	m := re.FindStringSubmatch(text)
 	if m == nil {
 		return -1

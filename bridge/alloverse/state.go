@@ -54,6 +54,7 @@ type entDelta struct {
 type delta struct {
 	rev  uint64
 	ents map[string]*entDelta
+	size int // estimated bytes held
 }
 
 // state is the revisioned document with its history. It is not safe for
@@ -72,7 +73,24 @@ type state struct {
 	mergeCache map[uint64][]byte
 	set        []byte
 	style      PatchStyle
+	// worldBytes and histBytes estimate the memory the entities and the
+	// history hold: history is trimmed to a bound that follows the world
+	// (see commit). peak is the most entities held since the map was
+	// last rebuilt.
+	worldBytes, histBytes int
+	peak                  int
 }
+
+// Memory estimates: an entity's and a component's overhead besides
+// their bytes.
+const (
+	entityOverhead    = 64
+	componentOverhead = 16
+	// minHistBytes is history always allowed, however small the world.
+	minHistBytes = 256 << 10
+)
+
+func compSize(k string, v json.RawMessage) int { return len(k) + len(v) + componentOverhead }
 
 func newState(first uint64, maxHist int, style PatchStyle) *state {
 	return &state{entities: map[string]*entity{}, rev: first, maxHist: maxHist,
@@ -99,10 +117,12 @@ func (s *state) apply(dl relay.Delivery) {
 			return
 		}
 		d := s.touch(dl.ID, e)
+		s.worldBytes -= len(dl.ID) + entityOverhead
 		for k, v := range e.comps {
 			if _, ok := d.before[k]; !ok {
 				d.before[k] = v
 			}
+			s.worldBytes -= compSize(k, v)
 		}
 		delete(s.entities, dl.ID)
 		return
@@ -114,6 +134,8 @@ func (s *state) apply(dl relay.Delivery) {
 	if e == nil {
 		e = &entity{comps: map[string]json.RawMessage{}}
 		s.entities[dl.ID] = e
+		s.worldBytes += len(dl.ID) + entityOverhead
+		s.peak = max(s.peak, len(s.entities))
 	}
 	for k, v := range e.comps {
 		if nv, ok := dl.After[k]; !ok || isNull(nv) {
@@ -121,6 +143,7 @@ func (s *state) apply(dl relay.Delivery) {
 				d.before[k] = v
 			}
 			delete(e.comps, k)
+			s.worldBytes -= compSize(k, v)
 			e.enc = nil
 		}
 	}
@@ -135,7 +158,11 @@ func (s *state) apply(dl relay.Delivery) {
 		if _, seen := d.before[k]; !seen {
 			d.before[k] = old // nil when absent
 		}
+		if ok {
+			s.worldBytes -= compSize(k, old)
+		}
 		e.comps[k] = v
+		s.worldBytes += compSize(k, v)
 		e.enc = nil
 	}
 }
@@ -167,10 +194,31 @@ func (s *state) commit() bool {
 		return false
 	}
 	s.rev = nextRevision(s.rev)
-	s.hist = append(s.hist, &delta{rev: s.rev, ents: s.pending})
-	if len(s.hist) > s.maxHist {
+	d := &delta{rev: s.rev, ents: s.pending}
+	for id, ed := range d.ents {
+		d.size += len(id) + entityOverhead
+		for k, v := range ed.before {
+			d.size += compSize(k, v)
+		}
+	}
+	s.hist = append(s.hist, d)
+	s.histBytes += d.size
+	// History keeps at most maxHist revisions, and no more memory than
+	// twice the world's: a diff from further back would be larger than
+	// the set a client gets instead.
+	for len(s.hist) > s.maxHist || (len(s.hist) > 0 && s.histBytes > max(2*s.worldBytes, minHistBytes)) {
+		s.histBytes -= s.hist[0].size
 		s.hist[0] = nil
 		s.hist = s.hist[1:]
+	}
+	if s.peak > 1024 && 4*len(s.entities) < s.peak {
+		// Go maps keep their buckets when emptied: after a flood of
+		// entities leaves, a fresh map lets their memory go.
+		fresh := make(map[string]*entity, len(s.entities))
+		for id, e := range s.entities {
+			fresh[id] = e
+		}
+		s.entities, s.peak = fresh, len(fresh)
 	}
 	s.pending = map[string]*entDelta{}
 	clear(s.cache)

@@ -353,3 +353,41 @@ func TestMergeFallback(t *testing.T) {
 		})
 	}
 }
+
+// TestHistoryFollowsTheWorld: after a flood of entities comes and goes,
+// the history holds no more than twice the (now small) world, the
+// entities' map is rebuilt, and a client whose base fell out of history
+// gets a set, which is then the smaller packet.
+func TestHistoryFollowsTheWorld(t *testing.T) {
+	s := newState(0, DefaultHistory, Smallest)
+	big := json.RawMessage(`"` + strings.Repeat("x", 1000) + `"`)
+	add := func(id string, v json.RawMessage) {
+		p := gameworld.Properties{"v": v}
+		s.apply(relay.Delivery{Change: gameworld.Change{Type: gameworld.Add, ID: id, Properties: p}, After: p})
+	}
+	add("keep", json.RawMessage(`1`))
+	s.commit()
+	base := s.rev
+	for i := range 5000 {
+		add(fmt.Sprintf("flood-%d", i), big)
+	}
+	s.commit()
+	for i := range 5000 {
+		s.apply(relay.Delivery{Change: gameworld.Change{Type: gameworld.Remove, ID: fmt.Sprintf("flood-%d", i)}})
+	}
+	s.commit()
+	add("keep", json.RawMessage(`2`))
+	s.commit()
+	if s.histBytes > max(2*s.worldBytes, minHistBytes) {
+		t.Fatalf("history holds %d bytes for a world of %d", s.histBytes, s.worldBytes)
+	}
+	if s.peak != 1 || len(s.entities) != 1 {
+		t.Fatalf("peak %d, %d entities: the map was not rebuilt", s.peak, len(s.entities))
+	}
+	if s.inHistory(base) {
+		t.Fatal("the flood is still in history")
+	}
+	if p := s.packet(base); string(p) != string(s.setPacket()) {
+		t.Fatalf("a client from before the flood gets %s, want a set", p)
+	}
+}

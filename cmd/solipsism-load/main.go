@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"os/signal"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/solipsism/mesh/peer"
 )
 
 type report struct {
@@ -38,6 +41,17 @@ type report struct {
 	// differed.
 	Checked      int `json:"checked,omitempty"`
 	Inconsistent int `json:"inconsistent,omitempty"`
+	// The Alloverse (--allo) and snapshot (--snapshot) clients: how many
+	// ran, their change-to-view latency, and at the end (--check) how
+	// many did not hold the node's world.
+	AlloClients          int     `json:"allo_clients,omitempty"`
+	AlloP50ms            float64 `json:"allo_p50_ms,omitempty"`
+	AlloP99ms            float64 `json:"allo_p99_ms,omitempty"`
+	AlloInconsistent     int     `json:"allo_inconsistent,omitempty"`
+	SnapshotClients      int     `json:"snapshot_clients,omitempty"`
+	SnapshotP50ms        float64 `json:"snapshot_p50_ms,omitempty"`
+	SnapshotP99ms        float64 `json:"snapshot_p99_ms,omitempty"`
+	SnapshotInconsistent int     `json:"snapshot_inconsistent,omitempty"`
 }
 
 func main() {
@@ -52,29 +66,52 @@ func main() {
 	stall := flag.Int("stalled", 0, "extra clients that answer the handshake and then never read: the node should close them after its stall timeout without others noticing")
 	jsonOut := flag.Bool("json", false, "print one JSON report (after a line \"measuring\") instead of a table")
 	check := flag.Bool("check", false, "at the end, stop updating, let traffic settle and compare every client's copy of the world with the node's (/api/state)")
+	settle := flag.Duration("settle", 15*time.Second, "with --check, how long clients that differ from the node get to catch up before they count as inconsistent")
 	progress := flag.Bool("progress", isTerminal(os.Stderr), "print a live progress line on stderr")
 	token := flag.String("token", "", "a token presented to a node with authentication on (Authorization: Bearer); it must grant the prefix \"load\"")
+	interest := flag.Float64("interest", 0, "if positive, place the clients' objects on a grid 10 apart and give each client an interest box reaching this far around its object, as a big world's users see only their surroundings")
+	allo := flag.Int("allo", 0, "Alloverse clients (WebSocket) that also follow the world and update an entity of their own at --rate")
+	alloURL := flag.String("allo-url", "", "the node's Alloverse endpoint; empty means --url with /ws replaced by /alloverse")
+	snapshots := flag.Int("snapshot", 0, "snapshot clients (UDP) that also follow the world and update an object of their own at --rate")
+	snapshotAddr := flag.String("snapshot-addr", "127.0.0.1:7777", "the node's snapshot endpoint (host:port, UDP)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	cfg := &config{url: *url, outJSON: *jsonOut, check: *check, progress: *progress,
+		churners: *churn, stalled: *stall, settle: *settle, interest: *interest, token: *token,
+		allo: *allo, alloURL: *alloURL, snapshots: *snapshots, snapshotAddr: *snapshotAddr}
 	if *token != "" {
-		dialOpts = &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + *token}}}
+		cfg.dialOpts = &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + *token}}}
 	}
-	outJSON, doCheck, showProgress = *jsonOut, *check, *progress
-	churners, stalled = *churn, *stall
-	if err := run(ctx, *url, *clients, *rate, *warmup, *duration, *observers, *idle); err != nil {
+	if cfg.alloURL == "" {
+		cfg.alloURL = strings.TrimSuffix(cfg.url, "/ws") + "/alloverse"
+	}
+	if err := run(ctx, cfg, *clients, *rate, *warmup, *duration, *observers, *idle); err != nil {
 		fmt.Fprintln(os.Stderr, "solipsism-load:", err)
 		os.Exit(1)
 	}
 }
 
-// How the tool runs, from its flags.
-var (
-	dialOpts                       *websocket.DialOptions
-	outJSON, doCheck, showProgress bool
-	churners, stalled              int
-)
+// config is how the tool runs, from its flags.
+type config struct {
+	url                      string
+	dialOpts                 *websocket.DialOptions
+	token                    string
+	outJSON, check, progress bool
+	settle                   time.Duration
+	churners, stalled        int
+	// interest, when positive, places the clients' objects on a grid 10
+	// apart and gives each client an interest box reaching this far.
+	interest              float64
+	side                  int // of the grid, in objects
+	allo, snapshots       int
+	alloURL, snapshotAddr string
+}
+
+// gridSpacing is the distance between neighbouring clients' objects with
+// --interest.
+const gridSpacing = 10
 
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
@@ -90,17 +127,49 @@ type stats struct {
 	errors      atomic.Int64
 	mu          sync.Mutex
 	latencies   []time.Duration
+	// Latencies seen by the Alloverse and snapshot clients.
+	alloLat, snapLat []time.Duration
 }
 
-func run(ctx context.Context, url string, n int, rate float64, warmup, duration time.Duration, observers int, idle bool) error {
+// record adds latency samples to one of st's lists.
+func (st *stats) record(list *[]time.Duration, lat ...time.Duration) {
+	st.mu.Lock()
+	*list = append(*list, lat...)
+	st.mu.Unlock()
+}
+
+type percentiles struct {
+	samples            int
+	p50, p95, p99, max float64 // ms
+}
+
+// percentiles sorts one of st's lists and reads it.
+func (st *stats) percentiles(list *[]time.Duration) percentiles {
+	st.mu.Lock()
+	lat := *list
+	st.mu.Unlock()
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		return float64(lat[int(p*float64(len(lat)-1))]) / 1e6
+	}
+	return percentiles{samples: len(lat), p50: pct(0.5), p95: pct(0.95), p99: pct(0.99), max: pct(1)}
+}
+
+func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration time.Duration, observers int, idle bool) error {
 	var st stats
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	conns := make([]*websocket.Conn, 0, n)
+	var clients []*client
+	side := max(1, int(math.Ceil(math.Sqrt(float64(n)))))
+	cfg.side = side
 	for i := 0; i < n; i++ {
 		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-		c, _, err := websocket.Dial(dctx, url, dialOpts)
+		c, _, err := websocket.Dial(dctx, cfg.url, cfg.dialOpts)
 		dcancel()
 		if err != nil {
 			return fmt.Errorf("client %d: %w", i, err)
@@ -110,10 +179,15 @@ func run(ctx context.Context, url string, n int, rate float64, warmup, duration 
 		// Each client starts at once, as a real one does: it answers the
 		// node's handshake while the others are still connecting.
 		cl := &client{id: fmt.Sprintf("load-%08d-%08d", os.Getpid()%100000000, i), obj: fmt.Sprintf("obj-%08d-%08d", os.Getpid()%100000000, i),
-			world: map[string]string{},
-			c:     c, st: &st, observer: i < observers, idle: idle || rate <= 0}
+			world: map[string]string{}, cfg: cfg,
+			c: c, st: &st, observer: i < observers, idle: idle || rate <= 0}
+		if cfg.interest > 0 {
+			cl.at = [3]float64{float64(i%side) * gridSpacing, 0, float64(i/side) * gridSpacing}
+			r := cfg.interest
+			cl.box = &peer.Box{Min: [3]float64{cl.at[0] - r, -r, cl.at[2] - r}, Max: [3]float64{cl.at[0] + r, r, cl.at[2] + r}}
+		}
 		cl.ownKey = []byte(`"id":"` + cl.obj + `"`)
-		clientsOf = append(clientsOf, cl)
+		clients = append(clients, cl)
 		wg.Add(1)
 		go func() { defer wg.Done(); cl.run(ctx, rate) }()
 	}
@@ -127,20 +201,24 @@ func run(ctx context.Context, url string, n int, rate float64, warmup, duration 
 		case <-time.After(warmup):
 		case <-ctx.Done():
 		}
+		bridged, err := startBridged(ctx, cfg, rate, &st, &wg)
+		if err != nil {
+			return err
+		}
 		start := time.Now()
 		st.measuring.Store(true)
-		if outJSON {
+		if cfg.outJSON {
 			fmt.Println("measuring")
 		}
-		stopProgress := startProgress(&st, n)
+		stopProgress := startProgress(cfg, &st, n)
 		churnCtx, stopChurn := context.WithCancel(ctx)
 		var churnWG sync.WaitGroup
-		for i := range churners {
+		for i := range cfg.churners {
 			churnWG.Add(1)
-			go func() { defer churnWG.Done(); churn(churnCtx, url, i, &st) }()
+			go func() { defer churnWG.Done(); churn(churnCtx, cfg, i, &st) }()
 		}
-		for i := range stalled {
-			go stall(ctx, url, i)
+		for i := range cfg.stalled {
+			go stall(ctx, cfg, i)
 		}
 		select {
 		case <-time.After(duration):
@@ -150,42 +228,45 @@ func run(ctx context.Context, url string, n int, rate float64, warmup, duration 
 		stopProgress()
 		stopChurn()
 		churnWG.Wait()
-		if outJSON {
+		if cfg.outJSON {
 			fmt.Println("measured")
 		}
 		secs := time.Since(start).Seconds()
 		var checked, inconsistent int
-		if doCheck {
+		var bc bridgedCheck
+		if cfg.check {
 			st.stopSending.Store(true)
-			time.Sleep(2 * time.Second) // traffic settles
-			var err error
-			if checked, inconsistent, err = checkMirrors(url, conns, clientsOf); err != nil {
-				fmt.Fprintln(os.Stderr, "solipsism-load: check:", err)
-				st.errors.Add(1)
+			// Traffic settles: a client that fell behind (a slow bridged
+			// client on a busy machine) gets up to --settle to catch up.
+			time.Sleep(time.Second)
+			for deadline := time.Now().Add(cfg.settle); ; time.Sleep(time.Second) {
+				node, err := nodeWorld(cfg.url)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "solipsism-load: check:", err)
+					st.errors.Add(1)
+					break
+				}
+				checked, inconsistent = checkMirrors(node, clients)
+				bc = bridged.check(node)
+				if inconsistent+bc.allo+bc.snaps == 0 || time.Now().After(deadline) {
+					break
+				}
 			}
 		}
 		cancel()
-		st.mu.Lock()
-		lat := st.latencies
-		st.mu.Unlock()
-		slices.Sort(lat)
-		pct := func(p float64) float64 {
-			if len(lat) == 0 {
-				return 0
-			}
-			return float64(lat[int(p*float64(len(lat)-1))]) / 1e6
-		}
+		p := st.percentiles(&st.latencies)
 		r := report{Clients: n, Seconds: secs, Sent: st.sent.Load(), Delivered: st.delivered.Load(),
-			DeliveredPerS: float64(st.delivered.Load()) / secs, LatencySamples: len(lat),
-			P50ms: pct(0.5), P95ms: pct(0.95), P99ms: pct(0.99), MaxMs: pct(1), BytesPerS: float64(st.bytes.Load()) / secs,
+			DeliveredPerS: float64(st.delivered.Load()) / secs, LatencySamples: p.samples,
+			P50ms: p.p50, P95ms: p.p95, P99ms: p.p99, MaxMs: p.max, BytesPerS: float64(st.bytes.Load()) / secs,
 			Errors: st.errors.Load(), Checked: checked, Inconsistent: inconsistent}
-		if outJSON {
+		bridged.fill(&r, &st, bc)
+		if cfg.outJSON {
 			b, _ := json.Marshal(r)
 			fmt.Println(string(b))
 		} else {
 			printTable(r)
 		}
-		if r.Inconsistent > 0 {
+		if r.Inconsistent > 0 || r.AlloInconsistent > 0 || r.SnapshotInconsistent > 0 {
 			defer os.Exit(3)
 		}
 	}
@@ -196,11 +277,13 @@ func run(ctx context.Context, url string, n int, rate float64, warmup, duration 
 	return nil
 }
 
-// clientsOf lists the clients, for the final check.
-var clientsOf []*client
-
 type client struct {
+	cfg     *config
 	id, obj string
+	// at is the object's fixed place and box the client's interest, with
+	// --interest.
+	at  [3]float64
+	box *peer.Box
 	// world is the client's copy of the world (--check): object id to its
 	// "t" property, as received.
 	wmuMirror sync.Mutex
@@ -223,8 +306,27 @@ func (cl *client) send(ctx context.Context, b []byte) {
 }
 
 func (cl *client) add(t int64) []byte {
-	return fmt.Appendf(nil, `["worldChange",{"timestamp":%d,"changes":[{"type":"add","id":"%s","owner":"%s","properties":{"position":[0,0,0],"t":%d}}]}]`,
-		time.Now().UnixMilli(), cl.obj, cl.id, t)
+	return fmt.Appendf(nil, `["worldChange",{"timestamp":%d,"changes":[{"type":"add","id":"%s","owner":"%s","properties":{"position":%s,"t":%d}}]}]`,
+		time.Now().UnixMilli(), cl.obj, cl.id, cl.position(0), t)
+}
+
+// position is where the client's object is at its i-th update: in its
+// grid cell with --interest, else moving along x.
+func (cl *client) position(i int) string {
+	if cl.box != nil {
+		return fmt.Sprintf("[%g,%g,%g]", cl.at[0], cl.at[1], cl.at[2])
+	}
+	return fmt.Sprintf("[%d,1,2]", i)
+}
+
+// metadata is the client's answer to requestMetadata.
+func (cl *client) metadata() []byte {
+	if cl.box == nil {
+		return fmt.Appendf(nil, `["metadataChange",{"identifier":"%s","identifierChain":["%s"]}]`, cl.id, cl.id)
+	}
+	b := cl.box
+	return fmt.Appendf(nil, `["metadataChange",{"identifier":"%s","identifierChain":["%s"],"interest":{"min":[%g,%g,%g],"max":[%g,%g,%g]}}]`,
+		cl.id, cl.id, b.Min[0], b.Min[1], b.Min[2], b.Max[0], b.Max[1], b.Max[2])
 }
 
 func (cl *client) run(ctx context.Context, rate float64) {
@@ -246,8 +348,8 @@ func (cl *client) run(ctx context.Context, rate float64) {
 		}
 		i++
 		now := time.Now()
-		msg := fmt.Appendf(nil, `["worldChange",{"timestamp":%d,"changes":[{"type":"update","id":"%s","owner":"%s","properties":{"position":[%d,1,2],"t":%d}}]}]`,
-			now.UnixMilli(), cl.obj, cl.id, i, now.UnixNano())
+		msg := fmt.Appendf(nil, `["worldChange",{"timestamp":%d,"changes":[{"type":"update","id":"%s","owner":"%s","properties":{"position":%s,"t":%d}}]}]`,
+			now.UnixMilli(), cl.obj, cl.id, cl.position(i), now.UnixNano())
 		cl.send(ctx, msg)
 		if cl.st.measuring.Load() {
 			cl.st.sent.Add(1)
@@ -265,7 +367,7 @@ func (cl *client) read(ctx context.Context) {
 		}
 		switch {
 		case bytes.HasPrefix(b, []byte(`["worldChange"`)):
-			if doCheck {
+			if cl.cfg.check {
 				cl.mirror(b)
 			}
 			if cl.st.measuring.Load() {
@@ -279,7 +381,7 @@ func (cl *client) read(ctx context.Context) {
 				}
 			}
 		case bytes.HasPrefix(b, []byte(`["requestMetadata"`)):
-			cl.send(ctx, fmt.Appendf(nil, `["metadataChange",{"identifier":"%s","identifierChain":["%s"]}]`, cl.id, cl.id))
+			cl.send(ctx, cl.metadata())
 		case bytes.HasPrefix(b, []byte(`["requestRefresh"`)):
 			if !cl.idle {
 				cl.send(ctx, cl.add(time.Now().UnixNano()))
@@ -314,9 +416,7 @@ func (cl *client) observe(b []byte) {
 			lat = append(lat, time.Duration(now-c.Properties.T))
 		}
 	}
-	cl.st.mu.Lock()
-	cl.st.latencies = append(cl.st.latencies, lat...)
-	cl.st.mu.Unlock()
+	cl.st.record(&cl.st.latencies, lat...)
 }
 
 // mirror applies a worldChange to the client's copy of the world.
@@ -353,14 +453,20 @@ func (cl *client) mirror(b []byte) {
 	}
 }
 
-// checkMirrors compares every client's copy of the world with the node's
-// world, its own object aside (a node never sends a client its own).
-func checkMirrors(wsURL string, _ []*websocket.Conn, cls []*client) (checked, inconsistent int, err error) {
+// nodeObject is an object of the node's world, as the check sees it.
+type nodeObject struct {
+	t      string // its "t" property
+	at     [3]float64
+	placed bool
+}
+
+// nodeWorld reads the node's world from its /api/state.
+func nodeWorld(wsURL string) (map[string]nodeObject, error) {
 	api := strings.Replace(strings.Replace(wsURL, "wss://", "https://", 1), "ws://", "http://", 1)
 	api = strings.TrimSuffix(api, "/ws") + "/api/state?limit=1000000"
 	resp, err := http.Get(api)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	var st struct {
@@ -370,41 +476,56 @@ func checkMirrors(wsURL string, _ []*websocket.Conn, cls []*client) (checked, in
 		} `json:"objects"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return 0, 0, fmt.Errorf("reading %s: %w", api, err)
+		return nil, fmt.Errorf("reading %s: %w", api, err)
 	}
-	node := make(map[string]string, len(st.Objects))
+	node := make(map[string]nodeObject, len(st.Objects))
 	for _, o := range st.Objects {
-		node[o.ID] = string(o.Properties["t"])
+		no := nodeObject{t: string(o.Properties["t"])}
+		var p []float64
+		if json.Unmarshal(o.Properties["position"], &p) == nil && len(p) == 3 {
+			no.at, no.placed = [3]float64(p), true
+		}
+		node[o.ID] = no
 	}
+	return node, nil
+}
+
+// checkMirrors compares every client's copy of the world with what the
+// node holds for it: everything but its own object (a node never sends a
+// client its own), within its interest box if it has one.
+func checkMirrors(node map[string]nodeObject, cls []*client) (checked, inconsistent int) {
 	for _, cl := range cls {
 		if cl.idle {
 			continue
 		}
 		checked++
+		want := 0
 		cl.wmuMirror.Lock()
 		bad := false
-		for id, t := range node {
-			if id != cl.obj && cl.world[id] != t {
+		for id, o := range node {
+			if id == cl.obj || (cl.box != nil && o.placed && !cl.box.Contains(o.at, 0)) {
+				continue
+			}
+			want++
+			if t, ok := cl.world[id]; !ok || t != o.t {
 				bad = true
 				break
 			}
 		}
-		for id := range cl.world {
-			if _, ok := node[id]; !ok {
-				bad = true
-			}
+		if len(cl.world) != want {
+			bad = true
 		}
 		cl.wmuMirror.Unlock()
 		if bad {
 			inconsistent++
 		}
 	}
-	return checked, inconsistent, nil
+	return checked, inconsistent
 }
 
 // startProgress prints a progress line every second while measuring.
-func startProgress(st *stats, n int) (stop func()) {
-	if !showProgress {
+func startProgress(cfg *config, st *stats, n int) (stop func()) {
+	if !cfg.progress {
 		return func() {}
 	}
 	done := make(chan struct{})
@@ -442,16 +563,17 @@ func printTable(r report) {
 	if r.Checked > 0 {
 		fmt.Fprintf(w, "consistency\t%d of %d clients hold the node's world\n", r.Checked-r.Inconsistent, r.Checked)
 	}
+	printBridged(w, r)
 	w.Flush()
 }
 
 // churn connects a client that owns one object, keeps it a moment and
 // leaves, over and over, until ctx ends.
-func churn(ctx context.Context, url string, k int, st *stats) {
+func churn(ctx context.Context, cfg *config, k int, st *stats) {
 	for i := 0; ctx.Err() == nil; i++ {
 		id := fmt.Sprintf("churn-%08d-%08d", os.Getpid()%100000000, k*100000+i%100000)
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		c, _, err := websocket.Dial(dctx, url, dialOpts)
+		c, _, err := websocket.Dial(dctx, cfg.url, cfg.dialOpts)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -482,7 +604,13 @@ func churn(ctx context.Context, url string, k int, st *stats) {
 				case bytes.HasPrefix(b, []byte(`["requestMetadata"`)):
 					c.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `["metadataChange",{"identifier":"%s","identifierChain":["%s"]}]`, id, id))
 				case bytes.HasPrefix(b, []byte(`["requestRefresh"`)):
-					c.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `["worldChange",{"timestamp":%d,"changes":[{"type":"add","id":"%s-obj","owner":"%s","properties":{"churn":true}}]}]`, time.Now().UnixMilli(), id, id))
+					// With --interest a joining user appears somewhere in
+					// the world, seen by those around it.
+					props := `"churn":true`
+					if cfg.interest > 0 {
+						props += fmt.Sprintf(`,"position":[%d,0,%d]`, (k*7+i*13)%cfg.side*gridSpacing, (k*11+i*5)%cfg.side*gridSpacing)
+					}
+					c.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `["worldChange",{"timestamp":%d,"changes":[{"type":"add","id":"%s-obj","owner":"%s","properties":{%s}}]}]`, time.Now().UnixMilli(), id, id, props))
 				}
 			case <-stay:
 				break loop
@@ -496,9 +624,9 @@ func churn(ctx context.Context, url string, k int, st *stats) {
 
 // stall connects a client that answers the handshake and then stops
 // reading.
-func stall(ctx context.Context, url string, k int) {
+func stall(ctx context.Context, cfg *config, k int) {
 	id := fmt.Sprintf("stalled-%08d-%08d", os.Getpid()%100000000, k)
-	c, _, err := websocket.Dial(ctx, url, dialOpts)
+	c, _, err := websocket.Dial(ctx, cfg.url, cfg.dialOpts)
 	if err != nil {
 		return
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/solipsism/mesh/bridge/alloverse"
 	"github.com/solipsism/mesh/bridge/snapshot"
 	"github.com/solipsism/mesh/enet"
+	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
 	"github.com/solipsism/mesh/web"
@@ -109,6 +110,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		defer snap.Close()
 		log.Info("serving snapshots", "udp", snap.Addr().String(), "rate", cfg.snapRate)
 	}
+
+	rctx, stopReclaim := context.WithCancel(context.Background())
+	defer stopReclaim()
+	rec := &reclaimer{load: func() int { return node.World().Len() + len(node.Links()) }, minPeak: 4096}
+	defer node.World().Subscribe(func(gameworld.Applied) { rec.observe(node.World().Len()) })()
+	go rec.run(rctx, 2*time.Second)
 
 	mux := http.NewServeMux()
 	mux.Handle("/ws", node)

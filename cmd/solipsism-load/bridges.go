@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/solipsism/mesh/bridge/alloverse"
+	"github.com/solipsism/mesh/bridge/snapshot"
+)
+
+// bridged are the Alloverse and snapshot clients of a run (--allo,
+// --snapshot). Each follows the whole world, measures how long the load
+// clients' changes take to reach it, and writes an object of its own at
+// the load rate, which the WebSocket clients see like any other.
+type bridged struct {
+	allo  []*bridgedClient
+	snaps []*bridgedClient
+}
+
+// bridgedClient is one Alloverse or snapshot client.
+type bridgedClient struct {
+	own string // the object it writes
+	// view returns its current copy of the world: object id to its "t"
+	// value; ok is false while it has none.
+	view  func() (map[string]string, bool)
+	close func()
+}
+
+// bridgedCheck counts the bridged clients whose view differs from the
+// node's world.
+type bridgedCheck struct{ allo, snaps int }
+
+// startBridged connects the bridged clients and starts them.
+func startBridged(ctx context.Context, cfg *config, rate float64, st *stats, wg *sync.WaitGroup) (*bridged, error) {
+	b := &bridged{}
+	for k := range cfg.allo {
+		bc, err := startAllo(ctx, cfg, k, rate, st, wg)
+		if err != nil {
+			return nil, fmt.Errorf("alloverse client %d: %w", k, err)
+		}
+		b.allo = append(b.allo, bc)
+	}
+	for k := range cfg.snapshots {
+		bc, err := startSnapshot(ctx, cfg, k, rate, st, wg)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot client %d: %w", k, err)
+		}
+		b.snaps = append(b.snaps, bc)
+	}
+	return b, nil
+}
+
+// startAllo connects an Alloverse client, announces it (its avatar is the
+// entity it writes), and runs it until ctx ends.
+func startAllo(ctx context.Context, cfg *config, k int, rate float64, st *stats, wg *sync.WaitGroup) (*bridgedClient, error) {
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := alloverse.DialClient(dctx, cfg.alloURL, alloverse.ClientOptions{Token: cfg.token})
+	if err != nil {
+		return nil, err
+	}
+	avatar, _, err := c.Announce(dctx, map[string]any{"t": 0})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	view := func() (map[string]string, bool) {
+		doc, _, ok := c.Document()
+		if !ok {
+			return nil, false
+		}
+		var d struct {
+			Entities map[string]struct {
+				Components map[string]json.RawMessage `json:"components"`
+			} `json:"entities"`
+		}
+		if json.Unmarshal(doc, &d) != nil {
+			return nil, false
+		}
+		out := make(map[string]string, len(d.Entities))
+		for id, e := range d.Entities {
+			out[id] = string(e.Components["t"])
+		}
+		return out, true
+	}
+	write := func(t int64) error {
+		_, err := c.Request(ctx, "change_components", avatar, "add_or_change", map[string]any{"t": t})
+		return err
+	}
+	bc := &bridgedClient{own: avatar, view: view, close: func() { c.Close() }}
+	bc.run(ctx, rate, st, &st.alloLat, c.Changed, write, wg)
+	return bc, nil
+}
+
+// startSnapshot connects a snapshot client and runs it until ctx ends.
+func startSnapshot(ctx context.Context, cfg *config, k int, rate float64, st *stats, wg *sync.WaitGroup) (*bridgedClient, error) {
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := snapshot.Dial(dctx, cfg.snapshotAddr, snapshot.ClientOptions{Token: cfg.token})
+	if err != nil {
+		return nil, err
+	}
+	own := fmt.Sprintf("snap-%08d-%08d", os.Getpid()%100000000, k)
+	view := func() (map[string]string, bool) {
+		objs := c.Objects()
+		out := make(map[string]string, len(objs))
+		for id, p := range objs {
+			out[id] = string(p["t"])
+		}
+		return out, true
+	}
+	write := func(t int64) error { return c.Set(own, map[string]any{"t": t}) }
+	if err := write(0); err != nil {
+		c.Close()
+		return nil, err
+	}
+	bc := &bridgedClient{own: own, view: view, close: func() { c.Close() }}
+	bc.run(ctx, rate, st, &st.snapLat, c.Changed, write, wg)
+	return bc, nil
+}
+
+// run writes the client's object at rate and, on every change of its
+// view, records how old the load clients' newly seen changes are.
+func (bc *bridgedClient) run(ctx context.Context, rate float64, st *stats, lat *[]time.Duration,
+	changed func() <-chan struct{}, write func(int64) error, wg *sync.WaitGroup) {
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer bc.close()
+		seen := map[string]string{}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed():
+			}
+			now := time.Now().UnixNano()
+			view, ok := bc.view()
+			if !ok || !st.measuring.Load() {
+				continue
+			}
+			var fresh []time.Duration
+			for id, t := range view {
+				if id == bc.own || seen[id] == t {
+					continue
+				}
+				seen[id] = t
+				if v, err := strconv.ParseInt(t, 10, 64); err == nil && v > 1e15 {
+					fresh = append(fresh, time.Duration(now-v))
+				}
+			}
+			st.record(lat, fresh...)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if rate <= 0 {
+			return
+		}
+		tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if st.stopSending.Load() {
+				continue
+			}
+			if err := write(time.Now().UnixNano()); err != nil {
+				if ctx.Err() == nil {
+					st.errors.Add(1)
+				}
+				return
+			}
+			if st.measuring.Load() {
+				st.sent.Add(1)
+			}
+		}
+	}()
+}
+
+// check compares every bridged client's view with the node's world.
+func (b *bridged) check(node map[string]nodeObject) bridgedCheck {
+	differs := func(bc *bridgedClient) bool {
+		view, ok := bc.view()
+		if !ok || len(view) != len(node) {
+			return true
+		}
+		for id, o := range node {
+			if t, ok := view[id]; !ok || !sameNumber(t, o.t) {
+				return true
+			}
+		}
+		return false
+	}
+	var c bridgedCheck
+	for _, bc := range b.allo {
+		if differs(bc) {
+			c.allo++
+		}
+	}
+	for _, bc := range b.snaps {
+		if differs(bc) {
+			c.snaps++
+		}
+	}
+	return c
+}
+
+// sameNumber compares two JSON values, numbers by value: a bridge may
+// spell a number differently from the node.
+func sameNumber(a, b string) bool {
+	if a == b {
+		return true
+	}
+	x, err1 := strconv.ParseFloat(a, 64)
+	y, err2 := strconv.ParseFloat(b, 64)
+	return err1 == nil && err2 == nil && x == y
+}
+
+// fill puts the bridged clients' figures in the report.
+func (b *bridged) fill(r *report, st *stats, c bridgedCheck) {
+	r.AlloClients, r.SnapshotClients = len(b.allo), len(b.snaps)
+	r.AlloInconsistent, r.SnapshotInconsistent = c.allo, c.snaps
+	if len(b.allo) > 0 {
+		p := st.percentiles(&st.alloLat)
+		r.AlloP50ms, r.AlloP99ms = p.p50, p.p99
+	}
+	if len(b.snaps) > 0 {
+		p := st.percentiles(&st.snapLat)
+		r.SnapshotP50ms, r.SnapshotP99ms = p.p50, p.p99
+	}
+}
+
+// printBridged adds the bridged clients' rows to the summary table.
+func printBridged(w io.Writer, r report) {
+	row := func(name string, n int, p50, p99 float64, bad int, checked bool) {
+		if n == 0 {
+			return
+		}
+		fmt.Fprintf(w, "%s clients\t%d, latency p50 / p99 %.1f / %.1f ms", name, n, p50, p99)
+		if checked {
+			fmt.Fprintf(w, ", %d of %d hold the node's world", n-bad, n)
+		}
+		fmt.Fprintln(w)
+	}
+	row("alloverse", r.AlloClients, r.AlloP50ms, r.AlloP99ms, r.AlloInconsistent, r.Checked > 0)
+	row("snapshot", r.SnapshotClients, r.SnapshotP50ms, r.SnapshotP99ms, r.SnapshotInconsistent, r.Checked > 0)
+}
