@@ -11,7 +11,12 @@
 // copy is compared with the node's (/api/state); the tool exits with 3 if
 // any differs. --token presents a token to a node with authentication on.
 // With --idle the clients only connect, answer the handshake and wait,
-// which is how per-connection memory is measured.
+// which is how per-connection memory is measured. --interest places the
+// objects on a grid and gives each client an interest box around its own;
+// --churn and --stalled add clients that join and leave all the time and
+// clients that stop reading; --allo and --snapshot add Alloverse and
+// snapshot clients that follow the world, write an object of their own and
+// report their own latency and consistency.
 //
 //	solipsism-load --url ws://127.0.0.1:8080/ws --clients 200 --rate 20 --duration 10s
 package main
