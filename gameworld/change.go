@@ -13,6 +13,10 @@ const (
 	Add ChangeType = iota + 1
 	Update
 	Remove
+	// Transfer gives an object a new owner (our extension, see
+	// docs/protocol.md): its Owner and Epoch become the object's, and its
+	// Properties, when not nil, replace the object's whole.
+	Transfer
 )
 
 // String returns the wire name of t.
@@ -24,6 +28,8 @@ func (t ChangeType) String() string {
 		return "update"
 	case Remove:
 		return "remove"
+	case Transfer:
+		return "transfer"
 	}
 	return fmt.Sprintf("ChangeType(%d)", uint8(t))
 }
@@ -37,6 +43,8 @@ func ParseChangeType(s string) (ChangeType, bool) {
 		return Update, true
 	case "remove":
 		return Remove, true
+	case "transfer":
+		return Transfer, true
 	}
 	return 0, false
 }
@@ -68,6 +76,26 @@ type Change struct {
 	Owner string
 	// Properties are the properties to set; missing ones are left unchanged.
 	Properties Properties
+	// Epoch is the object's ownership epoch: it grows with every transfer,
+	// and of two claims to an object the higher epoch wins, ties going to
+	// the greater owner identifier (see Beats). Zero on objects never
+	// transferred, and from peers that do not know transfers.
+	Epoch uint64
+	// PrevOwner is, on a Transfer record, the owner before it. It is not
+	// sent on the wire.
+	PrevOwner string
+}
+
+// Beats reports whether a claim (epoch, owner) to an object wins over the
+// object's current (curEpoch, curOwner): a higher epoch wins, and of equal
+// epochs the greater owner identifier. A claim of epoch 0 (from a peer that
+// knows nothing of transfers) never wins. Every node decides the same way,
+// so concurrent transfers end with one owner everywhere.
+func Beats(epoch uint64, owner string, curEpoch uint64, curOwner string) bool {
+	if epoch == 0 {
+		return false
+	}
+	return epoch > curEpoch || (epoch == curEpoch && owner > curOwner)
 }
 
 // Record is a change that a World has applied, normalised: Type is Add only

@@ -20,6 +20,8 @@ type Object struct {
 	ID         string
 	Owner      string
 	Properties Properties
+	// Epoch is the ownership epoch (see Change.Epoch).
+	Epoch uint64
 	// Version counts the records applied to this object, starting at 1.
 	Version uint64
 	// Revision is the world revision of the object's last change.
@@ -219,6 +221,13 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 	switch c.Type {
 	case Add:
 		if o != nil {
+			if c.Owner != o.Owner && Beats(c.Epoch, c.Owner, o.Epoch, o.Owner) {
+				// A claim that wins over the stored one (a mesh node's
+				// refresh after a partition healed): the object changes
+				// owner, and the add is its whole state.
+				c.Type = Transfer
+				return w.applyOne(c, o, now)
+			}
 			// An add of an existing id is an update; the owner never changes.
 			return w.update(o, c.Properties, now), true
 		}
@@ -231,9 +240,33 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 			slot = w.nextSlot
 			w.nextSlot++
 		}
-		o = &Object{ID: c.ID, Owner: c.Owner, Properties: props, Version: 1, Revision: w.rev, Created: now, Updated: now, Slot: slot}
+		o = &Object{ID: c.ID, Owner: c.Owner, Properties: props, Epoch: c.Epoch, Version: 1, Revision: w.rev, Created: now, Updated: now, Slot: slot}
 		w.objs[c.ID] = o
-		return Record{Change: Change{Type: Add, ID: c.ID, Owner: c.Owner, Properties: props}, Version: 1, Revision: w.rev, After: props, Slot: slot}, true
+		return Record{Change: Change{Type: Add, ID: c.ID, Owner: c.Owner, Properties: props, Epoch: c.Epoch}, Version: 1, Revision: w.rev, After: props, Slot: slot}, true
+	case Transfer:
+		if o == nil {
+			if c.Properties == nil {
+				return Record{}, false
+			}
+			// A transfer carries the whole object: one we lacked arrives
+			// as an add.
+			c.Type = Add
+			return w.applyOne(c, nil, now)
+		}
+		w.rev++
+		prev := o.Owner
+		if c.Epoch == 0 {
+			c.Epoch = o.Epoch + 1 // a request: the next epoch
+		}
+		o.Owner, o.Epoch = c.Owner, c.Epoch
+		if c.Properties != nil {
+			o.Properties = c.Properties.Merge(nil)
+		}
+		o.Version++
+		o.Revision = w.rev
+		o.Updated = now
+		return Record{Change: Change{Type: Transfer, ID: o.ID, Owner: o.Owner, Properties: o.Properties, Epoch: o.Epoch, PrevOwner: prev},
+			Version: o.Version, Revision: w.rev, After: o.Properties, Slot: o.Slot}, true
 	case Update:
 		if o == nil {
 			return Record{}, false
@@ -276,7 +309,7 @@ func (w *World) update(o *Object, props Properties, now time.Time) Record {
 	o.Version++
 	o.Revision = w.rev
 	o.Updated = now
-	return Record{Change: Change{Type: Update, ID: o.ID, Owner: o.Owner, Properties: delta}, Version: o.Version, Revision: w.rev, After: o.Properties, Slot: o.Slot}
+	return Record{Change: Change{Type: Update, ID: o.ID, Owner: o.Owner, Properties: delta, Epoch: o.Epoch}, Version: o.Version, Revision: w.rev, After: o.Properties, Slot: o.Slot}
 }
 
 // appendCoalesced appends rec to recs, folding it into an earlier record for
@@ -293,6 +326,11 @@ func appendCoalesced(recs []Record, pos map[string]int, created map[string]bool,
 	}
 	prev := &recs[i]
 	switch {
+	case prev.Type == Transfer && rec.Type == Update:
+		// A transfer carries the whole object: it takes the update in.
+		prev.Properties = rec.After
+		prev.Version, prev.Revision, prev.After, prev.Slot = rec.Version, rec.Revision, rec.After, rec.Slot
+		return recs
 	case prev.Type != Remove && rec.Type == Update:
 		// add+update stays an add; update+update merges.
 		prev.Properties = prev.Properties.Merge(rec.Properties)

@@ -184,7 +184,20 @@ type Metadata struct {
 	// peer presents them to take its identifiers back from a connection
 	// not yet gone. Peers that do not know the key ignore it.
 	ResumeTokens map[string]string
+	// Features is our extension (metadata key "features"): the protocol
+	// extensions the peer speaks, such as FeatureOwnership. A peer that
+	// does not list one is never sent what it would not understand.
+	Features []string
 }
+
+// FeatureOwnership is the feature of peers that take part in ownership
+// transfers: they are sent "transfer" records and "epoch" keys, and may
+// send transfers themselves. Others see an owner change as a remove
+// followed, in a later message, by an add.
+const FeatureOwnership = "ownership"
+
+// Has reports whether the peer announced the feature f.
+func (md Metadata) Has(f string) bool { return slices.Contains(md.Features, f) }
 
 // DecodeMetadata decodes the data of a metadata or metadataChange message.
 // A missing identifierChain means [identifier]; a chain that lacks the
@@ -214,6 +227,11 @@ func (l Limits) DecodeMetadata(data json.RawMessage) (Metadata, error) {
 			if len(tok) > 128 || len(id) > 256 {
 				return md, invalid("a resume token or its identifier is too long")
 			}
+		}
+	}
+	if raw, ok := fields["features"]; ok && !isNull(raw) {
+		if json.Unmarshal(raw, &md.Features) != nil || len(md.Features) > 32 {
+			return md, invalid("features is not an array of at most 32 strings")
 		}
 	}
 	if raw, ok := fields["identifierChain"]; ok && !isNull(raw) {
@@ -269,6 +287,16 @@ func AppendMetadata(dst []byte, typeName string, md Metadata) []byte {
 	if md.HasInterest {
 		dst = appendInterest(dst, md.Interest)
 	}
+	if len(md.Features) > 0 {
+		dst = append(dst, `,"features":[`...)
+		for i, f := range md.Features {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, f)
+		}
+		dst = append(dst, ']')
+	}
 	if len(md.ResumeTokens) > 0 {
 		dst = append(dst, `,"resumeTokens":{`...)
 		ids := make([]string, 0, len(md.ResumeTokens))
@@ -308,6 +336,10 @@ func AppendChange(dst []byte, c gameworld.Change) []byte {
 	dst = appendString(dst, c.ID)
 	dst = append(dst, `,"owner":`...)
 	dst = appendString(dst, c.Owner)
+	if c.Epoch > 0 && (c.Type == gameworld.Add || c.Type == gameworld.Transfer) {
+		dst = append(dst, `,"epoch":`...)
+		dst = strconv.AppendUint(dst, c.Epoch, 10)
+	}
 	if c.Type != gameworld.Remove {
 		dst = append(dst, `,"properties":`...)
 		dst = appendProperties(dst, c.Properties)

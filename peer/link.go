@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -154,7 +155,9 @@ type Link struct {
 	md       Metadata
 	hasMD    bool
 	dialect  string
-	interval time.Duration
+	// transfers is set when the peer takes part in ownership transfers.
+	transfers atomic.Bool
+	interval  time.Duration
 
 	// Outbound state, guarded by outMu.
 	outMu   sync.Mutex
@@ -421,6 +424,35 @@ func (l *Link) Offer(recs []*Record, verdict func(i int) Verdict, full func(i in
 			}
 			if r.Type != gameworld.Remove {
 				r = NewRecord(gameworld.Change{Type: gameworld.Remove, ID: r.ID, Owner: r.Owner}, r.Slot)
+			}
+		}
+		if r.Type == gameworld.Transfer && r.Properties != nil {
+			// (A transfer without properties is a request to an upstream
+			// that takes them, and goes as it is.)
+			switch {
+			case !l.known.has(r.Slot):
+				r = AsAdd(r)
+			case !l.transfers.Load():
+				// For a peer that knows nothing of transfers an add never
+				// changes an owner: it is told the object went, and in a
+				// later message that it came back with its new owner. The
+				// queue puts the two in separate messages.
+				if direct != nil {
+					if len(direct.recs) > 0 {
+						l.outbox = append(l.outbox, direct)
+					} else {
+						recsPool.Put(&direct.recs)
+					}
+					direct = nil
+				}
+				if q == nil {
+					if q = l.openQueueLocked(); q == nil {
+						return
+					}
+				}
+				q.push(NewRecord(gameworld.Change{Type: gameworld.Remove, ID: r.ID, Owner: r.PrevOwner}, r.Slot), &l.known)
+				q.push(AsAdd(r), &l.known)
+				continue
 			}
 		}
 		switch r.Type {
@@ -741,6 +773,7 @@ func (l *Link) handle(m Message) error {
 		}
 		l.mu.Lock()
 		l.md, l.hasMD = md, true
+		l.transfers.Store(md.Has(FeatureOwnership))
 		l.dialect = m.Type
 		if l.mdTimer != nil {
 			l.mdTimer.Stop()

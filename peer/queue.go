@@ -30,12 +30,39 @@ func (r *Record) Encoded() []byte {
 	return r.enc
 }
 
+// AsAdd returns the add that gives a peer the whole object r (an add or a
+// transfer) describes, with its owner and epoch.
+func AsAdd(r *Record) *Record {
+	if r.Type == gameworld.Add {
+		return r
+	}
+	a := NewRecord(gameworld.Change{Type: gameworld.Add, ID: r.ID, Owner: r.Owner, Epoch: r.Epoch, Properties: r.Properties}, r.Slot)
+	a.Born = r.Born
+	return a
+}
+
 // Coalesce folds next (an add or update of the same object) into prev, as
 // the protocol allows: add+update is an add, update+update one update with
 // the later values. prev may be nil.
 func Coalesce(prev, next *Record) *Record {
 	if prev == nil {
 		return next
+	}
+	if next.Type == gameworld.Transfer {
+		// A transfer carries the whole object. To a peer that is still to
+		// be sent the object's add, it is that add.
+		if prev.Type == gameworld.Add {
+			r := AsAdd(next)
+			r.Born = prev.Born
+			return r
+		}
+		return next
+	}
+	if prev.Type == gameworld.Transfer {
+		r := NewRecord(gameworld.Change{Type: gameworld.Transfer, ID: next.ID, Owner: prev.Owner, Epoch: prev.Epoch,
+			PrevOwner: prev.PrevOwner, Properties: prev.Properties.Merge(next.Properties)}, next.Slot)
+		r.Born = prev.Born
+		return r
 	}
 	if prev.Type == gameworld.Update && next.Type == gameworld.Update {
 		covers := true
@@ -53,7 +80,7 @@ func Coalesce(prev, next *Record) *Record {
 	if prev.Type == gameworld.Add || next.Type == gameworld.Add {
 		typ = gameworld.Add
 	}
-	r := NewRecord(gameworld.Change{Type: typ, ID: next.ID, Owner: next.Owner,
+	r := NewRecord(gameworld.Change{Type: typ, ID: next.ID, Owner: next.Owner, Epoch: max(prev.Epoch, next.Epoch),
 		Properties: prev.Properties.Merge(next.Properties)}, next.Slot)
 	r.Born = min(prev.Born, next.Born)
 	if prev.Born == 0 || next.Born == 0 {

@@ -382,6 +382,19 @@ func (d *streamDecoder) change() (gameworld.Change, error) {
 				return c, err
 			}
 			c.Owner = string(v)
+		case "epoch":
+			v, err := d.value("epoch")
+			if err != nil {
+				return c, err
+			}
+			if string(v) == "null" {
+				break
+			}
+			e, perr := strconv.ParseUint(string(v), 10, 64)
+			if perr != nil {
+				return c, invalid("epoch is not a whole number")
+			}
+			c.Epoch = e
 		case "properties":
 			switch d.dec.PeekKind() {
 			case 'n':

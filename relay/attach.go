@@ -52,7 +52,9 @@ type Receiver interface {
 	Receive(ds []Delivery)
 }
 
-// Delivery is one change routed to an Attachment.
+// Delivery is one change routed to an Attachment. A Transfer gives the
+// object a new owner and carries its whole state, like an add; it names
+// only objects the receiver was given.
 type Delivery struct {
 	gameworld.Change
 	// After is every property of the object after the change (nil for a
@@ -146,20 +148,12 @@ func (a *Attachment) Apply(changes []gameworld.Change) (gameworld.Applied, error
 	if !a.attached() {
 		return gameworld.Applied{}, errDetached
 	}
+	requests := n.prepareTransfers(changes)
 	res := n.world.Apply(changes, func(c gameworld.Change, existing *gameworld.Object) error {
-		owner := c.Owner
-		if existing != nil {
-			owner = existing.Owner
-		}
-		if owner == "" {
-			return ownership.ErrNotOwner
-		}
-		if err := ownership.MayAccept(n.role, ownership.Downstream, n.relation(a.ls, owner)); err != nil {
-			return err
-		}
-		return n.checkQuota(c, existing, owner)
+		return n.authorize(a.ls, ownership.Downstream, c, existing)
 	})
 	n.route(res.Records, a.ls)
+	n.answerTransfers(a.ls, requests)
 	return res, nil
 }
 
@@ -242,7 +236,10 @@ func (a *Attachment) offer(recs []*peer.Record, verdict func(int) peer.Verdict, 
 		}
 		a.seen[r.Slot] = struct{}{}
 		switch {
-		case r.Type == gameworld.Add:
+		case r.Type == gameworld.Transfer && !has:
+			// An object the receiver lacks arrives whole, as an add.
+			d.Type, d.After = gameworld.Add, r.Properties
+		case r.Type == gameworld.Add || r.Type == gameworld.Transfer:
 			d.After = r.Properties
 		case r.Type == gameworld.Update && full != nil:
 			if f := full(i); f != nil {

@@ -38,14 +38,20 @@ type ClientOptions struct {
 }
 
 // Event is a change to an object owned by another world, as seen by a
-// Client.
+// Client, or a change of any object's owner.
 type Event struct {
 	// Type is Add when the object appeared, Update when some properties
-	// changed and Remove when it went away.
+	// changed, Remove when it went away and Transfer when it changed
+	// owner (see Gained and Lost).
 	Type gameworld.ChangeType
 	ID   string
 	// Owner is the identifier of the world that owns the object.
 	Owner string
+	// PrevOwner is the owner before a Transfer.
+	PrevOwner string
+	// Gained and Lost are set on a Transfer that made this client the
+	// object's owner, or took the object from it.
+	Gained, Lost bool
 	// Changed holds the properties this event set (nil for Remove).
 	Changed gameworld.Properties
 	// Properties holds all the object's properties after the event (nil
@@ -210,12 +216,65 @@ func (c *Client) Subscribe(fn func(Event)) (cancel func()) {
 	self := c.node.id
 	return c.node.World().Subscribe(func(a gameworld.Applied) {
 		for _, r := range a.Records {
-			if r.Owner == self {
+			if r.Owner == self && r.Type != gameworld.Transfer {
 				continue
 			}
-			fn(Event{Type: r.Type, ID: r.ID, Owner: r.Owner, Changed: r.Properties, Properties: r.After})
+			fn(Event{Type: r.Type, ID: r.ID, Owner: r.Owner, PrevOwner: r.PrevOwner, Changed: r.Properties, Properties: r.After,
+				Gained: r.Type == gameworld.Transfer && r.Owner == self && r.PrevOwner != self,
+				Lost:   r.Type == gameworld.Transfer && r.PrevOwner == self && r.Owner != self})
 		}
 	})
+}
+
+// TakeOwnership asks the server for an object another world owns and
+// waits for the answer: nil once this client owns it (its writes are then
+// accepted everywhere), ErrTransferRefused if the server's transfer policy
+// or a concurrent claim decided otherwise. Whether an object may be taken
+// is marked by its owner with the property "transferable" (or
+// "persistent"); see docs/protocol.md.
+func (c *Client) TakeOwnership(ctx context.Context, id string) error {
+	return c.transfer(ctx, id, c.node.id)
+}
+
+// Release gives an object this client owns to the server node, from which
+// anyone may take it (if it may be taken), and waits until it is gone.
+func (c *Client) Release(ctx context.Context, id string) error {
+	return c.transfer(ctx, id, "")
+}
+
+// transfer sends a request and waits for the transfer that answers it.
+func (c *Client) transfer(ctx context.Context, id, owner string) error {
+	answer := make(chan string, 1)
+	cancel := c.node.World().Subscribe(func(a gameworld.Applied) {
+		for _, r := range a.Records {
+			if r.ID == id && (r.Type == gameworld.Transfer || r.Type == gameworld.Remove) {
+				select {
+				case answer <- r.Owner:
+				default:
+				}
+			}
+		}
+	})
+	defer cancel()
+	if err := c.node.requestUpstream([]gameworld.Change{{Type: gameworld.Transfer, ID: id, Owner: owner}}); err != nil {
+		return err
+	}
+	select {
+	case got := <-answer:
+		self := got == c.node.id
+		if (owner != "") != self {
+			return fmt.Errorf("%w: %s is owned by %s", ErrTransferRefused, id, got)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Owner returns the owner of an object in the client's copy of the world.
+func (c *Client) Owner(id string) (string, bool) {
+	o, ok := c.node.World().Get(id)
+	return o.Owner, ok
 }
 
 // Close disconnects and stops reconnecting.

@@ -47,6 +47,8 @@ type fanout struct {
 	unique bool
 	// refreshes is set when some link waits for a refresh answer.
 	refreshes bool
+	// answers is set when some link has transfer answers due.
+	answers bool
 	// mdAt lists positions in the log where the worlds behind this node
 	// changed: upstream and mesh links are sent this node's metadata there,
 	// so that a departed world's removals go before the metadata that drops
@@ -136,7 +138,7 @@ func (n *Node) tickLoop() {
 // refreshes, and empties the log. n.mu must be held.
 func (n *Node) flushLocked() {
 	f := &n.fan
-	if len(f.log) == 0 && !f.refreshes && len(f.mdAt) == 0 {
+	if len(f.log) == 0 && !f.refreshes && len(f.mdAt) == 0 && !f.answers {
 		return
 	}
 	start := time.Now()
@@ -146,7 +148,7 @@ func (n *Node) flushLocked() {
 			return e.rec
 		}
 		if e.full == nil && e.after != nil {
-			e.full = n.newRecord(gameworld.Change{Type: gameworld.Add, ID: e.rec.ID, Owner: e.rec.Owner, Properties: e.after}, e.rec.Slot, e.rec.Born)
+			e.full = n.newRecord(gameworld.Change{Type: gameworld.Add, ID: e.rec.ID, Owner: e.rec.Owner, Epoch: e.rec.Epoch, Properties: e.after}, e.rec.Slot, e.rec.Born)
 		}
 		return e.full
 	}
@@ -192,6 +194,7 @@ func (n *Node) flushLocked() {
 			ls.refreshWanted = false
 			n.sendRefreshLocked(ls)
 		}
+		n.sendAnswersLocked(ls)
 	}
 	for _, a := range n.atts {
 		if a.ls.region != nil {
@@ -203,11 +206,12 @@ func (n *Node) flushLocked() {
 			a.ls.refreshWanted = false
 			n.sendRefreshLocked(a.ls)
 		}
+		n.sendAnswersLocked(a.ls)
 	}
 	clear(f.log)
 	clear(f.recs)
 	clear(f.bySlot)
-	f.log, f.recs, f.refreshes, f.mdAt = f.log[:0], f.recs[:0], false, f.mdAt[:0]
+	f.log, f.recs, f.refreshes, f.mdAt, f.answers = f.log[:0], f.recs[:0], false, f.mdAt[:0], false
 	if cap(f.log) > 4096 { // after a burst, let the memory go
 		f.log, f.recs, f.bySlot = nil, nil, nil
 	}
@@ -282,7 +286,7 @@ func (n *Node) sendRefreshLocked(ls *linkState) {
 			}
 		}
 		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
-			recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Properties: o.Properties}, o.Slot))
+			recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties}, o.Slot))
 		}
 		return true
 	})

@@ -344,7 +344,7 @@ func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
 				v = peer.Hide
 			}
 		}
-		recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Properties: o.Properties}, o.Slot))
+		recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties}, o.Slot))
 		verdicts = append(verdicts, v)
 	}
 	if len(recs) > 0 {

@@ -86,6 +86,9 @@ type linkState struct {
 	askedRefresh bool
 	// refreshWanted: the next flush answers the link's refresh request.
 	refreshWanted bool
+	// answers are the objects whose owner this peer asked about: the
+	// next flush tells it, after what the log held (transfer.go).
+	answers map[string]bool
 	sweep         *sweep
 	remoteURL     string
 	// member is the memberlist name of a mesh link's peer.
@@ -454,21 +457,12 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 			wc.Changes[i].Owner = peerID
 		}
 	}
+	var requests map[string]bool
+	if ls.kind == ownership.Downstream {
+		requests = n.prepareTransfers(wc.Changes)
+	}
 	res := n.world.Apply(wc.Changes, func(c gameworld.Change, existing *gameworld.Object) error {
-		owner := c.Owner
-		if existing != nil {
-			owner = existing.Owner
-		}
-		if owner == "" {
-			return ownership.ErrNotOwner
-		}
-		if err := ownership.MayAccept(n.role, ls.kind, n.relation(ls, owner)); err != nil {
-			return err
-		}
-		if ls.kind == ownership.Downstream {
-			return n.checkQuota(c, existing, owner)
-		}
-		return nil
+		return n.authorize(ls, ls.kind, c, existing)
 	})
 	for _, rf := range res.Refused {
 		if errors.Is(rf.Err, gameworld.ErrUnknownObject) {
@@ -481,6 +475,19 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	// The peer knows what it sent us (Echo), so a later remove may be
 	// relayed to it.
 	n.route(res.Records, ls)
+	if ls.kind == ownership.Downstream {
+		// A refused claim from a proxy is answered too: the proxy takes
+		// our word over its own grant.
+		for _, rf := range res.Refused {
+			if rf.Change.Type == gameworld.Transfer {
+				if requests == nil {
+					requests = map[string]bool{}
+				}
+				requests[rf.Change.ID] = true
+			}
+		}
+		n.answerTransfers(ls, requests)
+	}
 	if ls.sweep != nil {
 		ls.sweep.see(wc.Changes)
 		switch {
@@ -598,7 +605,9 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	}
 	if len(gone) > 0 {
 		changed = true
-		n.releaseClaims(gone, ls)
+		// The peer node that held them gives their persistent objects to
+		// itself; we make the same claim.
+		n.releaseClaimsTo(gone, ls, md.Identifier)
 		for _, id := range gone {
 			delete(ls.chain, id)
 		}
@@ -632,11 +641,20 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 // peers. from, if not nil, is a link whose peer removed them itself. n.mu
 // must be held.
 func (n *Node) releaseClaims(ids []string, from *linkState) {
+	n.releaseClaimsTo(ids, from, n.id)
+}
+
+// releaseClaimsTo is releaseClaims with the heir of persistent objects:
+// this node, or the peer node that held the departed worlds (it gives them
+// the same claim, so both agree). n.mu must be held.
+func (n *Node) releaseClaimsTo(ids []string, from *linkState, heir string) {
 	set := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		set[id] = true
 	}
-	removed := n.removeWhere(func(o gameworld.Object) bool { return set[o.Owner] }, from)
+	// Persistent objects outlive their owner: they fall to this node.
+	kept := n.keepPersistentLocked(set, heir)
+	removed := n.removeWhere(func(o gameworld.Object) bool { return set[o.Owner] && !kept[o.ID] }, from)
 	for _, id := range ids {
 		delete(n.claims, id)
 	}
@@ -678,7 +696,7 @@ func (n *Node) LocalMetadata(l *peer.Link) peer.Metadata {
 // localMetadataLocked is LocalMetadata for a link of the given kind. n.mu
 // must be held.
 func (n *Node) localMetadataLocked(kind ownership.LinkKind) peer.Metadata {
-	md := peer.Metadata{Identifier: n.id, IdentifierChain: []string{n.id}, Role: n.role.String()}
+	md := peer.Metadata{Identifier: n.id, IdentifierChain: []string{n.id}, Role: n.role.String(), Features: []string{peer.FeatureOwnership}}
 	if kind == ownership.Downstream {
 		return md
 	}

@@ -20,6 +20,11 @@ const DefaultReclaimGrace = 5 * time.Second
 type Options struct {
 	// Role is the node's role. Zero means ownership.Server.
 	Role ownership.Role
+	// Transfers is the policy for ownership transfers. Zero means
+	// ownership.TransferMarked: objects marked "transferable": true, and
+	// persistent objects, may change owner. Every node of a mesh should
+	// run the same policy.
+	Transfers ownership.Policy
 	// Identifier is the node's world identifier. Empty means a fresh one
 	// with Prefix.
 	Identifier string

@@ -65,6 +65,11 @@ func (n *Node) countOwners(recs []gameworld.Record) {
 			if n.owned[recs[i].Owner]--; n.owned[recs[i].Owner] <= 0 {
 				delete(n.owned, recs[i].Owner)
 			}
+		case gameworld.Transfer:
+			n.owned[recs[i].Owner]++
+			if n.owned[recs[i].PrevOwner]--; n.owned[recs[i].PrevOwner] <= 0 {
+				delete(n.owned, recs[i].PrevOwner)
+			}
 		}
 	}
 }

@@ -50,6 +50,7 @@ type config struct {
 	placeName     string
 	interest      []peer.Box
 	quotas        relay.Quotas
+	transfers     ownership.Policy
 	alloENet      string
 	authKey       string
 	upstreamToken string
@@ -105,9 +106,11 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		readRate                      string
 		join, secret                  string
 		alloStyle                     string
+		transfers                     string
 	)
 	fs.StringVar(&c.listen, "listen", ":8080", "HTTP listen address")
 	fs.StringVar(&role, "role", "server", "node role: server or proxy")
+	fs.StringVar(&transfers, "transfers", "marked", "which objects clients may take ownership of: marked (\"transferable\": true, or persistent), all (unless \"transferable\": false) or none; every node of a mesh should agree")
 	fs.StringVar(&c.prefix, "prefix", "", "prefix of the node's world identifier (default: the role)")
 	fs.DurationVar(&c.tick, "tick", peer.DefaultTick, "how often each link flushes its coalesced changes; 0 sends immediately")
 	fs.StringVar(&readLim, "read-limit", "1MiB", "largest change record, or message of another type (bytes, or with KiB/MiB); a worldChange may carry any number of records")
@@ -186,6 +189,9 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	var err error
 	if c.role, err = ownership.ParseRole(role); err != nil || c.role == ownership.Client {
 		return c, fmt.Errorf("--role: want server or proxy, got %q", role)
+	}
+	if c.transfers, err = ownership.ParsePolicy(transfers); err != nil {
+		return c, fmt.Errorf("--transfers: %w", err)
 	}
 	if c.readLimit, err = parseSize(readLim, math.MaxInt32); err != nil {
 		return c, fmt.Errorf("--read-limit: %w", err)

@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	node, err := relay.New(relay.Options{
-		Auth: authn, Quotas: cfg.quotas,
+		Auth: authn, Quotas: cfg.quotas, Transfers: cfg.transfers,
 		Role: cfg.role, Prefix: cfg.prefix, Tick: cfg.nodeTick(),
 		Limits:   peer.Limits{MaxRecordBytes: int(cfg.readLimit)},
 		ReadRate: int(cfg.readRate), OriginPatterns: cfg.origins,

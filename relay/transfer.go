@@ -1,0 +1,235 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+// Ownership transfers (our extension; docs/protocol.md). A peer that
+// speaks them asks for an object with a "transfer" record naming itself as
+// owner and no epoch; the node that holds the peer's link decides by the
+// transfer policy, gives the object the next epoch and routes the transfer
+// like any change, so it reaches every node and peer as one record. Nodes
+// pass transfers on with their epoch, and each node takes one only if its
+// (epoch, owner) beats the object's current one (gameworld.Beats): of
+// concurrent transfers, the same one wins everywhere. A transfer naming no
+// owner (or this node) from the object's owner releases it to the node.
+// The requester hears the outcome as a transfer record: its own when
+// granted, the object's current owner when refused.
+
+// Errors of transfer requests.
+var (
+	// ErrNotConnected: the request needs an upstream link, and none is
+	// up.
+	ErrNotConnected = errors.New("relay: not connected")
+	// ErrNoTransfers: the upstream does not take part in ownership
+	// transfers (a 2016 server).
+	ErrNoTransfers = errors.New("relay: the upstream does not support ownership transfers")
+	// ErrTransferRefused: the upstream refused the request (policy, or a
+	// claim that won over it).
+	ErrTransferRefused = errors.New("relay: ownership transfer refused")
+)
+
+// Reserved properties that mark an object for transfers.
+const (
+	PropTransferable = "transferable"
+	PropPersistent   = "persistent"
+)
+
+// flagsOf reads an object's ownership markings.
+func flagsOf(props gameworld.Properties) ownership.Flags {
+	var f ownership.Flags
+	switch string(props[PropTransferable]) {
+	case "true":
+		f.Transferable, f.Marked = true, true
+	case "false":
+		f.Marked = true
+	}
+	f.Persistent = string(props[PropPersistent]) == "true"
+	return f
+}
+
+// isTransfer reports whether applying c to existing changes its owner:
+// a transfer, or an add whose claim beats the stored one.
+func isTransfer(c gameworld.Change, existing *gameworld.Object) bool {
+	return c.Type == gameworld.Transfer ||
+		(c.Type == gameworld.Add && existing != nil && c.Owner != existing.Owner &&
+			gameworld.Beats(c.Epoch, c.Owner, existing.Epoch, existing.Owner))
+}
+
+// authorize decides whether a change arriving from ls (a link of the
+// given kind, or an attachment as a downstream peer) may be applied. It is
+// the one write rule of every kind of peer. n.mu must be held.
+func (n *Node) authorize(ls *linkState, kind ownership.LinkKind, c gameworld.Change, existing *gameworld.Object) error {
+	if existing != nil && isTransfer(c, existing) {
+		return n.mayTransfer(ls, kind, c, existing)
+	}
+	owner := c.Owner
+	if existing != nil {
+		owner = existing.Owner
+	}
+	if owner == "" {
+		return ownership.ErrNotOwner
+	}
+	if err := ownership.MayAccept(n.role, kind, n.relation(ls, owner)); err != nil {
+		return err
+	}
+	if kind == ownership.Downstream {
+		return n.checkQuota(c, existing, owner)
+	}
+	return nil
+}
+
+// mayTransfer decides a transfer of the existing object ex. n.mu must be
+// held.
+func (n *Node) mayTransfer(ls *linkState, kind ownership.LinkKind, c gameworld.Change, ex *gameworld.Object) error {
+	if kind == ownership.Upstream {
+		// The upstream's word stands (ownership.MayClaim); a restatement
+		// of what we have still answers a request.
+		return ownership.MayClaim(n.role, kind, n.relation(ls, c.Owner))
+	}
+	if kind == ownership.Downstream && c.Owner == n.id {
+		// A release: only the owner gives an object up.
+		if !n.relation(ls, ex.Owner).InLinkChain {
+			return ownership.ErrNotOwner
+		}
+		return nil
+	}
+	if err := ownership.MayClaim(n.role, kind, n.relation(ls, c.Owner)); err != nil {
+		return err
+	}
+	switch {
+	case c.Owner == ex.Owner:
+		return ownership.ErrAlreadyOwner
+	case c.Epoch == 0 && kind != ownership.Downstream:
+		// Only a requester asks for the next epoch; nodes pass theirs on.
+		return ownership.ErrStaleClaim
+	case c.Epoch != 0 && !gameworld.Beats(c.Epoch, c.Owner, ex.Epoch, ex.Owner):
+		return ownership.ErrStaleClaim
+	case !n.opts.Transfers.Allows(flagsOf(ex.Properties)):
+		return ownership.ErrNotTransferable
+	}
+	return nil
+}
+
+// prepareTransfers turns the releases among changes from a downstream
+// peer (transfers that name no owner) into transfers to this node, and
+// returns the ids of the transfers the peer asked for itself (no epoch),
+// whose outcome it is told. It runs before the changes are applied.
+func (n *Node) prepareTransfers(changes []gameworld.Change) (requests map[string]bool) {
+	for i := range changes {
+		c := &changes[i]
+		if c.Type != gameworld.Transfer || c.Epoch != 0 {
+			continue
+		}
+		if c.Owner == "" {
+			c.Owner = n.id
+		}
+		c.Properties = nil // the object keeps its own
+		if requests == nil {
+			requests = map[string]bool{}
+		}
+		requests[c.ID] = true
+	}
+	return requests
+}
+
+// answerTransfers notes that a peer that asked for transfers is to be
+// told how each ended: the transfer it got, or the object's current
+// owner. The next flush tells it, after the changes routed before, so the
+// answer is never older than what the peer already heard. n.mu must be
+// held.
+func (n *Node) answerTransfers(ls *linkState, requests map[string]bool) {
+	if len(requests) == 0 {
+		return
+	}
+	if ls.answers == nil {
+		ls.answers = map[string]bool{}
+	}
+	for id := range requests {
+		ls.answers[id] = true
+	}
+	n.fan.answers = true
+	if n.opts.Tick == peer.Immediate {
+		n.flushLocked()
+	}
+}
+
+// sendAnswersLocked sends ls its due transfer answers. n.mu must be held.
+func (n *Node) sendAnswersLocked(ls *linkState) {
+	if len(ls.answers) == 0 {
+		return
+	}
+	recs := make([]*peer.Record, 0, len(ls.answers))
+	for id := range ls.answers {
+		if o, ok := n.world.Get(id); ok {
+			recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Transfer, ID: o.ID, Owner: o.Owner,
+				Epoch: o.Epoch, Properties: o.Properties}, o.Slot))
+		}
+	}
+	ls.answers = nil
+	send := func(int) peer.Verdict { return peer.Send }
+	switch {
+	case ls.att != nil:
+		ls.att.offer(recs, send, nil)
+	case ls.link != nil:
+		ls.link.Offer(recs, send, nil, true)
+	}
+}
+
+// keepPersistentLocked gives every persistent object among those owned by
+// departed identifiers to heir instead of removing it, at the next epoch,
+// and returns the ids it kept. n.mu must be held.
+func (n *Node) keepPersistentLocked(departed map[string]bool, heir string) map[string]bool {
+	var changes []gameworld.Change
+	n.world.Range(func(o gameworld.Object) bool {
+		if departed[o.Owner] && flagsOf(o.Properties).Persistent {
+			changes = append(changes, gameworld.Change{Type: gameworld.Transfer, ID: o.ID, Owner: heir})
+		}
+		return true
+	})
+	if len(changes) == 0 {
+		return nil
+	}
+	res := n.world.Apply(changes, nil)
+	n.route(res.Records, nil)
+	kept := make(map[string]bool, len(changes))
+	for _, c := range changes {
+		kept[c.ID] = true
+	}
+	return kept
+}
+
+// requestUpstream sends changes (transfer requests) to the upstream
+// without applying them here: the upstream decides, and its answer comes
+// back as a transfer. It fails when no upstream link is ready.
+func (n *Node) requestUpstream(changes []gameworld.Change) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return ErrClosed
+	}
+	for _, ls := range n.order {
+		if ls.kind != ownership.Upstream || !ls.ready {
+			continue
+		}
+		if md, _ := ls.link.Metadata(); !md.Has(peer.FeatureOwnership) {
+			return ErrNoTransfers
+		}
+		recs := make([]*peer.Record, 0, len(changes))
+		for _, c := range changes {
+			o, ok := n.world.Get(c.ID)
+			if !ok {
+				return fmt.Errorf("relay: %w: %s", gameworld.ErrUnknownObject, c.ID)
+			}
+			recs = append(recs, peer.NewRecord(c, o.Slot))
+		}
+		ls.link.Offer(recs, func(int) peer.Verdict { return peer.Send }, nil, true)
+		return nil
+	}
+	return ErrNotConnected
+}
