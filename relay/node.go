@@ -88,9 +88,9 @@ type linkState struct {
 	refreshWanted bool
 	// answers are the objects whose owner this peer asked about: the
 	// next flush tells it, after what the log held (transfer.go).
-	answers map[string]bool
-	sweep         *sweep
-	remoteURL     string
+	answers   map[string]bool
+	sweep     *sweep
+	remoteURL string
 	// member is the memberlist name of a mesh link's peer.
 	member string
 	// detached mesh links have closed while their member is still alive:
