@@ -53,6 +53,8 @@ export class GameObject {
     this.properties = properties;
     /** @type {number} when the object last changed, in ms (performance-independent wall clock) */
     this.updatedAt = Date.now();
+    /** @type {number} ownership epoch: grows with every change of owner */
+    this.epoch = 0;
   }
 
   /** @returns {boolean} whether this world (or a world behind it) owns the object. */
@@ -72,12 +74,42 @@ export class GameObject {
   remove() {
     this.world.change([{ type: "remove", id: this.id }]);
   }
+
+  /**
+   * Asks the server for this object (see GameWorld.takeOwnership).
+   * @returns {Promise<boolean>} whether this world now owns it
+   */
+  takeOwnership() {
+    return this.world.takeOwnership(this);
+  }
+
+  /**
+   * Gives this object, which this world owns, to the server.
+   * @returns {Promise<boolean>} whether it is no longer this world's
+   */
+  release() {
+    return this.world.release(this);
+  }
+}
+
+/**
+ * Whether a claim (epoch, owner) to an object wins over its current one: a
+ * higher epoch wins, of equal epochs the greater identifier; epoch 0 never.
+ * Every node and world decides alike, so concurrent claims end with one
+ * owner everywhere.
+ * @package
+ */
+export function beats(epoch, owner, curEpoch, curOwner) {
+  if (!epoch) return false;
+  return epoch > curEpoch || (epoch === curEpoch && owner > curOwner);
 }
 
 /**
  * A set of GameObjects. Events (CustomEvent, detail {object, changed}):
  * "add" when an object appears, "update" when properties change (changed
- * holds them), "remove" when it goes away. Events fire for everyone's
+ * holds them), "remove" when it goes away, "transfer" when it changes
+ * owner (detail.previousOwner), and then "gained" when this world became
+ * its owner or "lost" when it stopped being. Events fire for everyone's
  * objects, this world's own included.
  */
 export class GameWorld extends EventTarget {
@@ -111,6 +143,48 @@ export class GameWorld extends EventTarget {
   /** @returns {boolean} whether owner is this world or a world behind it. */
   isLocal(owner) {
     return owner === this.identifier || this.behind.has(owner);
+  }
+
+  /**
+   * Asks the server for an object another world owns. The server decides
+   * by its transfer policy: objects marked {transferable: true} (or
+   * persistent) may be taken by default. The promise resolves once the
+   * answer arrived: true when this world owns the object (its writes are
+   * then accepted everywhere, and a "gained" event fired), false if
+   * refused or not connected to a server that does transfers.
+   * @param {GameObject|string} object
+   * @returns {Promise<boolean>}
+   */
+  takeOwnership(object) {
+    return this.requestTransfer(typeof object === "string" ? object : object.id, this.identifier);
+  }
+
+  /**
+   * Gives an object this world owns to the server, from which others may
+   * take it. Resolves true once it is no longer this world's.
+   * @param {GameObject|string} object
+   * @returns {Promise<boolean>}
+   */
+  release(object) {
+    return this.requestTransfer(typeof object === "string" ? object : object.id, "");
+  }
+
+  /** @package */
+  requestTransfer(id, owner) {
+    const up = [...this.links].find((l) => l.kind === "upstream" && l.speaksTransfers());
+    if (!up || !this.objects.has(id)) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const settle = (e) => {
+        if (e.detail.object.id !== id) return;
+        this.removeEventListener("transfer", settle);
+        this.removeEventListener("remove", settle);
+        const mine = e.type === "transfer" && this.isLocal(e.detail.object.owner);
+        resolve(owner ? mine : !mine);
+      };
+      this.addEventListener("transfer", settle);
+      this.addEventListener("remove", settle);
+      up.request({ type: "transfer", id, owner });
+    });
   }
 
   /** @returns {GameObject|undefined} */
@@ -159,10 +233,22 @@ export class GameWorld extends EventTarget {
         continue;
       }
       const props = c.properties && typeof c.properties === "object" ? c.properties : {};
-      if (c.type === "add" && !existing) {
+      const epoch = Number.isSafeInteger(c.epoch) && c.epoch > 0 ? c.epoch : 0;
+      if ((c.type === "add" || (c.type === "transfer" && c.properties)) && !existing) {
         const o = new GameObject(this, c.id, c.owner || this.identifier, { ...props });
+        o.epoch = epoch;
         this.objects.set(c.id, o);
-        applied.push({ rec: { type: "add", id: o.id, owner: o.owner, properties: { ...props } }, object: o });
+        const rec = { type: "add", id: o.id, owner: o.owner, properties: { ...props } };
+        if (epoch) rec.epoch = epoch;
+        applied.push({ rec, object: o });
+      } else if (existing && (c.type === "transfer" || (c.type === "add" && c.owner && c.owner !== existing.owner && beats(epoch, c.owner, existing.epoch, existing.owner)))) {
+        // A change of owner: a transfer carries the whole object.
+        const prev = existing.owner;
+        existing.owner = c.owner;
+        existing.epoch = epoch || existing.epoch + 1;
+        if (c.properties && typeof c.properties === "object") existing.properties = { ...props };
+        existing.updatedAt = Date.now();
+        applied.push({ rec: { type: "transfer", id: existing.id, owner: existing.owner, epoch: existing.epoch, properties: { ...existing.properties } }, object: existing, previousOwner: prev });
       } else if ((c.type === "add" || c.type === "update") && existing) {
         // An add of an existing id is an update; the owner never changes.
         Object.assign(existing.properties, props);
@@ -175,8 +261,14 @@ export class GameWorld extends EventTarget {
       // update or remove of an unknown id: ignored, as the protocol says.
     }
     for (const a of applied) {
-      for (const l of this.links) if (l !== from) l.offer(a.rec, a.object);
-      this.dispatchEvent(new CustomEvent(a.rec.type, { detail: { object: a.object, changed: a.changed || a.object.properties } }));
+      for (const l of this.links) if (l !== from) l.offer(a.rec, a.object, a.previousOwner);
+      const detail = { object: a.object, changed: a.changed || a.object.properties, previousOwner: a.previousOwner };
+      this.dispatchEvent(new CustomEvent(a.rec.type, { detail }));
+      if (a.rec.type === "transfer") {
+        const was = this.isLocal(a.previousOwner), is = this.isLocal(a.object.owner);
+        if (is && !was) this.dispatchEvent(new CustomEvent("gained", { detail }));
+        if (was && !is) this.dispatchEvent(new CustomEvent("lost", { detail }));
+      }
     }
     return refused;
   }
@@ -248,7 +340,7 @@ export class Link {
   metadata(extra) {
     const chain = [this.world.identifier];
     if (this.kind === "upstream") chain.push(...[...this.world.behind].sort());
-    const md = { identifier: this.world.identifier, identifierChain: chain, ...(this.metaExtra ? this.metaExtra() : {}), ...extra };
+    const md = { identifier: this.world.identifier, identifierChain: chain, features: ["ownership"], ...(this.metaExtra ? this.metaExtra() : {}), ...extra };
     if (this.kind === "upstream" && this.world.interest) md.interest = this.world.interest;
     if (this.kind === "upstream" && Object.keys(this.world.resumeTokens).length) md.resumeTokens = { ...this.world.resumeTokens };
     return md;
@@ -280,9 +372,58 @@ export class Link {
     return this.peerChain.has(owner);
   }
 
+  /** @returns {boolean} whether the peer takes part in ownership transfers. */
+  speaksTransfers() {
+    return !!(this.peer && Array.isArray(this.peer.features) && this.peer.features.includes("ownership"));
+  }
+
+  /**
+   * Sends a transfer request to the upstream now, after what is queued:
+   * the upstream decides and answers with a transfer.
+   * @package
+   */
+  request(rec) {
+    this.flush();
+    this.post(["worldChange", { timestamp: Date.now(), changes: [rec] }]);
+  }
+
+  /**
+   * Offers a change of owner to a downstream peer: the transfer itself to
+   * a peer that speaks transfers (its new owner included: that is its
+   * answer), else a remove and, in a later message, an add.
+   */
+  offerTransfer(rec, object, previousOwner) {
+    if (this.kind === "upstream" || !this.peer) return; // upstreams decide; they are not told
+    const knows = this.known.has(rec.id);
+    const add = { type: "add", id: rec.id, owner: rec.owner, properties: { ...object.properties } };
+    if (rec.epoch) add.epoch = rec.epoch;
+    if (!knows) {
+      if (this.mayReceive(rec.owner)) this.offer(add, object);
+      return;
+    }
+    let e = this.queue.get(rec.id);
+    if (!e) {
+      e = { knew: true, removed: null, rec: null };
+      this.queue.set(rec.id, e);
+    }
+    if (this.speaksTransfers()) {
+      e.rec = { ...rec, properties: { ...object.properties } };
+    } else {
+      e.removed = { type: "remove", id: rec.id, owner: previousOwner };
+      e.rec = this.mayReceive(rec.owner) ? add : null;
+      if (!e.rec) this.known.delete(rec.id);
+    }
+    this.schedule();
+  }
+
   /** Offers an applied change record; queued if this link's peer should get it. */
-  offer(rec, object) {
-    if (this.closed || !this.mayReceive(rec.owner)) return;
+  offer(rec, object, previousOwner) {
+    if (this.closed) return;
+    if (rec.type === "transfer") {
+      this.offerTransfer(rec, object, previousOwner);
+      return;
+    }
+    if (!this.mayReceive(rec.owner)) return;
     let r = rec;
     const knows = this.known.has(r.id);
     if (r.type === "update" && !knows) {
@@ -303,7 +444,7 @@ export class Link {
         e.rec = { ...r, properties: { ...r.properties } };
       } else {
         Object.assign(e.rec.properties, r.properties);
-        if (r.type === "add") e.rec.type = "add";
+        if (r.type === "add" && e.rec.type !== "transfer") e.rec.type = "add";
       }
       this.known.add(r.id);
     }
@@ -449,7 +590,7 @@ export class Link {
     }
     const valid = [];
     for (const c of data.changes) {
-      if (c && typeof c === "object" && typeof c.id === "string" && c.id && ["add", "update", "remove"].includes(c.type) &&
+      if (c && typeof c === "object" && typeof c.id === "string" && c.id && ["add", "update", "remove", "transfer"].includes(c.type) &&
           (c.properties === undefined || c.properties === null || (typeof c.properties === "object" && !Array.isArray(c.properties)))) {
         valid.push(c);
       } else {
@@ -461,8 +602,20 @@ export class Link {
       return;
     }
     const fallbackOwner = this.peer ? this.peer.identifier : undefined;
-    const owned = valid.map((c) => (c.type === "add" && !c.owner ? { ...c, owner: fallbackOwner } : c));
-    const refused = new Set(this.world.apply(owned, this, (c, existing) => this.mayAccept(existing ? existing.owner : c.owner)));
+    let owned = valid.map((c) => (c.type === "add" && !c.owner ? { ...c, owner: fallbackOwner } : c));
+    if (this.kind === "downstream") {
+      // A transfer from behind us is a request for the server (the page's,
+      // through its worker): passed on, not applied here.
+      for (const c of owned) {
+        if (c.type !== "transfer") continue;
+        const up = [...this.world.links].find((l) => l.kind === "upstream" && l.speaksTransfers());
+        if (c.owner && !this.peerChain.has(c.owner)) this.stats.refused++;
+        else if (up) up.request({ type: "transfer", id: c.id, owner: c.owner || "" });
+      }
+      owned = owned.filter((c) => c.type !== "transfer");
+    }
+    // The upstream decides who owns what: its transfers always stand.
+    const refused = new Set(this.world.apply(owned, this, (c, existing) => c.type === "transfer" || this.mayAccept(existing ? existing.owner : c.owner)));
     this.stats.refused += refused.size;
     for (const c of owned) {
       if (refused.has(c)) continue;

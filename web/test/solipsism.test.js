@@ -100,6 +100,40 @@ test("two clients see each other's objects: add, partial update, remove, no echo
   await node.stop();
 });
 
+test("ownership: take, refuse, write as the new owner, release, with gained and lost events", async () => {
+  const node = await startNode(await freePort());
+  const a = connect({ url: node.url, worker: false });
+  const b = connect({ url: node.url, worker: false });
+  await Promise.all([connected(a), connected(b)]);
+  const events = [];
+  for (const t of ["gained", "lost"]) {
+    a.world.addEventListener(t, (e) => events.push("a:" + t + ":" + e.detail.object.id));
+    b.world.addEventListener(t, (e) => events.push("b:" + t + ":" + e.detail.object.id));
+  }
+  const ball = a.world.create({ kind: "ball", transferable: true, x: 1 });
+  const rock = a.world.create({ kind: "rock" });
+  await waitFor("b sees both", () => b.world.get(ball.id) && b.world.get(rock.id));
+
+  assert.equal(await b.world.get(ball.id).takeOwnership(), true);
+  assert.equal(b.world.get(ball.id).owned, true);
+  assert.equal(await b.world.takeOwnership(rock.id), false);
+  await waitFor("a hears it lost the ball", () => a.world.get(ball.id).owner === b.world.identifier);
+  assert.equal(a.world.get(ball.id).epoch, 1);
+  assert.throws(() => a.world.get(ball.id).set({ x: 99 }), /not owned/);
+  b.world.get(ball.id).set({ x: 2 });
+  await waitFor("b's write reaches a", () => a.world.get(ball.id).properties.x === 2);
+
+  assert.equal(await b.world.get(ball.id).release(), true);
+  await waitFor("a sees the server own it", () => a.world.get(ball.id).owner !== b.world.identifier);
+  assert.equal(await a.world.get(ball.id).takeOwnership(), true);
+  a.world.get(ball.id).set({ x: 3 });
+  await waitFor("a's write reaches b", () => b.world.get(ball.id).properties.x === 3);
+  assert.ok(events.includes(`b:gained:${ball.id}`) && events.includes(`a:lost:${ball.id}`) && events.includes(`b:lost:${ball.id}`) && events.includes(`a:gained:${ball.id}`), events.join(" "));
+  a.close();
+  b.close();
+  await node.stop();
+});
+
 test("a region: only what is inside arrives, moves in and out, and the region moves", async () => {
   const node = await startNode(await freePort());
   const a = connect({ url: node.url, worker: false });
@@ -233,7 +267,7 @@ test("answers requestMetadata in the peer's dialect and requestRefresh with its 
   const { world, link, sent } = fakeLink("upstream");
   const o = world.create({ v: 1 });
   link.receive(["requestMetadata"]);
-  assert.deepEqual(sent.at(-1), ["metadataChange", { identifier: world.identifier, identifierChain: [world.identifier] }]);
+  assert.deepEqual(sent.at(-1), ["metadataChange", { identifier: world.identifier, identifierChain: [world.identifier], features: ["ownership"] }]);
   link.receive(["metadata", { identifier: "server-AAAAAAAA-AAAAAAAA" }]);
   link.receive(["requestMetadata", null]);
   assert.equal(sent.at(-1)[0], "metadata");
