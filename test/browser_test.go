@@ -229,13 +229,55 @@ func TestBrowserDemo(t *testing.T) {
 		waitJS(t, alice, "bob moved by key", fmt.Sprintf(`demo.avatars().some(a => a.name === "bob" && a.x !== %v)`, before))
 	})
 
+	t.Run("two pages pass the ball back and forth", func(t *testing.T) {
+		waitJS(t, alice, "alice sees the ball", `!!demo.ball()`)
+		waitJS(t, bob, "bob sees the ball", `!!demo.ball()`)
+		aliceID := evalJS[string](t, alice, `demo.session.world.identifier`)
+		bobID := evalJS[string](t, bob, `demo.session.world.identifier`)
+		// pressAndThrow grabs the ball on who's page with a real press
+		// on it, carries it with real mouse moves and throws it by
+		// releasing while moving; other sees who own it, then the ball
+		// come to rest where who's page put it.
+		pressAndThrow := func(t *testing.T, who context.Context, whoID string, other context.Context) {
+			t.Helper()
+			at := evalJS[map[string]float64](t, who, `(() => { const b = demo.ball(); return demo.toScreen(b.properties.x, b.properties.y); })()`)
+			if err := chromedp.Do(who, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, at["x"], at["y"])); err != nil {
+				t.Fatal(err)
+			}
+			if err := chromedp.Do(who, chromedp.MouseEvent(input.DispatchMouseEventTypeMousePressed, at["x"], at["y"], chromedp.ButtonLeft)); err != nil {
+				t.Fatal(err)
+			}
+			waitJS(t, who, "the grab", `demo.ball().owned && demo.holding()`)
+			waitJS(t, other, "the other page sees the new owner", fmt.Sprintf(`demo.ball().owner === %q`, whoID))
+			for i := 1; i <= 5; i++ {
+				if err := chromedp.Do(who, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, at["x"]+float64(i*4), at["y"]+float64(i*2), chromedp.ButtonLeft)); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(15 * time.Millisecond)
+			}
+			if err := chromedp.Do(who, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseReleased, at["x"]+20, at["y"]+10, chromedp.ButtonLeft)); err != nil {
+				t.Fatal(err)
+			}
+			waitJS(t, who, "the ball flies and comes to rest", `!demo.holding() && demo.ball().properties.vx === 0 && demo.ball().properties.vy === 0`)
+			x, y := evalJS[float64](t, who, `demo.ball().properties.x`), evalJS[float64](t, who, `demo.ball().properties.y`)
+			waitJS(t, other, "the other page sees it at rest", fmt.Sprintf(`demo.ball().properties.x === %v && demo.ball().properties.y === %v`, x, y))
+		}
+		pressAndThrow(t, alice, aliceID, bob)
+		pressAndThrow(t, bob, bobID, alice)
+		pressAndThrow(t, alice, aliceID, bob)
+		waitJS(t, bob, "bob lost it", `!demo.ball().owned`)
+		if errs := evalJS[[]string](t, alice, `demo.errors`); len(errs) > 0 {
+			t.Fatalf("alice's page: %v", errs)
+		}
+	})
+
 	t.Run("inspector lists both", func(t *testing.T) {
 		insp, _ := tab(t, browser, "inspector", front.URL+"/inspect")
 		alicePage := evalJS[string](t, alice, `demo.session.world.identifier`)
 		bobPage := evalJS[string](t, bob, `demo.session.world.identifier`)
 		// Alice's link is her worker's, with her page behind it.
 		waitJS(t, insp, "both links listed", fmt.Sprintf(`(() => { const t = document.querySelector("#links tbody").textContent; return t.includes(%q) && t.includes(%q) && t.includes("webworker-"); })()`, alicePage, bobPage))
-		waitJS(t, insp, "objects listed", `document.querySelectorAll("#objects tbody tr").length === 2`)
+		waitJS(t, insp, "objects listed", `document.querySelectorAll("#objects tbody tr").length === 3`) // two avatars and the ball
 		waitJS(t, insp, "regions shown", `[...document.querySelectorAll("#links tbody td.region")].filter(td => td.textContent.includes("]–[")).length === 2`)
 		waitJS(t, insp, "rates plotted", `document.getElementById("rates").getContext("2d").getImageData(0,0,800,260).data.some(v => v !== 0)`)
 	})

@@ -1,5 +1,9 @@
 // The demo: every open tab is an avatar that moves with the mouse or keys
 // and sees every other tab's avatar glide to where its owner moved it.
+// A shared ball lies in the world: any tab can grab it (press on it: the
+// tab asks the server for ownership), carry it and throw it (release while
+// moving); whoever owns it runs its flight. The ball is persistent: it
+// stays, owned by the server, when its owner leaves.
 import { connect } from "/solipsism.js";
 
 const params = new URLSearchParams(location.search);
@@ -75,10 +79,92 @@ function moveTo(x, y) {
   y = Math.round(y * 10) / 10;
   me.set({ x, y, position: [x, y, 0] });
   followRegion();
+  carry();
 }
-canvas.addEventListener("pointermove", (e) => {
+const toWorld = (e) => {
   const s = scale(), o = offset();
-  moveTo((e.clientX * devicePixelRatio - o.x) / s, (e.clientY * devicePixelRatio - o.y) / s);
+  return { x: (e.clientX * devicePixelRatio - o.x) / s, y: (e.clientY * devicePixelRatio - o.y) / s };
+};
+// toScreen gives the CSS pixel position of a world point (for scripts).
+const toScreen = (x, y) => {
+  const s = scale(), o = offset();
+  return { x: (o.x + x * s) / devicePixelRatio, y: (o.y + y * s) / devicePixelRatio };
+};
+canvas.addEventListener("pointermove", (e) => {
+  const p = toWorld(e);
+  moveTo(p.x, p.y);
+});
+
+// The shared ball.
+const BALL = "demo-ball";
+let holding = false;
+const trail = []; // recent avatar positions while carrying: the throw's speed
+const ball = () => session.world.get(BALL);
+session.addEventListener("status", (e) => {
+  // Once connected and the world has arrived, the first tab to find no
+  // ball puts one down.
+  if (e.detail === "connected") {
+    setTimeout(() => {
+      if (!ball()) session.world.create({ kind: "ball", transferable: true, persistent: true, x: W / 2, y: H / 2, position: [W / 2, H / 2, 0], vx: 0, vy: 0 }, BALL);
+    }, 500);
+  }
+});
+session.world.addEventListener("lost", (e) => {
+  if (e.detail.object.id === BALL) holding = false;
+});
+async function grab() {
+  const b = ball();
+  if (!b) return false;
+  if (!b.owned && !(await b.takeOwnership())) return false;
+  holding = true;
+  trail.length = 0;
+  carry();
+  return true;
+}
+function carry() {
+  const b = ball();
+  if (!holding || !b || !b.owned) return;
+  const { x, y } = me.properties;
+  trail.push({ x, y, t: performance.now() });
+  while (trail.length > 2 && performance.now() - trail[0].t > 120) trail.shift();
+  b.set({ x, y: y - 30, position: [x, y - 30, 0], vx: 0, vy: 0 });
+}
+function throwBall(vx, vy) {
+  const b = ball();
+  if (!b || !b.owned) return false;
+  if (vx === undefined && trail.length >= 2) {
+    const a = trail[0], z = trail[trail.length - 1], dt = Math.max(1, z.t - a.t) / 1000;
+    vx = (z.x - a.x) / dt;
+    vy = (z.y - a.y) / dt;
+  }
+  holding = false;
+  b.set({ vx: vx || 0, vy: vy || 0 });
+  return true;
+}
+// The owner runs the flight: bounces off the walls, slows down.
+function fly(dt) {
+  const b = ball();
+  if (!b || !b.owned || holding) return;
+  let { x, y, vx, vy } = b.properties;
+  if (!vx && !vy) return;
+  x += (vx * dt) / 1000;
+  y += (vy * dt) / 1000;
+  if (x < 0 || x > W) { vx = -vx; x = Math.max(0, Math.min(W, x)); }
+  if (y < 0 || y > H) { vy = -vy; y = Math.max(0, Math.min(H, y)); }
+  const f = Math.exp(-dt / 1000);
+  vx *= f;
+  vy *= f;
+  if (Math.hypot(vx, vy) < 20) vx = vy = 0;
+  x = Math.round(x * 10) / 10;
+  y = Math.round(y * 10) / 10;
+  b.set({ x, y, position: [x, y, 0], vx, vy });
+}
+canvas.addEventListener("pointerdown", (e) => {
+  const p = toWorld(e), b = ball();
+  if (b && Math.hypot(p.x - b.properties.x, p.y - b.properties.y) < 40) grab();
+});
+canvas.addEventListener("pointerup", () => {
+  if (holding) throwBall();
 });
 // A key tap nudges the avatar; holding it keeps it moving (see frame).
 const held = new Set();
@@ -142,6 +228,18 @@ function frame(now) {
     drawAvatar(p.x, p.y, obj.properties.color || colorFor(a.owner), a.name || "?", false);
   }
   drawAvatar(me.properties.x, me.properties.y, me.properties.color, name + " (you)", true);
+  fly(dt);
+  const b = ball();
+  if (b) {
+    const bx = o.x + b.properties.x * s, by = o.y + b.properties.y * s;
+    ctx.beginPath();
+    ctx.arc(bx, by, 10 * s, 0, Math.PI * 2);
+    ctx.fillStyle = "#f4f1e8";
+    ctx.fill();
+    ctx.lineWidth = 4 * s;
+    ctx.strokeStyle = b.owned ? "#ffffff" : colorFor(b.owner);
+    ctx.stroke();
+  }
   document.getElementById("count").textContent = `${avatars().length + 1} here`;
   requestAnimationFrame(frame);
 }
@@ -153,4 +251,4 @@ const errors = [];
 addEventListener("error", (e) => errors.push(String(e.message)));
 addEventListener("unhandledrejection", (e) => errors.push(String(e.reason)));
 if (session.worker) session.worker.addEventListener("error", (e) => errors.push("worker: " + e.message));
-window.demo = { session, me, name, mode, avatars, moveTo, errors, region: () => regionAt && R };
+window.demo = { session, me, name, mode, avatars, moveTo, errors, region: () => regionAt && R, ball, grab, throwBall, toScreen, holding: () => holding };
