@@ -159,6 +159,26 @@ func (s *Session) interact(body []json.RawMessage) []any {
 		return s.changeComponents(body, fail)
 	case "remove_entity":
 		return s.removeEntity(body, fail)
+	case "take_ownership", "release_ownership":
+		// Our extension: ["take_ownership", ID] asks the node for an entity
+		// another owns (its transfer policy decides); ["release_ownership",
+		// ID] gives one of the agent's to the node.
+		var id string
+		if len(body) < 2 || json.Unmarshal(body[1], &id) != nil {
+			return fail("%s takes an entity id", verb)
+		}
+		owner := s.agent.Identifier()
+		if verb == "release_ownership" {
+			owner = ""
+		}
+		res, err := s.agent.Apply([]gameworld.Change{{Type: gameworld.Transfer, ID: id, Owner: owner}})
+		if err != nil {
+			return fail("%v", err)
+		}
+		if len(res.Refused) > 0 {
+			return fail("%s %s: %v", verb, id, res.Refused[0].Err)
+		}
+		return []any{verb, "ok"}
 	}
 	return fail("unknown request %q", verb)
 }

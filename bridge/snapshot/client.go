@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -389,16 +391,34 @@ func (c *Client) Set(id string, props map[string]any) error {
 }
 
 // Remove removes an object this client owns.
-func (c *Client) Remove(id string) { c.queue(update{ID: id, Remove: true}) }
+func (c *Client) Remove(id string) { c.queue(update{ID: id, Op: opRemove}) }
 
+// TakeOwnership asks the node for an object another world owns; the
+// node's transfer policy decides (objects marked "transferable": true, or
+// persistent, by default). Once granted, the client's Sets of the object
+// are accepted, and the snapshots show them.
+func (c *Client) TakeOwnership(id string) { c.queue(update{ID: id, Op: opTake}) }
+
+// Release gives an object this client owns to the node.
+func (c *Client) Release(id string) { c.queue(update{ID: id, Op: opRelease}) }
+
+// queue makes u pending: the latest change of each object, and apart from
+// it the latest ownership request, are sent with every command until
+// acknowledged. Requests go first in a command, so a Set after a
+// TakeOwnership arrives after it.
 func (c *Client) queue(u update) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ver++
-	p := c.pending[u.ID]
+	key := u.ID
+	if u.Op == opTake || u.Op == opRelease {
+		key = "\x00own\x00" + u.ID
+		u.Seq = uint32(c.ver)
+	}
+	p := c.pending[key]
 	if p == nil {
 		p = &pendingUpdate{}
-		c.pending[u.ID] = p
+		c.pending[key] = p
 	}
 	p.u, p.ver = u, c.ver
 }
@@ -514,7 +534,22 @@ func (c *Client) commandLoop() {
 		cmd := command{LocalTime: uint32(time.Now().UnixMilli()), ReturnTime: c.w.serverTime, Tick: c.cmdTick,
 			AckTick: c.w.lastTick, AckMask: c.w.ackMask, Loaded: uint16(len(c.w.loaded)), Digest: digest(c.w.hashes)}
 		room := MaxPacket - 40
+		due := make([]*pendingUpdate, 0, len(c.pending))
 		for _, p := range c.pending {
+			due = append(due, p)
+		}
+		// Ownership requests first, then in the order they were made.
+		slices.SortFunc(due, func(a, b *pendingUpdate) int {
+			ao, bo := a.u.Op >= opTake, b.u.Op >= opTake
+			if ao != bo {
+				if ao {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Compare(a.ver, b.ver)
+		})
+		for _, p := range due {
 			n := len(p.u.ID) + len(p.u.Props) + 8
 			if n > room || len(cmd.Updates) == maxUpdates {
 				continue

@@ -239,12 +239,24 @@ type command struct {
 	Updates    []update
 }
 
-// update is a change of an object the client owns.
+// update is a change of an object the client owns, or a request for its
+// ownership.
 type update struct {
-	ID     string
-	Remove bool
-	Props  []byte // a JSON object, for a set
+	ID    string
+	Op    uint8  // opSet, opRemove, opTake or opRelease
+	Props []byte // a JSON object, for a set
+	// Seq numbers a take or release: a client repeats one until it is
+	// acknowledged, and the server carries out each number once.
+	Seq uint32
 }
+
+// Update operations, two bits on the wire.
+const (
+	opSet     = 0 // create or change the object: Props follow
+	opRemove  = 1 // remove it
+	opTake    = 2 // ask for its ownership (the node's transfer policy decides)
+	opRelease = 3 // give it to the node
+)
 
 // maxUpdates bounds one command's updates.
 const maxUpdates = 256
@@ -260,10 +272,13 @@ func (c *command) write(w *Writer) {
 	w.WriteBits(c.Digest, 32)
 	w.WritePacked(uint32(len(c.Updates)))
 	for _, u := range c.Updates {
-		w.WriteBool(u.Remove)
+		w.WriteBits(uint32(u.Op), 2)
 		w.WriteBytes([]byte(u.ID))
-		if !u.Remove {
+		switch u.Op {
+		case opSet:
 			w.WriteBytes(u.Props)
+		case opTake, opRelease:
+			w.WriteBits(u.Seq, 32)
 		}
 	}
 }
@@ -288,10 +303,13 @@ func decodeCommand(p []byte) (command, error) {
 	}
 	for range n {
 		var u update
-		u.Remove = r.ReadBool()
+		u.Op = uint8(r.ReadBits(2))
 		u.ID = string(r.ReadBytes(MaxJSONBytes))
-		if !u.Remove {
+		switch u.Op {
+		case opSet:
 			u.Props = r.ReadBytes(MaxPacket)
+		case opTake, opRelease:
+			u.Seq = r.ReadBits(32)
 		}
 		if r.Err() != nil {
 			break

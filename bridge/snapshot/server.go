@@ -107,7 +107,15 @@ type conn struct {
 	ghosts   []*clientGhost
 	despawns map[uint32]bool
 	refused  bool
+	// ops holds the newest take or release carried out per object, so
+	// that a repeated one is not carried out again. Bounded by maxOps.
+	ops map[string]uint32
 }
+
+// maxOps bounds a client's remembered ownership requests; beyond it the
+// memory starts afresh (a repeat then asks again, harmlessly for a take
+// already granted).
+const maxOps = 1024
 
 // ringSize is how many snapshots sent to a client are remembered, for
 // their acknowledgements.
@@ -459,7 +467,22 @@ func (s *Server) command(addr netip.AddrPort, p []byte) {
 	agent := c.agent
 	s.mu.Unlock()
 	if len(cmd.Updates) > 0 {
-		s.applyUpdates(agent, cmd.Updates)
+		ups := cmd.Updates[:0:0]
+		s.mu.Lock()
+		for _, u := range cmd.Updates {
+			if u.Op == opTake || u.Op == opRelease {
+				if last, ok := c.ops[u.ID]; ok && int32(u.Seq-last) <= 0 {
+					continue // carried out already
+				}
+				if c.ops == nil || len(c.ops) >= maxOps {
+					c.ops = map[string]uint32{}
+				}
+				c.ops[u.ID] = u.Seq
+			}
+			ups = append(ups, u)
+		}
+		s.mu.Unlock()
+		s.applyUpdates(agent, ups)
 	}
 }
 
@@ -469,8 +492,15 @@ func (s *Server) applyUpdates(agent *relay.Attachment, ups []update) {
 	world := s.node.World()
 	changes := make([]gameworld.Change, 0, len(ups))
 	for _, u := range ups {
-		if u.Remove {
+		switch u.Op {
+		case opRemove:
 			changes = append(changes, gameworld.Change{Type: gameworld.Remove, ID: u.ID})
+			continue
+		case opTake:
+			changes = append(changes, gameworld.Change{Type: gameworld.Transfer, ID: u.ID, Owner: agent.Identifier()})
+			continue
+		case opRelease:
+			changes = append(changes, gameworld.Change{Type: gameworld.Transfer, ID: u.ID, Owner: ""})
 			continue
 		}
 		var props gameworld.Properties
