@@ -11,6 +11,7 @@ import (
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
 )
 
 func dialClient(t *testing.T, url, prefix string) *Client {
@@ -277,5 +278,110 @@ func TestConcurrentTransfersAcrossMesh(t *testing.T) {
 				t.Fatalf("round %d: epoch %d, want 1", round, o.Epoch)
 			}
 		}
+	}
+}
+
+// TestTransfersAcrossFlappingMesh: while the link between two mesh nodes
+// keeps being cut (transfers made meanwhile reach the other side only in
+// the refresh after the re-dial, as adds carrying their epoch), clients on
+// both sides take one object back and forth; once the link stays up every
+// node and client agrees on one owner and epoch.
+func TestTransfersAcrossFlappingMesh(t *testing.T) {
+	nodes := startMesh(t, 2, MeshOptions{})
+	a, b := nodes[0], nodes[1]
+	owner := dialClient(t, a.url, "owner")
+	ca, cb := dialClient(t, a.url, "on-a"), dialClient(t, b.url, "on-b")
+	ball, _ := owner.Create(map[string]any{"transferable": true})
+	worlds := []*gameworld.World{a.node.World(), b.node.World(), owner.World(), ca.World(), cb.World()}
+	waitFor(t, "everyone sees the ball", 5*time.Second, func() bool {
+		for _, w := range worlds {
+			if _, ok := w.Get(ball); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	cut := func() {
+		a.node.mu.Lock()
+		defer a.node.mu.Unlock()
+		for _, ls := range a.node.order {
+			if ls.kind == ownership.Mesh {
+				ls.link.Close(websocketGoingAway, "cut for test")
+			}
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(7 * time.Millisecond):
+				cut()
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 10 {
+		cl := []*Client{ca, cb}[i%2]
+		cl.TakeOwnership(ctx, ball) // granted or refused: both are fine here
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	waitFor(t, "the mesh back", 5*time.Second, func() bool { return meshLinks(a.node) == 1 && meshLinks(b.node) == 1 })
+	waitFor(t, "one owner everywhere", 10*time.Second, func() bool {
+		o0, _ := worlds[0].Get(ball)
+		for _, w := range worlds[1:] {
+			if o, _ := w.Get(ball); o.Owner != o0.Owner || o.Epoch != o0.Epoch {
+				return false
+			}
+		}
+		return true
+	})
+	o, _ := a.node.World().Get(ball)
+	t.Logf("owner %s at epoch %d", o.Owner, o.Epoch)
+}
+
+// TestTransferWithInterest: a client that sees a region takes an object in
+// it; a client looking elsewhere is told nothing of the object or its
+// transfer; the old owner's writes are refused as everywhere.
+func TestTransferWithInterest(t *testing.T) {
+	srv, url := startNode(t, Options{Tick: 2 * time.Millisecond})
+	owner := dialClient(t, url, "owner")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dialAt := func(prefix string, box peer.Box) *Client {
+		c, err := Dial(ctx, url, ClientOptions{Prefix: prefix, Tick: 2 * time.Millisecond, Interest: []peer.Box{box}, Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	near := dialAt("near", peer.Box{Min: [3]float64{-10, -10, -10}, Max: [3]float64{10, 10, 10}})
+	far := dialAt("far", peer.Box{Min: [3]float64{100, 100, 100}, Max: [3]float64{110, 110, 110}})
+	ball, _ := owner.Create(map[string]any{"transferable": true, "position": []float64{1, 1, 1}})
+	waitFor(t, "near sees the ball", 5*time.Second, func() bool { _, ok := near.World().Get(ball); return ok })
+	if err := near.TakeOwnership(ctx, ball); err != nil {
+		t.Fatal(err)
+	}
+	ownerIs(t, ball, near.Identifier(), srv.World(), owner.World(), near.World())
+	if err := near.Set(ball, map[string]any{"position": []float64{2, 2, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Set(ball, map[string]any{"position": []float64{3, 3, 3}}); err == nil {
+		t.Fatal("the old owner moved the ball")
+	}
+	waitFor(t, "the owner sees near's move", 5*time.Second, func() bool {
+		o, _ := owner.World().Get(ball)
+		return string(o.Properties["position"]) == "[2,2,2]"
+	})
+	if _, ok := far.World().Get(ball); ok {
+		t.Fatal("the far client was told of the ball")
 	}
 }
