@@ -112,8 +112,24 @@ func (n *Node) mayTransfer(ls *linkState, kind ownership.LinkKind, c gameworld.C
 		return ownership.ErrStaleClaim
 	case !n.opts.Transfers.Allows(flagsOf(ex.Properties)):
 		return ownership.ErrNotTransferable
+	case n.role == ownership.Proxy && !n.ownerInfo(ex.Owner).local && !n.upstreamTransfersLocked():
+		// The object's owner is above us, and the upstream (a 2016
+		// server) would see only a remove of someone else's object.
+		return ErrNoTransfers
 	}
 	return nil
+}
+
+// upstreamTransfersLocked reports whether this node's upstream takes part
+// in transfers. n.mu must be held.
+func (n *Node) upstreamTransfersLocked() bool {
+	for _, ls := range n.order {
+		if ls.kind == ownership.Upstream && ls.ready {
+			md, _ := ls.link.Metadata()
+			return md.Has(peer.FeatureOwnership)
+		}
+	}
+	return false
 }
 
 // prepareTransfers turns the releases among changes from a downstream

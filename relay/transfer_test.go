@@ -3,6 +3,8 @@ package relay
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -383,5 +385,45 @@ func TestTransferWithInterest(t *testing.T) {
 	})
 	if _, ok := far.World().Get(ball); ok {
 		t.Fatal("the far client was told of the ball")
+	}
+}
+
+// TestTransferUnderLegacyServer: a proxy under a 2016 server grants
+// transfers only of objects owned behind it (the server sees a remove and,
+// later, an add, and never crashes), and refuses those of objects owned
+// above it, which the server would not let it hand over.
+func TestTransferUnderLegacyServer(t *testing.T) {
+	legacy := wiretest.NewLegacyServer("server-LEGACY00-LEGACY00")
+	mux := http.NewServeMux()
+	mux.Handle("/ws", legacy)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	p, urlP := startProxy(t, wiretest.WSURL(srv), Options{Tick: 2 * time.Millisecond})
+	waitFor(t, "proxy upstream", 5*time.Second, func() bool { return upstreamConnected(p) })
+	direct := wiretest.Dial(t, wiretest.WSURL(srv), "client-DIRECT00-DIRECT00", wiretest.Options{})
+	direct.Change(wiretest.Add("above", "client-DIRECT00-DIRECT00", map[string]any{"transferable": true}))
+	a, b := dialClient(t, urlP, "a"), dialClient(t, urlP, "b")
+	below, _ := a.Create(map[string]any{"transferable": true})
+	waitFor(t, "b sees both", 5*time.Second, func() bool {
+		_, ok1 := b.World().Get("above")
+		_, ok2 := b.World().Get(below)
+		return ok1 && ok2
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.TakeOwnership(ctx, "above"); !errors.Is(err, ErrTransferRefused) {
+		t.Fatalf("take an object owned above a 2016 server: %v", err)
+	}
+	if err := b.TakeOwnership(ctx, below); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the 2016 server and its client see b own it", 5*time.Second, func() bool {
+		return legacy.Objects()[below].Owner == b.Identifier() && direct.Objects()[below].Owner == b.Identifier()
+	})
+	if c := legacy.Crashes(); len(c) > 0 {
+		t.Fatalf("the 2016 server crashed: %v", c)
+	}
+	if v := direct.Violations(); len(v) > 0 {
+		t.Fatalf("the 2016 client saw: %v", v)
 	}
 }
