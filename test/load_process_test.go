@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -12,9 +13,12 @@ import (
 // runChecked runs the load tool to its end and returns its report.
 func runChecked(t *testing.T, args ...string) loadReport {
 	t.Helper()
-	out, err := exec.Command(loadBinary(t), append(args, "--json")...).Output()
+	cmd := exec.Command(loadBinary(t), append(args, "--json")...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("load tool: %v\n%s", err, out)
+		t.Fatalf("load tool: %v\n%s\n%s", err, out, stderr.Bytes())
 	}
 	var rep loadReport
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")

@@ -21,6 +21,8 @@ import (
 type bridged struct {
 	allo  []*bridgedClient
 	snaps []*bridgedClient
+	// lastDiff describes the last difference check found, for the log.
+	lastDiff string
 }
 
 // bridgedClient is one Alloverse or snapshot client.
@@ -30,6 +32,8 @@ type bridgedClient struct {
 	// value; ok is false while it has none.
 	view  func() (map[string]string, bool)
 	close func()
+	// gone reports why the client's connection ended, or nil while up.
+	gone func() error
 }
 
 // bridgedCheck counts the bridged clients whose view differs from the
@@ -93,7 +97,7 @@ func startAllo(ctx context.Context, cfg *config, k int, rate float64, st *stats,
 		_, err := c.Request(ctx, "change_components", avatar, "add_or_change", map[string]any{"t": t})
 		return err
 	}
-	bc := &bridgedClient{own: avatar, view: view, close: func() { c.Close() }}
+	bc := &bridgedClient{own: avatar, view: view, close: func() { c.Close() }, gone: doneErr(c.Done(), c.Err)}
 	bc.run(ctx, rate, st, &st.alloLat, c.Changed, write, wg)
 	return bc, nil
 }
@@ -120,7 +124,7 @@ func startSnapshot(ctx context.Context, cfg *config, k int, rate float64, st *st
 		c.Close()
 		return nil, err
 	}
-	bc := &bridgedClient{own: own, view: view, close: func() { c.Close() }}
+	bc := &bridgedClient{own: own, view: view, close: func() { c.Close() }, gone: doneErr(c.Done(), c.Err)}
 	bc.run(ctx, rate, st, &st.snapLat, c.Changed, write, wg)
 	return bc, nil
 }
@@ -190,16 +194,39 @@ func (bc *bridgedClient) run(ctx context.Context, rate float64, st *stats, lat *
 // check compares every bridged client's view with the node's world.
 func (b *bridged) check(node map[string]nodeObject) bridgedCheck {
 	differs := func(bc *bridgedClient) bool {
-		view, ok := bc.view()
-		if !ok || len(view) != len(node) {
+		if err := bc.gone(); err != nil {
+			b.lastDiff = "connection lost: " + err.Error()
 			return true
 		}
+		view, ok := bc.view()
+		if !ok {
+			b.lastDiff = "no view yet"
+			return true
+		}
+		var missing, extra, stale int
+		var example string
 		for id, o := range node {
-			if t, ok := view[id]; !ok || !sameNumber(t, o.t) {
-				return true
+			t, ok := view[id]
+			switch {
+			case !ok:
+				missing++
+				example = "missing " + id
+			case !sameNumber(t, o.t):
+				stale++
+				example = fmt.Sprintf("%s: %s, node %s", id, t, o.t)
 			}
 		}
-		return false
+		for id := range view {
+			if _, ok := node[id]; !ok {
+				extra++
+				example = "extra " + id
+			}
+		}
+		if missing+extra+stale == 0 {
+			return false
+		}
+		b.lastDiff = fmt.Sprintf("%d missing, %d extra, %d stale (%s)", missing, extra, stale, example)
+		return true
 	}
 	var c bridgedCheck
 	for _, bc := range b.allo {
@@ -213,6 +240,21 @@ func (b *bridged) check(node map[string]nodeObject) bridgedCheck {
 		}
 	}
 	return c
+}
+
+// doneErr reports err() once done is closed.
+func doneErr(done <-chan struct{}, err func() error) func() error {
+	return func() error {
+		select {
+		case <-done:
+			if e := err(); e != nil {
+				return e
+			}
+			return fmt.Errorf("closed")
+		default:
+			return nil
+		}
+	}
 }
 
 // sameNumber compares two JSON values, numbers by value: a bridge may

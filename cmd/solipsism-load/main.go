@@ -248,7 +248,12 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 				}
 				checked, inconsistent = checkMirrors(node, clients)
 				bc = bridged.check(node)
-				if inconsistent+bc.allo+bc.snaps == 0 || time.Now().After(deadline) {
+				if inconsistent+bc.allo+bc.snaps == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					fmt.Fprintf(os.Stderr, "solipsism-load: %d clients, %d Alloverse and %d snapshot clients differ from the node; last difference: %s\n",
+						inconsistent, bc.allo, bc.snaps, bridged.lastDiff)
 					break
 				}
 			}
