@@ -62,7 +62,10 @@ type Node struct {
 	// owned counts objects per owner, for Quotas.ObjectsPerOwner; perIP
 	// counts downstream connections per address.
 	owned map[string]int
-	perIP map[string]int
+	// batchAdds counts the adds a batch being applied has let in so far,
+	// per owner (quota.go).
+	batchAdds map[string]int
+	perIP     map[string]int
 	// workers run the links' writers and message handling.
 	workers peer.Workers
 	// metrics is nil unless Options.Registerer is set.

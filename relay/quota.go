@@ -19,9 +19,17 @@ func (n *Node) checkQuota(c gameworld.Change, existing *gameworld.Object, owner 
 	if c.Type == gameworld.Remove {
 		return nil
 	}
-	if existing == nil && n.owned[owner] >= q.ObjectsPerOwner {
-		n.limited("objects_per_owner")
-		return fmt.Errorf("%w: %s owns %d objects (limit %d)", ErrQuota, owner, n.owned[owner], q.ObjectsPerOwner)
+	if existing == nil {
+		// Adds earlier in the same batch count too (a refresh answer
+		// brings all of a peer's objects in one message).
+		if have := n.owned[owner] + n.batchAdds[owner]; have >= q.ObjectsPerOwner {
+			n.limited("objects_per_owner")
+			return fmt.Errorf("%w: %s owns %d objects (limit %d)", ErrQuota, owner, have, q.ObjectsPerOwner)
+		}
+		if n.batchAdds == nil {
+			n.batchAdds = map[string]int{}
+		}
+		n.batchAdds[owner]++
 	}
 	count, size := 0, 0
 	if existing != nil {
@@ -54,6 +62,7 @@ func (n *Node) checkQuota(c gameworld.Change, existing *gameworld.Object, owner 
 // countOwners keeps the objects per owner up to date with applied records.
 // n.mu must be held.
 func (n *Node) countOwners(recs []gameworld.Record) {
+	clear(n.batchAdds) // the batch is applied: its adds are in recs
 	if n.owned == nil {
 		n.owned = map[string]int{}
 	}
