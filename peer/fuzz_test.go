@@ -18,6 +18,9 @@ func FuzzDecode(f *testing.F) {
 		`["requestMoreData"]`,
 		`["worldChange",{"changes":[],"refreshed":true}]`,
 		`["worldChange",{"changes":[{"type":"add","id":"a","properties":{"a":[[[[{"b":"]]]"}]]]]}}]}]`,
+		`["worldChange",{"changes":[{"type":"transfer","id":"a","owner":"b","epoch":3,"properties":{"x":1}},{"type":"transfer","id":"a","owner":null},{"type":"add","id":"c","epoch":18446744073709551615}]}]`,
+		`["worldChange",{"changes":[{"type":"transfer","id":"a","epoch":-1}]}]`,
+		`["metadataChange",{"identifier":"a","features":["ownership"],"resumeTokens":{"a":"t"}}]`,
 		`[1]`, `{}`, `"`, `[[[[`,
 	}
 	for _, s := range seeds {
