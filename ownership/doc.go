@@ -1,6 +1,7 @@
 // Package ownership holds the Solipsism synchronisation rules as pure
-// functions: which change records a node sends over a link, and which
-// records it accepts from a link.
+// functions: which change records a node sends over a link, which records
+// it accepts from a link, which transfers of ownership a link may claim
+// (MayClaim) and which objects may change owner at all (Policy).
 //
 // A node has a Role (client, proxy or server) and links of three kinds:
 // Downstream links lead to worlds behind this node (a server's or a proxy's

@@ -11,6 +11,12 @@
 // to every ready link, and ownership.MaySend decides per link. Every incoming record is
 // checked with ownership.MayAccept before it touches the world.
 //
+// Objects can change owner (transfer.go): a peer asks with a transfer
+// record, the node grants or refuses by its ownership.Policy, and the
+// transfer, stamped with the object's next ownership epoch, is routed like
+// any change; concurrent claims resolve by gameworld.Beats on every node.
+// Persistent objects fall to the node when their owner leaves.
+//
 // Concurrency: a Node serialises applying and routing under one mutex, so
 // every link sees changes in the same order the world applied them. Links
 // write on goroutines of their own, started while they have something to

@@ -76,18 +76,4 @@ func TestMemoryAfterFlood(t *testing.T) {
 }
 
 // waitObjects waits until the node holds n objects.
-func waitObjects(t *testing.T, r relayProc, n int) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, m := httpGet(t, "http://"+r.addr+"/metrics")
-		v := metricValue(m, `solipsism_objects{role="server"}`)
-		if v == float64(n) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the node holds %v objects, want %d", v, n)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+func waitObjects(t *testing.T, r relayProc, n int) { waitMetric(t, r, "solipsism_objects{", n) }

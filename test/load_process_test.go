@@ -125,14 +125,18 @@ func TestLoadConsistencyAllSeeAll(t *testing.T) {
 }
 
 // waitLinks waits until the node has n links.
-func waitLinks(t *testing.T, r relayProc, n int) {
+func waitLinks(t *testing.T, r relayProc, n int) { waitMetric(t, r, "solipsism_links{", n) }
+
+// waitMetric waits until the node's metric samples whose line starts
+// with prefix sum to n.
+func waitMetric(t *testing.T, r relayProc, prefix string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, m := httpGet(t, "http://"+r.addr+"/metrics")
 		v := 0.0
 		for _, line := range strings.Split(m, "\n") {
-			if strings.HasPrefix(line, "solipsism_links{") {
+			if strings.HasPrefix(line, prefix) {
 				var x float64
 				fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &x)
 				v += x
@@ -142,7 +146,7 @@ func waitLinks(t *testing.T, r relayProc, n int) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the node has %v links, want %d", v, n)
+			t.Fatalf("%s…: %v, want %d", prefix, v, n)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
