@@ -13,6 +13,12 @@
 #include <time.h>
 
 #define BIG 150000
+/* Peer timeouts (ms): a disconnect whose acknowledgement is lost completes
+ * by timeout, as in the C library; the library's 30 s maximum would make a
+ * test under loss wait that long for it. 10 s still takes six losses in a
+ * row of one command to time out spuriously. */
+#define TIMEOUT_MIN 5000
+#define TIMEOUT_MAX 10000
 
 static unsigned char big[BIG];
 
@@ -46,6 +52,7 @@ int main(int argc, char **argv) {
     enet_address_set_host(&addr, argv[2]);
     addr.port = (enet_uint16)atoi(argv[3]);
     peer = enet_host_connect(host, &addr, 6, 0);
+    if (peer) enet_peer_timeout(peer, 0, TIMEOUT_MIN, TIMEOUT_MAX);
   }
   if (!host) return 2;
   if (server) {
@@ -62,6 +69,7 @@ int main(int argc, char **argv) {
     switch (ev.type) {
     case ENET_EVENT_TYPE_CONNECT:
       peer = ev.peer;
+      enet_peer_timeout(peer, 0, TIMEOUT_MIN, TIMEOUT_MAX);
       printf("connected\n");
       fflush(stdout);
       if (!sent) { send_all(peer); sent = 1; }
