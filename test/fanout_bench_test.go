@@ -320,15 +320,7 @@ func nodeHeap(tb testing.TB, r relayProc) int64 {
 //
 //	go test ./test -run '^$' -bench GuardedFanout -benchtime 1x
 func BenchmarkGuardedFanout(b *testing.B) {
-	secret := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-	key, _ := hex.DecodeString(secret)
-	token, err := auth.Issue(key, nil, []string{"load"}, time.Now().Add(time.Hour))
-	if err != nil {
-		b.Fatal(err)
-	}
-	off := []string{"--max-conns-per-ip", "-1", "--max-msgs-per-sec", "-1", "--max-records-per-sec", "-1",
-		"--max-objects-per-owner", "-1", "--max-props-per-object", "-1", "--max-value-bytes", "-1", "--max-object-bytes", "-1"}
-	on := []string{"--auth-key", secret, "--max-conns-per-ip", "1000"}
+	off, on, token := guards(b, 1000)
 	for i := 0; i < b.N; i++ {
 		var guarded, open []float64
 		args := []string{"--clients", "200", "--rate", "20", "--warmup", "3s", "--duration", "8s"}
@@ -356,4 +348,21 @@ func BenchmarkGuardedFanout(b *testing.B) {
 		b.ReportMetric(median(open), "open-records/cpu-s")
 		b.ReportMetric(median(guarded)/median(open), "guarded/open")
 	}
+}
+
+// guards returns node flags with authentication off and every limit
+// lifted, flags with authentication and the default limits on (at most
+// maxConns connections from the load tool's one address), and a token for
+// the load tool's clients.
+func guards(b *testing.B, maxConns int) (off, on []string, token string) {
+	secret := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	key, _ := hex.DecodeString(secret)
+	token, err := auth.Issue(key, nil, []string{"load"}, time.Now().Add(time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	off = []string{"--max-conns-per-ip", "-1", "--max-msgs-per-sec", "-1", "--max-records-per-sec", "-1",
+		"--max-objects-per-owner", "-1", "--max-props-per-object", "-1", "--max-value-bytes", "-1", "--max-object-bytes", "-1"}
+	on = []string{"--auth-key", secret, "--max-conns-per-ip", fmt.Sprint(maxConns)}
+	return off, on, token
 }

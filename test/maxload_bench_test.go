@@ -1,13 +1,10 @@
 package test
 
 import (
-	"encoding/hex"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/solipsism/mesh/auth"
 )
 
 // BenchmarkMaxLoad: the highest client count (each client updating its
@@ -23,15 +20,7 @@ import (
 //
 //	go test ./test -run '^$' -bench MaxLoad -benchtime 1x
 func BenchmarkMaxLoad(b *testing.B) {
-	secret := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-	key, _ := hex.DecodeString(secret)
-	token, err := auth.Issue(key, nil, []string{"load"}, time.Now().Add(time.Hour))
-	if err != nil {
-		b.Fatal(err)
-	}
-	off := []string{"--max-conns-per-ip", "-1", "--max-msgs-per-sec", "-1", "--max-records-per-sec", "-1",
-		"--max-objects-per-owner", "-1", "--max-props-per-object", "-1", "--max-value-bytes", "-1", "--max-object-bytes", "-1"}
-	on := []string{"--auth-key", secret, "--max-conns-per-ip", "5000"}
+	off, on, token := guards(b, 5000)
 	type step struct {
 		p99, rssPerConn, recordsPerCPU float64
 	}
