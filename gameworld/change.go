@@ -84,6 +84,12 @@ type Change struct {
 	// PrevOwner is, on a Transfer record, the owner before it. It is not
 	// sent on the wire.
 	PrevOwner string
+	// Answer marks a Transfer record that answers a transfer request, as
+	// opposed to one that announces a transfer: a node that passed a
+	// request on tells its asker when the answer comes back, and a mesh
+	// node counts its peers' answers as acknowledgements (docs/protocol.md).
+	// Worlds ignore it.
+	Answer bool
 }
 
 // Beats reports whether a claim (epoch, owner) to an object wins over the

@@ -340,6 +340,9 @@ func AppendChange(dst []byte, c gameworld.Change) []byte {
 		dst = append(dst, `,"epoch":`...)
 		dst = strconv.AppendUint(dst, c.Epoch, 10)
 	}
+	if c.Answer && c.Type == gameworld.Transfer {
+		dst = append(dst, `,"answer":true`...)
+	}
 	if c.Type != gameworld.Remove {
 		dst = append(dst, `,"properties":`...)
 		dst = appendProperties(dst, c.Properties)

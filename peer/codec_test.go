@@ -81,6 +81,7 @@ func TestDecodeWorldChange(t *testing.T) {
 		"properties string":    `{"changes":[{"type":"add","id":"a","properties":"x"}]}`,
 		"too deep":             `{"changes":[{"type":"add","id":"a","properties":{"x":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}}]}`,
 		"timestamp not number": `{"timestamp":true,"changes":[]}`,
+		"answer not boolean":   `{"changes":[{"type":"transfer","id":"a","answer":1}]}`,
 	}
 	for name, in := range bad {
 		t.Run(name, func(t *testing.T) {
@@ -138,6 +139,10 @@ func TestEncodeRoundTrip(t *testing.T) {
 	buf = AppendChange(buf, c)
 	buf = append(buf, ',')
 	buf = AppendChange(buf, gameworld.Change{Type: gameworld.Remove, ID: "r", Owner: "o"})
+	buf = append(buf, ',')
+	buf = AppendChange(buf, gameworld.Change{Type: gameworld.Transfer, ID: "t", Owner: "o", Epoch: 7, Answer: true})
+	buf = append(buf, ',')
+	buf = AppendChange(buf, gameworld.Change{Type: gameworld.Update, ID: "u", Owner: "o", Answer: true})
 	buf = AppendWorldChangeTrailer(buf, true)
 	m, err := DecodeMessage(buf)
 	if err != nil {
@@ -151,6 +156,12 @@ func TestEncodeRoundTrip(t *testing.T) {
 	got := wc.Changes[0]
 	if got.ID != c.ID || got.Owner != c.Owner || string(got.Properties["pos"]) != "[1,2,3]" || !wc.Refreshed || wc.Timestamp != 1700000000000 {
 		t.Fatalf("round trip: %+v from %s", wc, buf)
+	}
+	if tr := wc.Changes[2]; tr.Type != gameworld.Transfer || tr.Epoch != 7 || !tr.Answer {
+		t.Fatalf("transfer answer round trip: %+v from %s", tr, buf)
+	}
+	if u := wc.Changes[3]; u.Answer || strings.Contains(string(buf), `"id":"u","owner":"o","answer"`) {
+		t.Fatalf("only transfers carry answer: %+v from %s", u, buf)
 	}
 	md := Metadata{Identifier: "a", IdentifierChain: []string{"a", "b"}, Role: "proxy"}
 	for _, name := range []string{TypeMetadata, TypeMetadataChange} {

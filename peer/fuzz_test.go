@@ -20,6 +20,7 @@ func FuzzDecode(f *testing.F) {
 		`["worldChange",{"changes":[{"type":"add","id":"a","properties":{"a":[[[[{"b":"]]]"}]]]]}}]}]`,
 		`["worldChange",{"changes":[{"type":"transfer","id":"a","owner":"b","epoch":3,"properties":{"x":1}},{"type":"transfer","id":"a","owner":null},{"type":"add","id":"c","epoch":18446744073709551615}]}]`,
 		`["worldChange",{"changes":[{"type":"transfer","id":"a","epoch":-1}]}]`,
+		`["worldChange",{"changes":[{"type":"transfer","id":"a","owner":"b","epoch":2,"answer":true},{"type":"transfer","id":"a","answer":"yes"}]}]`,
 		`["metadataChange",{"identifier":"a","features":["ownership"],"resumeTokens":{"a":"t"}}]`,
 		`[1]`, `{}`, `"`, `[[[[`,
 	}

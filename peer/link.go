@@ -430,7 +430,9 @@ func (l *Link) Offer(recs []*Record, verdict func(i int) Verdict, full func(i in
 			// (A transfer without properties is a request to an upstream
 			// that takes them, and goes as it is.)
 			switch {
-			case !l.known.has(r.Slot):
+			case !l.known.has(r.Slot) && !r.Answer:
+				// (An answer stays one: the asker knows the object, and a
+				// mesh member counts it as an acknowledgement.)
 				r = AsAdd(r)
 			case !l.transfers.Load():
 				// For a peer that knows nothing of transfers an add never

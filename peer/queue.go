@@ -50,17 +50,25 @@ func Coalesce(prev, next *Record) *Record {
 	}
 	if next.Type == gameworld.Transfer {
 		// A transfer carries the whole object. To a peer that is still to
-		// be sent the object's add, it is that add.
-		if prev.Type == gameworld.Add {
+		// be sent the object's add, it is that add; an answer stays an
+		// answer, as does one coalesced with it.
+		switch {
+		case prev.Type == gameworld.Add && !next.Answer:
 			r := AsAdd(next)
 			r.Born = prev.Born
+			return r
+		case prev.Answer && !next.Answer:
+			c := next.Change
+			c.Answer = true
+			r := NewRecord(c, next.Slot)
+			r.Born = next.Born
 			return r
 		}
 		return next
 	}
 	if prev.Type == gameworld.Transfer {
 		r := NewRecord(gameworld.Change{Type: gameworld.Transfer, ID: next.ID, Owner: prev.Owner, Epoch: prev.Epoch,
-			PrevOwner: prev.PrevOwner, Properties: prev.Properties.Merge(next.Properties)}, next.Slot)
+			PrevOwner: prev.PrevOwner, Properties: prev.Properties.Merge(next.Properties), Answer: prev.Answer}, next.Slot)
 		r.Born = prev.Born
 		return r
 	}

@@ -20,6 +20,18 @@ func rec(t gameworld.ChangeType, id string, kv ...string) *Record {
 	return NewRecord(gameworld.Change{Type: t, ID: id, Owner: "w", Properties: p}, slotOf(id))
 }
 
+func transfer(id string, epoch uint64, kv ...string) *Record {
+	r := rec(gameworld.Transfer, id, kv...)
+	r.Epoch = epoch
+	return r
+}
+
+func answer(id string, epoch uint64, kv ...string) *Record {
+	r := transfer(id, epoch, kv...)
+	r.Answer = true
+	return r
+}
+
 // slotOf gives each test id a fixed slot.
 func slotOf(id string) uint32 {
 	var h uint32
@@ -96,12 +108,25 @@ func TestQueueCoalescing(t *testing.T) {
 		{"remove of unknown id is dropped", nil, []*Record{rec(rem, "a")}, ``},
 		{"update of unknown id becomes full add", nil, []*Record{rec(upd, "a", "x", "1")},
 			`{"type":"add","id":"a","properties":{"full":true}}`},
+		{"answer+update stays an answer", []string{"a"}, []*Record{answer("a", 2, "x", "1"), rec(upd, "a", "y", "2")},
+			`{"type":"transfer","id":"a","epoch":2,"answer":true,"properties":{"x":1,"y":2}}`},
+		{"answer+transfer stays an answer", []string{"a"}, []*Record{answer("a", 2, "x", "1"), transfer("a", 3, "x", "5")},
+			`{"type":"transfer","id":"a","epoch":3,"answer":true,"properties":{"x":5}}`},
+		{"add+answer stays an answer", nil, []*Record{rec(add, "a", "x", "1"), answer("a", 2, "x", "2")},
+			`{"type":"transfer","id":"a","epoch":2,"answer":true,"properties":{"x":2}}`},
+		{"add+transfer is an add", nil, []*Record{rec(add, "a", "x", "1"), transfer("a", 2, "x", "2")},
+			`{"type":"add","id":"a","epoch":2,"properties":{"x":2}}`},
+		{"answer of an unknown object stays an answer", nil, []*Record{answer("a", 1)},
+			`{"type":"transfer","id":"a","epoch":1,"answer":true,"properties":{}}`},
+		{"transfer of an unknown object is an add", nil, []*Record{transfer("a", 1)},
+			`{"type":"add","id":"a","epoch":1,"properties":{}}`},
 		{"order is first push order", nil, []*Record{rec(add, "b"), rec(add, "a"), rec(upd, "b", "z", "1")},
 			`{"type":"add","id":"b","properties":{"z":1}},{"type":"add","id":"a","properties":{}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := busyLink(tt.known...)
+			l.transfers.Store(true) // a peer that speaks transfers
 			l.Offer(tt.push, sendAll, func(i int) *Record { return rec(add, tt.push[i].ID, "full", "true") }, false)
 			b := drainOutbox(l)
 			if got := batchString(b); got != tt.want {

@@ -395,6 +395,18 @@ func (d *streamDecoder) change() (gameworld.Change, error) {
 				return c, invalid("epoch is not a whole number")
 			}
 			c.Epoch = e
+		case "answer":
+			v, err := d.value("answer")
+			if err != nil {
+				return c, err
+			}
+			switch string(v) {
+			case "true":
+				c.Answer = true
+			case "false", "null":
+			default:
+				return c, invalid("answer is not a boolean")
+			}
 		case "properties":
 			switch d.dec.PeekKind() {
 			case 'n':

@@ -148,12 +148,12 @@ func (a *Attachment) Apply(changes []gameworld.Change) (gameworld.Applied, error
 	if !a.attached() {
 		return gameworld.Applied{}, errDetached
 	}
-	requests := n.prepareTransfers(changes)
+	changes, requests := n.takeRequestsLocked(a.ls, changes)
 	res := n.world.Apply(changes, func(c gameworld.Change, existing *gameworld.Object) error {
 		return n.authorize(a.ls, ownership.Downstream, c, existing)
 	})
 	n.route(res.Records, a.ls)
-	n.answerTransfers(a.ls, requests)
+	n.answerTransfers(a.ls, requests, res.Records)
 	return res, nil
 }
 
@@ -189,6 +189,7 @@ func (a *Attachment) Detach() {
 		}
 		n.chainChanged()
 	}
+	n.forgetAskerLocked(a.ls)
 	if owned := n.claimedBy(a.ls); len(owned) > 0 {
 		n.releaseClaims(owned, nil)
 		if !n.closed {

@@ -242,33 +242,20 @@ func (c *Client) Release(ctx context.Context, id string) error {
 	return c.transfer(ctx, id, "")
 }
 
-// transfer sends a request and waits for the transfer that answers it.
+// transfer sends a request and waits for the answer to it.
 func (c *Client) transfer(ctx context.Context, id, owner string) error {
-	answer := make(chan string, 1)
-	cancel := c.node.World().Subscribe(func(a gameworld.Applied) {
-		for _, r := range a.Records {
-			if r.ID == id && (r.Type == gameworld.Transfer || r.Type == gameworld.Remove) {
-				select {
-				case answer <- r.Owner:
-				default:
-				}
-			}
-		}
-	})
-	defer cancel()
-	if err := c.node.requestUpstream([]gameworld.Change{{Type: gameworld.Transfer, ID: id, Owner: owner}}); err != nil {
+	a, err := c.node.ask(ctx, gameworld.Change{Type: gameworld.Transfer, ID: id, Owner: owner})
+	switch {
+	case err != nil:
 		return err
+	case a.gone && owner != "":
+		return fmt.Errorf("%w: %s is gone", ErrTransferRefused, id)
+	case a.gone:
+		return nil // released, and gone since
+	case (owner != "") != (a.owner == c.node.id):
+		return fmt.Errorf("%w: %s is owned by %s", ErrTransferRefused, id, a.owner)
 	}
-	select {
-	case got := <-answer:
-		self := got == c.node.id
-		if (owner != "") != self {
-			return fmt.Errorf("%w: %s is owned by %s", ErrTransferRefused, id, got)
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return nil
 }
 
 // Owner returns the owner of an object in the client's copy of the world.

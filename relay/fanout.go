@@ -47,8 +47,11 @@ type fanout struct {
 	unique bool
 	// refreshes is set when some link waits for a refresh answer.
 	refreshes bool
-	// answers is set when some link has transfer answers due.
+	// answers is set when some link has transfer answers due, or
+	// requests are to go upstream.
 	answers bool
+	// requests are transfer requests for the upstream (answers.go).
+	requests []gameworld.Change
 	// mdAt lists positions in the log where the worlds behind this node
 	// changed: upstream and mesh links are sent this node's metadata there,
 	// so that a departed world's removals go before the metadata that drops
@@ -70,6 +73,12 @@ func (n *Node) route(recs []gameworld.Record, from *linkState) {
 	now := time.Now().UnixNano()
 	for i := range recs {
 		r := &recs[i]
+		if r.Type == gameworld.Remove && len(n.asked) > 0 {
+			n.goneLocked(r.ID)
+		}
+		if len(n.held) > 0 && (r.Type == gameworld.Transfer || r.Type == gameworld.Remove) {
+			n.supersededLocked(r)
+		}
 		if j, ok := f.bySlot[r.Slot]; ok {
 			e := &f.log[j]
 			if r.Type == gameworld.Update && e.from == from && e.rec.ID == r.ID && e.rec.Type != gameworld.Remove {
@@ -195,6 +204,9 @@ func (n *Node) flushLocked() {
 			n.sendRefreshLocked(ls)
 		}
 		n.sendAnswersLocked(ls)
+		if ls.kind == ownership.Upstream && len(f.requests) > 0 {
+			n.sendRequestsLocked(ls)
+		}
 	}
 	for _, a := range n.atts {
 		if a.ls.region != nil {

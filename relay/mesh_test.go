@@ -51,8 +51,15 @@ func (s *syncBuffer) String() string {
 // within about 2 s.
 func startMeshNode(t testing.TB, join string, mo MeshOptions) *meshNode {
 	t.Helper()
+	return startMeshNodeWith(t, join, mo, Options{})
+}
+
+// startMeshNodeWith is startMeshNode with the node's options.
+func startMeshNodeWith(t testing.TB, join string, mo MeshOptions, opts Options) *meshNode {
+	t.Helper()
 	logs := &syncBuffer{}
-	n, err := New(Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	n, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,9 +155,15 @@ func waitIdentical(t testing.TB, nodes []*meshNode) string {
 
 func startMesh(t *testing.T, size int, mo MeshOptions) []*meshNode {
 	t.Helper()
-	nodes := []*meshNode{startMeshNode(t, "", mo)}
+	return startMeshWith(t, size, mo, Options{})
+}
+
+// startMeshWith is startMesh with the nodes' options.
+func startMeshWith(t *testing.T, size int, mo MeshOptions, opts Options) []*meshNode {
+	t.Helper()
+	nodes := []*meshNode{startMeshNodeWith(t, "", mo, opts)}
 	for i := 1; i < size; i++ {
-		nodes = append(nodes, startMeshNode(t, nodes[0].mesh.Addr(), mo))
+		nodes = append(nodes, startMeshNodeWith(t, nodes[0].mesh.Addr(), mo, opts))
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -66,6 +66,11 @@ type Node struct {
 	// per owner (quota.go).
 	batchAdds map[string]int
 	perIP     map[string]int
+	// asked are the transfer requests waiting for the upstream's answer,
+	// and held the answers a mesh server holds for its members'
+	// acknowledgements, by object (answers.go).
+	asked map[string]*upRequests
+	held  map[string]*held
 	// workers run the links' writers and message handling.
 	workers peer.Workers
 	// metrics is nil unless Options.Registerer is set.
@@ -461,8 +466,12 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 		}
 	}
 	var requests map[string]bool
-	if ls.kind == ownership.Downstream {
-		requests = n.prepareTransfers(wc.Changes)
+	var answered []gameworld.Change
+	switch ls.kind {
+	case ownership.Downstream:
+		wc.Changes, requests = n.takeRequestsLocked(ls, wc.Changes)
+	case ownership.Upstream, ownership.Mesh:
+		wc.Changes, answered = n.takeAnswersLocked(ls, wc.Changes)
 	}
 	res := n.world.Apply(wc.Changes, func(c gameworld.Change, existing *gameworld.Object) error {
 		return n.authorize(ls, ls.kind, c, existing)
@@ -478,9 +487,10 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	// The peer knows what it sent us (Echo), so a later remove may be
 	// relayed to it.
 	n.route(res.Records, ls)
-	if ls.kind == ownership.Downstream {
+	switch ls.kind {
+	case ownership.Downstream:
 		// A refused claim from a proxy is answered too: the proxy takes
-		// our word over its own grant.
+		// our word over its own.
 		for _, rf := range res.Refused {
 			if rf.Change.Type == gameworld.Transfer {
 				if requests == nil {
@@ -489,7 +499,13 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 				requests[rf.Change.ID] = true
 			}
 		}
-		n.answerTransfers(ls, requests)
+		n.answerTransfers(ls, requests, res.Records)
+	case ownership.Upstream:
+		for _, c := range answered {
+			n.answeredLocked(c.ID)
+		}
+	case ownership.Mesh:
+		n.acknowledgeLocked(ls, wc.Changes, answered)
 	}
 	if ls.sweep != nil {
 		ls.sweep.see(wc.Changes)
@@ -539,6 +555,7 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 		if !ls.askedRefresh {
 			ls.askedRefresh = true
 			l.RequestRefresh()
+			n.resendRequestsLocked(md)
 		}
 		return
 	}
@@ -754,7 +771,9 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 		}
 	}
 	n.totals.add(l)
+	n.forgetAskerLocked(ls)
 	if ls.kind == ownership.Upstream {
+		n.requestsLostLocked()
 		// Keep what the upstream told us: on reconnect a refresh brings
 		// it up to date, and downstream clients see no gap.
 		return

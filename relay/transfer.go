@@ -2,11 +2,9 @@ package relay
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/ownership"
-	"github.com/solipsism/mesh/peer"
 )
 
 // Ownership transfers (our extension; docs/protocol.md). A peer that
@@ -88,8 +86,7 @@ func (n *Node) authorize(ls *linkState, kind ownership.LinkKind, c gameworld.Cha
 // held.
 func (n *Node) mayTransfer(ls *linkState, kind ownership.LinkKind, c gameworld.Change, ex *gameworld.Object) error {
 	if kind == ownership.Upstream {
-		// The upstream's word stands (ownership.MayClaim); a restatement
-		// of what we have still answers a request.
+		// The upstream's word stands (ownership.MayClaim).
 		return ownership.MayClaim(n.role, kind, n.relation(ls, c.Owner))
 	}
 	if kind == ownership.Downstream && c.Owner == n.id {
@@ -112,89 +109,12 @@ func (n *Node) mayTransfer(ls *linkState, kind ownership.LinkKind, c gameworld.C
 		return ownership.ErrStaleClaim
 	case !n.opts.Transfers.Allows(flagsOf(ex.Properties)):
 		return ownership.ErrNotTransferable
-	case n.role == ownership.Proxy && !n.ownerInfo(ex.Owner).local && !n.upstreamTransfersLocked():
-		// The object's owner is above us, and the upstream (a 2016
-		// server) would see only a remove of someone else's object.
+	case n.role == ownership.Proxy && !n.ownerInfo(ex.Owner).local:
+		// A proxy decides only under a 2016 server (answers.go), and
+		// that server would see only a remove of someone else's object.
 		return ErrNoTransfers
 	}
 	return nil
-}
-
-// upstreamTransfersLocked reports whether this node's upstream takes part
-// in transfers. n.mu must be held.
-func (n *Node) upstreamTransfersLocked() bool {
-	for _, ls := range n.order {
-		if ls.kind == ownership.Upstream && ls.ready {
-			md, _ := ls.link.Metadata()
-			return md.Has(peer.FeatureOwnership)
-		}
-	}
-	return false
-}
-
-// prepareTransfers turns the releases among changes from a downstream
-// peer (transfers that name no owner) into transfers to this node, and
-// returns the ids of the transfers the peer asked for itself (no epoch),
-// whose outcome it is told. It runs before the changes are applied.
-func (n *Node) prepareTransfers(changes []gameworld.Change) (requests map[string]bool) {
-	for i := range changes {
-		c := &changes[i]
-		if c.Type != gameworld.Transfer || c.Epoch != 0 {
-			continue
-		}
-		if c.Owner == "" {
-			c.Owner = n.id
-		}
-		c.Properties = nil // the object keeps its own
-		if requests == nil {
-			requests = map[string]bool{}
-		}
-		requests[c.ID] = true
-	}
-	return requests
-}
-
-// answerTransfers notes that a peer that asked for transfers is to be
-// told how each ended: the transfer it got, or the object's current
-// owner. The next flush tells it, after the changes routed before, so the
-// answer is never older than what the peer already heard. n.mu must be
-// held.
-func (n *Node) answerTransfers(ls *linkState, requests map[string]bool) {
-	if len(requests) == 0 {
-		return
-	}
-	if ls.answers == nil {
-		ls.answers = map[string]bool{}
-	}
-	for id := range requests {
-		ls.answers[id] = true
-	}
-	n.fan.answers = true
-	if n.opts.Tick == peer.Immediate {
-		n.flushLocked()
-	}
-}
-
-// sendAnswersLocked sends ls its due transfer answers. n.mu must be held.
-func (n *Node) sendAnswersLocked(ls *linkState) {
-	if len(ls.answers) == 0 {
-		return
-	}
-	recs := make([]*peer.Record, 0, len(ls.answers))
-	for id := range ls.answers {
-		if o, ok := n.world.Get(id); ok {
-			recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Transfer, ID: o.ID, Owner: o.Owner,
-				Epoch: o.Epoch, Properties: o.Properties}, o.Slot))
-		}
-	}
-	ls.answers = nil
-	send := func(int) peer.Verdict { return peer.Send }
-	switch {
-	case ls.att != nil:
-		ls.att.offer(recs, send, nil)
-	case ls.link != nil:
-		ls.link.Offer(recs, send, nil, true)
-	}
 }
 
 // keepPersistentLocked gives every persistent object among those owned by
@@ -218,34 +138,4 @@ func (n *Node) keepPersistentLocked(departed map[string]bool, heir string) map[s
 		kept[c.ID] = true
 	}
 	return kept
-}
-
-// requestUpstream sends changes (transfer requests) to the upstream
-// without applying them here: the upstream decides, and its answer comes
-// back as a transfer. It fails when no upstream link is ready.
-func (n *Node) requestUpstream(changes []gameworld.Change) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
-		return ErrClosed
-	}
-	for _, ls := range n.order {
-		if ls.kind != ownership.Upstream || !ls.ready {
-			continue
-		}
-		if md, _ := ls.link.Metadata(); !md.Has(peer.FeatureOwnership) {
-			return ErrNoTransfers
-		}
-		recs := make([]*peer.Record, 0, len(changes))
-		for _, c := range changes {
-			o, ok := n.world.Get(c.ID)
-			if !ok {
-				return fmt.Errorf("relay: %w: %s", gameworld.ErrUnknownObject, c.ID)
-			}
-			recs = append(recs, peer.NewRecord(c, o.Slot))
-		}
-		ls.link.Offer(recs, func(int) peer.Verdict { return peer.Send }, nil, true)
-		return nil
-	}
-	return ErrNotConnected
 }

@@ -1,0 +1,516 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+// Transfer requests and their answers.
+//
+// One node decides each request: the root of a proxy chain (a server),
+// never a proxy or client below it whose upstream takes part in
+// transfers. A proxy checks that the asker may make the request, passes it
+// on and, when the upstream's answer (a transfer record marked "answer")
+// comes back, tells its asker. It keeps at most one request per object in
+// flight, so that each answer belongs to exactly one request whatever the
+// links coalesce; others wait their turn. Deciding anywhere else would
+// let two nodes grant the same epoch to two askers, each sure of its own
+// word (the upstream's stands below it, the claim with the greater
+// identifier above).
+//
+// A server in a mesh grants at once, but holds the asker's answer until
+// every mesh member it could reach has acknowledged the grant (answered
+// it with a state of at least the grant's epoch). Members pass on only
+// their own grants and each answers after what it routed before, so by
+// then this node has heard every concurrent claim, and its answer is the
+// outcome the whole mesh agrees on.
+
+// heldTimeout bounds how long a mesh server holds an answer for members'
+// acknowledgements: a member that does not answer by then is cut off, and
+// the answer goes out with what is known.
+const heldTimeout = 3 * time.Second
+
+// asker waits for the upstream's answer to a transfer request: a
+// downstream link or attachment (ls), told by a transfer record at the
+// next flush, or a caller of the node (ch), sent the object's state after
+// the answer. One of the two is set; a departed ls is nil.
+type asker struct {
+	ls  *linkState
+	ch  chan answer
+	req gameworld.Change
+}
+
+// answer is what a caller of the node hears: the object's owner after its
+// request, or gone when the object no longer exists.
+type answer struct {
+	owner string
+	gone  bool
+	err   error
+}
+
+// upRequests are the askers of one object, in order; the first one's
+// request is in flight when sent is set.
+type upRequests struct {
+	queue []asker
+	sent  bool
+}
+
+// held is an answer a mesh server holds until its members acknowledge
+// its grant to owner at epoch, or another claim beats the grant here.
+type held struct {
+	askers  []*linkState
+	owner   string
+	epoch   uint64
+	waiting map[*linkState]bool
+}
+
+// upstreamDecidesLocked reports whether this node's transfer requests are
+// decided upstream, and the upstream link to send them on (nil while
+// none is connected, or its metadata has not arrived: requests are then
+// refused). A proxy under a 2016 server decides for itself. n.mu must be
+// held.
+func (n *Node) upstreamDecidesLocked() (*linkState, bool) {
+	if n.role == ownership.Server {
+		return nil, false
+	}
+	for _, ls := range n.order {
+		if ls.kind != ownership.Upstream || !ls.ready {
+			continue
+		}
+		md, ok := ls.link.Metadata()
+		switch {
+		case !ok:
+			return nil, true
+		case !md.Has(peer.FeatureOwnership):
+			return ls, false
+		}
+		return ls, true
+	}
+	return nil, true
+}
+
+// takeRequestsLocked takes the transfer requests (transfers without an
+// epoch) out of changes from a downstream peer ls, and returns the
+// changes to apply and the ids whose requests this node answers itself at
+// the next flush. Where this node decides, requests stay among the
+// changes (a release names this node as the new owner) and are all
+// answered. Where its upstream decides, requests the asker may make are
+// passed on (askLocked) and the others answered with the object as it
+// is. n.mu must be held.
+func (n *Node) takeRequestsLocked(ls *linkState, changes []gameworld.Change) ([]gameworld.Change, map[string]bool) {
+	var requests map[string]bool
+	answerNow := func(id string) {
+		if requests == nil {
+			requests = map[string]bool{}
+		}
+		requests[id] = true
+	}
+	up, upDecides := n.upstreamDecidesLocked()
+	out := changes[:0]
+	for _, c := range changes {
+		if c.Type != gameworld.Transfer || c.Epoch != 0 {
+			out = append(out, c)
+			continue
+		}
+		c.Properties = nil // the object keeps its own
+		if !upDecides {
+			if c.Owner == "" {
+				c.Owner = n.id
+			}
+			out = append(out, c)
+			answerNow(c.ID)
+			continue
+		}
+		if up == nil || n.mayAskLocked(ls, c) != nil {
+			answerNow(c.ID)
+			continue
+		}
+		n.askLocked(asker{ls: ls, req: c})
+	}
+	return out, requests
+}
+
+// mayAskLocked checks a request that this node passes on: the asker
+// claims an object for a world it speaks for, or releases one such a
+// world owns. The upstream checks the rest (policy, epochs). n.mu must be
+// held.
+func (n *Node) mayAskLocked(ls *linkState, c gameworld.Change) error {
+	o, ok := n.world.Get(c.ID)
+	switch {
+	case !ok:
+		return gameworld.ErrUnknownObject
+	case c.Owner == "":
+		if !n.relation(ls, o.Owner).InLinkChain {
+			return ownership.ErrNotOwner
+		}
+	case !n.relation(ls, c.Owner).InLinkChain:
+		return ownership.ErrNotOwner
+	case c.Owner == o.Owner:
+		return ownership.ErrAlreadyOwner
+	}
+	return nil
+}
+
+// askLocked queues a request for the upstream: it is sent at the next
+// flush, after the changes routed before (a release follows the owner's
+// last writes), unless one for the same object is in flight. n.mu must be
+// held.
+func (n *Node) askLocked(a asker) {
+	if n.asked == nil {
+		n.asked = map[string]*upRequests{}
+	}
+	q := n.asked[a.req.ID]
+	if q == nil {
+		q = &upRequests{}
+		n.asked[a.req.ID] = q
+	}
+	q.queue = append(q.queue, a)
+	if !q.sent {
+		n.sendNextLocked(a.req.ID, q)
+	}
+}
+
+// sendNextLocked puts the first request of q in flight. n.mu must be held.
+func (n *Node) sendNextLocked(id string, q *upRequests) {
+	if len(q.queue) == 0 {
+		delete(n.asked, id)
+		return
+	}
+	q.sent = true
+	n.fan.requests = append(n.fan.requests, q.queue[0].req)
+	n.fan.answers = true
+	if n.opts.Tick == peer.Immediate {
+		n.flushLocked()
+	}
+}
+
+// sendRequestsLocked sends the upstream link up the requests due, after
+// what the flush offered it. n.mu must be held.
+func (n *Node) sendRequestsLocked(up *linkState) {
+	reqs := n.fan.requests
+	n.fan.requests = n.fan.requests[:0]
+	recs := make([]*peer.Record, 0, len(reqs))
+	for _, c := range reqs {
+		if o, ok := n.world.Get(c.ID); ok {
+			recs = append(recs, peer.NewRecord(c, o.Slot))
+		} else {
+			n.goneLocked(c.ID)
+		}
+	}
+	if len(recs) > 0 {
+		up.link.Offer(recs, func(int) peer.Verdict { return peer.Send }, nil, true)
+	}
+}
+
+// answeredLocked takes the upstream's answer for an object: the request in
+// flight is answered, and the next one sent. n.mu must be held.
+func (n *Node) answeredLocked(id string) {
+	q := n.asked[id]
+	if q == nil || !q.sent || len(q.queue) == 0 {
+		return // an answer to a request of an earlier link, or to none
+	}
+	a := q.queue[0]
+	q.queue = q.queue[1:]
+	q.sent = false
+	n.tellLocked(a, false)
+	n.sendNextLocked(id, q)
+}
+
+// goneLocked answers every request for an object that went away. n.mu
+// must be held.
+func (n *Node) goneLocked(id string) {
+	q := n.asked[id]
+	if q == nil {
+		return
+	}
+	delete(n.asked, id)
+	for _, a := range q.queue {
+		n.tellLocked(a, true)
+	}
+}
+
+// tellLocked answers a: a link at the next flush (a departed object it
+// hears of as a remove), a caller at once. n.mu must be held.
+func (n *Node) tellLocked(a asker, gone bool) {
+	switch {
+	case a.ch != nil:
+		o, ok := n.world.Get(a.req.ID)
+		a.ch <- answer{owner: o.Owner, gone: gone || !ok}
+	case a.ls != nil && !gone:
+		n.answerLocked(a.ls, a.req.ID)
+	}
+}
+
+// requestsLostLocked is called when the upstream link closes: the
+// requests in flight on it will not be answered, and go again on the next
+// upstream link (resendRequestsLocked). n.mu must be held.
+func (n *Node) requestsLostLocked() {
+	for _, q := range n.asked {
+		q.sent = false
+	}
+	n.fan.requests = n.fan.requests[:0]
+}
+
+// resendRequestsLocked is called when an upstream link's metadata has
+// arrived: waiting requests go to it, or, if it does not take part in
+// transfers, are answered with the objects as they are. n.mu must be held.
+func (n *Node) resendRequestsLocked(md peer.Metadata) {
+	for id, q := range n.asked {
+		switch {
+		case !md.Has(peer.FeatureOwnership):
+			delete(n.asked, id)
+			for _, a := range q.queue {
+				if a.ch != nil {
+					a.ch <- answer{err: ErrNoTransfers}
+				} else {
+					n.tellLocked(a, false)
+				}
+			}
+		case !q.sent:
+			n.sendNextLocked(id, q)
+		}
+	}
+}
+
+// forgetAskerLocked drops a departed link from the requests it waits
+// on, and from the answers held for it. n.mu must be held.
+func (n *Node) forgetAskerLocked(ls *linkState) {
+	for _, q := range n.asked {
+		for i := range q.queue {
+			if q.queue[i].ls == ls {
+				q.queue[i].ls = nil
+			}
+		}
+	}
+	for id, h := range n.held {
+		for i, a := range h.askers {
+			if a == ls {
+				h.askers[i] = nil
+			}
+		}
+		if h.waiting[ls] {
+			delete(h.waiting, ls)
+			if len(h.waiting) == 0 {
+				n.releaseHeldLocked(id)
+			}
+		}
+	}
+}
+
+// ask sends a transfer request to the upstream and waits for its answer,
+// or for ctx.
+func (n *Node) ask(ctx context.Context, req gameworld.Change) (answer, error) {
+	ch := make(chan answer, 1)
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return answer{}, ErrClosed
+	}
+	up, upDecides := n.upstreamDecidesLocked()
+	switch {
+	case up == nil:
+		n.mu.Unlock()
+		return answer{}, ErrNotConnected
+	case !upDecides:
+		n.mu.Unlock()
+		return answer{}, ErrNoTransfers
+	}
+	if _, ok := n.world.Get(req.ID); !ok {
+		n.mu.Unlock()
+		return answer{}, fmt.Errorf("relay: %w: %s", gameworld.ErrUnknownObject, req.ID)
+	}
+	n.askLocked(asker{ch: ch, req: req})
+	n.mu.Unlock()
+	select {
+	case a := <-ch:
+		return a, a.err
+	case <-ctx.Done():
+		n.mu.Lock()
+		if q := n.asked[req.ID]; q != nil {
+			for i := range q.queue {
+				if q.queue[i].ch == ch {
+					q.queue[i].ch = nil // its answer is not wanted
+				}
+			}
+		}
+		n.mu.Unlock()
+		return answer{}, ctx.Err()
+	}
+}
+
+// takeAnswersLocked lists the answers among changes from an upstream or
+// mesh link, and returns the changes to apply. An upstream's answer is
+// applied like any of its transfers, unless it restates what this node
+// has (a refused request). A mesh member's answer is its acknowledgement
+// (acknowledgeLocked), applied only where it is a claim the member could
+// make, for a world behind it: a links' queue may have coalesced the
+// member's own transfer into it. n.mu must be held.
+func (n *Node) takeAnswersLocked(ls *linkState, changes []gameworld.Change) (rest, answered []gameworld.Change) {
+	rest = changes[:0]
+	for _, c := range changes {
+		if c.Type == gameworld.Transfer && c.Answer {
+			answered = append(answered, c)
+			if ls.kind == ownership.Mesh && !n.relation(ls, c.Owner).InLinkChain {
+				continue
+			}
+		}
+		if c.Type == gameworld.Transfer && ls.kind == ownership.Upstream {
+			if o, ok := n.world.Get(c.ID); ok && o.Owner == c.Owner && o.Epoch == c.Epoch {
+				continue // nothing changes, and nobody need hear of it
+			}
+		}
+		rest = append(rest, c)
+	}
+	return rest, answered
+}
+
+// acknowledgeLocked answers a mesh member's claims (its transfers to a
+// world behind it, and adds with an epoch, won or lost here) with this node's state, and takes
+// its answers as acknowledgements of this node's grants. An answer may
+// carry a claim too (coalesced with it in the member's queue). The
+// exchange ends: this node's answer names a world behind the member only
+// when the member's claim won here. n.mu must be held.
+func (n *Node) acknowledgeLocked(m *linkState, changes, answered []gameworld.Change) {
+	for _, c := range answered {
+		n.ackLocked(m, c.ID, c.Epoch)
+	}
+	for _, c := range changes {
+		// A claim to an object the member never sent us comes as an add
+		// with its epoch.
+		claim := c.Type == gameworld.Transfer || c.Type == gameworld.Add
+		if claim && c.Epoch != 0 && n.relation(m, c.Owner).InLinkChain {
+			n.answerLocked(m, c.ID)
+		}
+	}
+}
+
+// answerTransfers tells a downstream peer that asked for transfers how
+// each ended, at the next flush, after the changes routed before, so the
+// answer is never older than what the peer already heard. A grant that
+// mesh members may contest is held until they acknowledge it
+// (holdLocked). recs are the records the peer's changes produced. n.mu
+// must be held.
+func (n *Node) answerTransfers(ls *linkState, requests map[string]bool, recs []gameworld.Record) {
+	for id := range requests {
+		var grant *gameworld.Record
+		for i := range recs {
+			if recs[i].ID == id && recs[i].Type == gameworld.Transfer {
+				grant = &recs[i]
+			}
+		}
+		if grant == nil || !n.holdLocked(ls, id, grant.Owner, grant.Epoch) {
+			n.answerLocked(ls, id)
+		}
+	}
+}
+
+// answerLocked makes the next flush tell ls the state of id. n.mu must be
+// held.
+func (n *Node) answerLocked(ls *linkState, id string) {
+	if ls.answers == nil {
+		ls.answers = map[string]bool{}
+	}
+	ls.answers[id] = true
+	n.fan.answers = true
+	if n.opts.Tick == peer.Immediate {
+		n.flushLocked()
+	}
+}
+
+// sendAnswersLocked sends ls its due transfer answers. n.mu must be held.
+func (n *Node) sendAnswersLocked(ls *linkState) {
+	if len(ls.answers) == 0 {
+		return
+	}
+	recs := make([]*peer.Record, 0, len(ls.answers))
+	for id := range ls.answers {
+		if o, ok := n.world.Get(id); ok {
+			recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Transfer, ID: o.ID, Owner: o.Owner,
+				Epoch: o.Epoch, Properties: o.Properties, Answer: true}, o.Slot))
+		}
+	}
+	ls.answers = nil
+	send := func(int) peer.Verdict { return peer.Send }
+	switch {
+	case ls.att != nil:
+		ls.att.offer(recs, send, nil)
+	case ls.link != nil:
+		ls.link.Offer(recs, send, nil, true)
+	}
+}
+
+// holdLocked holds ls's answer about id, granted to owner at epoch, until
+// every mesh member this node is linked to has acknowledged the grant, or
+// a claim beats it here (supersededLocked). It reports false when there
+// is no member to wait for. n.mu must be held.
+func (n *Node) holdLocked(ls *linkState, id, owner string, epoch uint64) bool {
+	waiting := map[*linkState]bool{}
+	for _, m := range n.order {
+		if m.kind == ownership.Mesh && m.ready {
+			waiting[m] = true
+		}
+	}
+	if len(waiting) == 0 {
+		return false
+	}
+	if n.held == nil {
+		n.held = map[string]*held{}
+	}
+	h := n.held[id]
+	if h == nil {
+		h = &held{}
+		n.held[id] = h
+	}
+	h.askers = append(h.askers, ls)
+	h.owner, h.epoch, h.waiting = owner, epoch, waiting
+	time.AfterFunc(heldTimeout, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.held[id] == h && h.epoch == epoch && !n.closed {
+			n.log.Info("mesh members did not acknowledge a transfer in time; answering with what is known", "id", id, "epoch", epoch, "waiting", len(h.waiting))
+			n.releaseHeldLocked(id)
+		}
+	})
+	return true
+}
+
+// ackLocked takes a mesh member's answer about id, naming an owner at
+// epoch, as its acknowledgement of what this node granted. n.mu must be
+// held.
+func (n *Node) ackLocked(m *linkState, id string, epoch uint64) {
+	h := n.held[id]
+	if h == nil || epoch < h.epoch || !h.waiting[m] {
+		return // not yet seen by the member: its next answer will be
+	}
+	delete(h.waiting, m)
+	if len(h.waiting) == 0 {
+		n.releaseHeldLocked(id)
+	}
+}
+
+// supersededLocked is told of every change of owner or removal applied
+// here: an answer held for a grant that a claim has beaten (or whose
+// object went) goes out at once. The grant lost for good, since of two
+// claims the same one wins everywhere, so the asker's answer is known
+// without waiting for the members. n.mu must be held.
+func (n *Node) supersededLocked(r *gameworld.Record) {
+	if h := n.held[r.ID]; h != nil && (r.Type == gameworld.Remove || r.Owner != h.owner || r.Epoch != h.epoch) {
+		n.releaseHeldLocked(r.ID)
+	}
+}
+
+// releaseHeldLocked sends the answers held about id. n.mu must be held.
+func (n *Node) releaseHeldLocked(id string) {
+	h := n.held[id]
+	delete(n.held, id)
+	for _, ls := range h.askers {
+		if ls != nil {
+			n.answerLocked(ls, id)
+		}
+	}
+}
