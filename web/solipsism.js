@@ -174,14 +174,17 @@ export class GameWorld extends EventTarget {
     const up = [...this.links].find((l) => l.kind === "upstream" && l.speaksTransfers());
     if (!up || !this.objects.has(id)) return Promise.resolve(false);
     return new Promise((resolve) => {
+      // The upstream's answer to this request (a transfer marked
+      // "answer"), not just any transfer of the object: one decided
+      // before the request may reach us first.
       const settle = (e) => {
         if (e.detail.object.id !== id) return;
-        this.removeEventListener("transfer", settle);
+        this.removeEventListener("answer", settle);
         this.removeEventListener("remove", settle);
-        const mine = e.type === "transfer" && this.isLocal(e.detail.object.owner);
+        const mine = e.type === "answer" && this.isLocal(e.detail.object.owner);
         resolve(owner ? mine : !mine);
       };
-      this.addEventListener("transfer", settle);
+      this.addEventListener("answer", settle);
       this.addEventListener("remove", settle);
       up.request({ type: "transfer", id, owner });
     });
@@ -234,6 +237,12 @@ export class GameWorld extends EventTarget {
       }
       const props = c.properties && typeof c.properties === "object" ? c.properties : {};
       const epoch = Number.isSafeInteger(c.epoch) && c.epoch > 0 ? c.epoch : 0;
+      if (c.answer === true && c.type === "transfer" && existing && c.owner === existing.owner && epoch === existing.epoch) {
+        // An answer that restates what we have (a refused request):
+        // nothing changes, and only the askers hear of it.
+        applied.push({ answer: true, object: existing });
+        continue;
+      }
       if ((c.type === "add" || (c.type === "transfer" && c.properties)) && !existing) {
         const o = new GameObject(this, c.id, c.owner || this.identifier, { ...props });
         o.epoch = epoch;
@@ -248,7 +257,7 @@ export class GameWorld extends EventTarget {
         existing.epoch = epoch || existing.epoch + 1;
         if (c.properties && typeof c.properties === "object") existing.properties = { ...props };
         existing.updatedAt = Date.now();
-        applied.push({ rec: { type: "transfer", id: existing.id, owner: existing.owner, epoch: existing.epoch, properties: { ...existing.properties } }, object: existing, previousOwner: prev });
+        applied.push({ rec: { type: "transfer", id: existing.id, owner: existing.owner, epoch: existing.epoch, properties: { ...existing.properties } }, object: existing, previousOwner: prev, answer: c.answer === true });
       } else if ((c.type === "add" || c.type === "update") && existing) {
         // An add of an existing id is an update; the owner never changes.
         Object.assign(existing.properties, props);
@@ -261,6 +270,10 @@ export class GameWorld extends EventTarget {
       // update or remove of an unknown id: ignored, as the protocol says.
     }
     for (const a of applied) {
+      if (!a.rec) {
+        this.answered(a.object);
+        continue;
+      }
       for (const l of this.links) if (l !== from) l.offer(a.rec, a.object, a.previousOwner);
       const detail = { object: a.object, changed: a.changed || a.object.properties, previousOwner: a.previousOwner };
       this.dispatchEvent(new CustomEvent(a.rec.type, { detail }));
@@ -269,8 +282,20 @@ export class GameWorld extends EventTarget {
         if (is && !was) this.dispatchEvent(new CustomEvent("gained", { detail }));
         if (was && !is) this.dispatchEvent(new CustomEvent("lost", { detail }));
       }
+      if (a.answer) this.answered(a.object);
     }
     return refused;
+  }
+
+  /**
+   * The upstream answered a transfer request about object: links that
+   * passed one on tell their asker, and this world's own requests settle
+   * (an "answer" event).
+   * @package
+   */
+  answered(object) {
+    for (const l of this.links) l.answered(object);
+    this.dispatchEvent(new CustomEvent("answer", { detail: { object, changed: {} } }));
   }
 }
 
@@ -306,6 +331,7 @@ export class Link {
     this.dialect = "metadataChange";
     this.known = new Set(); // ids the peer knows, counting what is queued
     this.queue = new Map(); // id -> {knew, removed, rec}
+    this.asked = new Map(); // id -> transfer requests of the peer passed upstream, unanswered
     this.refreshed = false;
     this.refreshPending = false; // a downstream peer asked before sending its metadata
     this.timer = null;
@@ -407,12 +433,36 @@ export class Link {
       this.queue.set(rec.id, e);
     }
     if (this.speaksTransfers()) {
+      const answer = e.rec && e.rec.answer; // an answer queued before stays one
       e.rec = { ...rec, properties: { ...object.properties } };
+      if (answer) e.rec.answer = true;
     } else {
       e.removed = { type: "remove", id: rec.id, owner: previousOwner };
       e.rec = this.mayReceive(rec.owner) ? add : null;
       if (!e.rec) this.known.delete(rec.id);
     }
+    this.schedule();
+  }
+
+  /**
+   * Tells the peer, if it asked about object (through us), the upstream's
+   * answer: the object as it is, marked as the answer, after what is
+   * queued before.
+   * @package
+   */
+  answered(object) {
+    const n = this.asked.get(object.id);
+    if (!n || this.closed) return;
+    if (n > 1) this.asked.set(object.id, n - 1);
+    else this.asked.delete(object.id);
+    let e = this.queue.get(object.id);
+    if (!e) {
+      e = { knew: this.known.has(object.id), removed: null, rec: null };
+      this.queue.set(object.id, e);
+    }
+    e.rec = { type: "transfer", id: object.id, owner: object.owner, properties: { ...object.properties }, answer: true };
+    if (object.epoch) e.rec.epoch = object.epoch;
+    this.known.add(object.id);
     this.schedule();
   }
 
@@ -436,6 +486,7 @@ export class Link {
       this.queue.set(r.id, e);
     }
     if (r.type === "remove") {
+      this.asked.delete(r.id); // the peer hears the object went: its answer
       e.rec = null;
       if (e.knew) e.removed = r;
       this.known.delete(r.id);
@@ -610,7 +661,10 @@ export class Link {
         if (c.type !== "transfer") continue;
         const up = [...this.world.links].find((l) => l.kind === "upstream" && l.speaksTransfers());
         if (c.owner && !this.peerChain.has(c.owner)) this.stats.refused++;
-        else if (up) up.request({ type: "transfer", id: c.id, owner: c.owner || "" });
+        else if (up) {
+          this.asked.set(c.id, (this.asked.get(c.id) || 0) + 1);
+          up.request({ type: "transfer", id: c.id, owner: c.owner || "" });
+        }
       }
       owned = owned.filter((c) => c.type !== "transfer");
     }
