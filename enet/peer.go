@@ -140,6 +140,31 @@ func (p *Peer) Channels() int {
 	return len(p.channels)
 }
 
+// MaxUnfragmented returns the largest packet sent in one datagram; a
+// larger one goes in fragments, and an unreliable one is lost whole when
+// any of its fragments is.
+func (p *Peer) MaxUnfragmented() int {
+	p.h.mu.Lock()
+	defer p.h.mu.Unlock()
+	return int(p.mtu) - protocolHeaderSize - sendFragmentHeaderSize
+}
+
+// Unacknowledged returns the number of reliable commands (packets, or
+// fragments of one) of a channel queued or sent and not yet acknowledged.
+func (p *Peer) Unacknowledged(ch uint8) int {
+	p.h.mu.Lock()
+	defer p.h.mu.Unlock()
+	n := 0
+	for _, list := range [][]*outCmd{p.queue, p.sent} {
+		for _, oc := range list {
+			if oc.reliable && oc.c.channel == ch {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // Send queues a packet on a channel. Packets larger than one datagram
 // are fragmented.
 func (p *Peer) Send(ch uint8, data []byte, flags Flags) error {

@@ -56,8 +56,12 @@ type ClientStats struct {
 	// Failed counts packets that could not be used (a missing base, a
 	// patch that failed): each asks for a set.
 	Failed uint64
-	// Stale counts packets older than the newest state.
+	// Stale counts packets not newer than the newest state (each is
+	// answered with an acknowledgement of the newest).
 	Stale uint64
+	// Last is the form of the last packet taken: "set", "merge" or
+	// "apply".
+	Last string
 }
 
 // DialClient connects to an Alloverse endpoint (ws:// or wss:// URL).
@@ -221,10 +225,15 @@ func (c *Client) state(pkt []byte) (ack uint64, send bool) {
 		c.stats.Failed++
 		c.mu.Unlock()
 		return 0, true
-	case c.have && !isNewer(rev, c.latest):
+	case c.have && !isNewer(rev, c.latest) && (style != "set" || rev != c.latest):
+		// Not newer than what we hold, yet the server sent it: it has not
+		// heard our acknowledgement (lost, or not yet there). Say it again.
+		// (A set of the revision we hold is taken, and acknowledged: the
+		// answer to an acknowledgement of 0.)
 		c.stats.Stale++
+		latest := c.latest
 		c.mu.Unlock()
-		return 0, false
+		return latest, latest != 0
 	}
 	if _, dup := c.hist[rev]; !dup {
 		c.order = append(c.order, rev)
@@ -235,6 +244,7 @@ func (c *Client) state(pkt []byte) (ack uint64, send bool) {
 		c.order = c.order[1:]
 	}
 	c.latest, c.have = rev, true
+	c.stats.Last = style
 	switch style {
 	case "set":
 		c.stats.Sets++

@@ -42,7 +42,22 @@ func (b *Bridge) ServeENet(h *enet.Host) error {
 // enetConn is a Conn over one ENet peer.
 type enetConn struct{ p *enet.Peer }
 
-func (c enetConn) SendState(pkt []byte)    { c.p.Send(ChannelStates, pkt, 0) } //nolint:errcheck // unreliable
+// SendState sends a state packet unreliably when it fits one datagram. A
+// larger one (a set of a big world) would be lost whole with any of its
+// fragments, and under load every copy may be: it goes reliably instead,
+// one at a time. While one is on its way the others are dropped (the
+// client is sent newer state once it has acknowledged that one), so a
+// slow client is never queued more than one set.
+func (c enetConn) SendState(pkt []byte) {
+	if c.p.Unacknowledged(ChannelStates) > 0 {
+		return
+	}
+	var flags enet.Flags
+	if len(pkt) > c.p.MaxUnfragmented() {
+		flags = enet.Reliable
+	}
+	c.p.Send(ChannelStates, pkt, flags) //nolint:errcheck // the next heartbeat sends newer state
+}
 func (c enetConn) Send(frame []byte) error { return c.p.Send(ChannelCommands, frame, enet.Reliable) }
 func (c enetConn) MergeOnly() bool         { return true }
 func (c enetConn) Close(code StatusCode, reason string) {

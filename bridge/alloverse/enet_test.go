@@ -3,6 +3,12 @@ package alloverse
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,4 +104,125 @@ func TestENetAgent(t *testing.T) {
 	waitFor(t, "alice to see the silent agent", 5*time.Second, func() bool { _, ok := alice.World().Get(ghost); return ok })
 	silent.t.(*enetTransport).p.Host().CloseSocket()
 	waitFor(t, "the silent agent's avatar to go", 40*time.Second, func() bool { _, ok := alice.World().Get(ghost); return !ok })
+}
+
+// TestENetDiffsResumeAfterSet: an ENet client that could not use a diff
+// asks for a set (acknowledges 0), takes it and acknowledges its
+// revision; from then on a small change reaches it as a merge diff
+// against that revision, never as another set and never not at all. The
+// same with a world large enough that its set travels in ENet fragments.
+// Repeated many times while every core is kept busy, with acknowledgements
+// lost.
+func TestENetDiffsResumeAfterSet(t *testing.T) {
+	p := startPlace(t, Options{})
+	addr := startENet(t, p)
+	alice := p.solipsist(t, "alice")
+	ball, _ := alice.Create(map[string]any{"kind": "ball", "x": 0})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Every third acknowledgement is lost, as on a lossy network: the
+	// bridge goes on sending what the client already has, which must
+	// not keep it from acknowledging again.
+	var acks atomic.Int64
+	c, err := DialENetClient(ctx, addr, ClientOptions{DropAck: func() bool { return acks.Add(1)%3 == 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	stop := busyCores()
+	defer stop()
+
+	// settled waits until the client holds the bridge's revision, the
+	// bridge has its acknowledgement of it, and the packets sent before
+	// (which the bridge stops sending then) have arrived.
+	settled := func(what string) {
+		t.Helper()
+		caughtUp(t, p, c)
+		_, rev, _ := c.Document()
+		waitFor(t, what+": the bridge holds the acknowledgement", 10*time.Second, func() bool {
+			p.bridge.mu.Lock()
+			defer p.bridge.mu.Unlock()
+			for s := range p.bridge.sessions {
+				return s.ack == rev
+			}
+			return false
+		})
+		last, since := c.Stats(), time.Now()
+		waitFor(t, what+": nothing more in flight", 10*time.Second, func() bool {
+			if st := c.Stats(); st != last {
+				last, since = st, time.Now()
+			}
+			return time.Since(since) > 100*time.Millisecond
+		})
+	}
+	// change changes the ball and checks the form it arrived in.
+	x := 0
+	change := func(what, form string) {
+		t.Helper()
+		before := c.Stats()
+		x++
+		alice.Set(ball, map[string]any{"x": x})
+		waitFor(t, fmt.Sprintf("%s: x=%d reaches the client", what, x), 10*time.Second, func() bool {
+			doc, _, _ := c.Document()
+			return doc != nil && string(entities(t, doc)[ball]["x"]) == strconv.Itoa(x)
+		})
+		got := c.Stats()
+		// (A set of the revision before may still arrive first, sent
+		// while the bridge waited for an acknowledgement that was lost.)
+		if form == "merge" && (got.Last != "merge" || got.Failed != before.Failed) {
+			t.Fatalf("%s: the change came as %+v (before %+v), want a merge diff", what, got, before)
+		}
+		if form == "set" && (got.Failed == before.Failed || got.Sets == before.Sets) {
+			t.Fatalf("%s: %+v (before %+v), want a failed diff, then a set", what, got, before)
+		}
+	}
+	// round: the client loses its history, so the next diff fails and it
+	// asks for a set; once settled, the next change is a diff again.
+	round := func(what string) {
+		t.Helper()
+		c.mu.Lock()
+		clear(c.hist)
+		c.order = c.order[:0]
+		c.mu.Unlock()
+		change(what+", a diff the client cannot use", "set")
+		settled(what)
+		change(what+", after the set", "merge")
+	}
+	settled("the first set")
+	for i := range 25 {
+		round(fmt.Sprintf("round %d", i))
+	}
+
+	// A world large enough that its set goes in fragments.
+	big := strings.Repeat("z", 2000)
+	for i := range 100 {
+		alice.Create(map[string]any{"kind": "filler", "i": i, "blob": big})
+	}
+	waitFor(t, "the bridge to hold the big world", 10*time.Second, func() bool { return len(p.bridge.Document()) > 200_000 })
+	settled("the big world")
+	for i := range 10 {
+		round(fmt.Sprintf("fragmented round %d", i))
+	}
+}
+
+// busyCores keeps every core busy until the returned func is called.
+func busyCores() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				for i := 0; i < 1e5; i++ {
+				}
+			}
+		}()
+	}
+	return func() { close(done); wg.Wait() }
 }
