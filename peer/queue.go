@@ -236,12 +236,32 @@ func (b *Batch) reset() {
 
 // drain empties the queue into b.
 func (q *queue) drain(b *Batch) {
+	// An object removed and added again may have come back in another
+	// slot (its world gave the old one to another object meanwhile): its
+	// add must follow its remove, in the next message.
+	var removed map[string]bool
+	for _, r := range q.orphans {
+		if removed == nil {
+			removed = map[string]bool{}
+		}
+		removed[r.ID] = true
+	}
+	for _, slot := range q.order {
+		if e := q.entries[slot]; e.removed != nil {
+			if removed == nil {
+				removed = map[string]bool{}
+			}
+			removed[e.removed.ID] = true
+		}
+	}
 	b.First = append(b.First, q.orphans...)
 	for _, slot := range q.order {
 		e := q.entries[slot]
 		switch {
-		case e.removed != nil && e.rec != nil:
-			b.First = append(b.First, e.removed)
+		case e.removed != nil && e.rec != nil, e.removed == nil && e.rec != nil && removed[e.rec.ID]:
+			if e.removed != nil {
+				b.First = append(b.First, e.removed)
+			}
 			b.Second = append(b.Second, e.rec)
 		case e.removed != nil:
 			b.First = append(b.First, e.removed)

@@ -32,6 +32,11 @@ func answer(id string, epoch uint64, kv ...string) *Record {
 	return r
 }
 
+func inSlot(r *Record, slot uint32) *Record {
+	r.Slot = slot
+	return r
+}
+
 // slotOf gives each test id a fixed slot.
 func slotOf(id string) uint32 {
 	var h uint32
@@ -120,6 +125,10 @@ func TestQueueCoalescing(t *testing.T) {
 			`{"type":"transfer","id":"a","epoch":1,"answer":true,"properties":{}}`},
 		{"transfer of an unknown object is an add", nil, []*Record{transfer("a", 1)},
 			`{"type":"add","id":"a","epoch":1,"properties":{}}`},
+		{"remove+add in another slot goes in two messages", []string{"a"}, []*Record{rec(rem, "a"), inSlot(rec(add, "a", "x", "1"), 999)},
+			`{"type":"remove","id":"a"} | {"type":"add","id":"a","properties":{"x":1}}`},
+		{"add after a remove, in the slot of one removed", []string{"a", "b"}, []*Record{rec(rem, "b"), rec(rem, "a"), inSlot(rec(add, "a", "x", "1"), slotOf("b"))},
+			`{"type":"remove","id":"b"},{"type":"remove","id":"a"} | {"type":"add","id":"a","properties":{"x":1}}`},
 		{"order is first push order", nil, []*Record{rec(add, "b"), rec(add, "a"), rec(upd, "b", "z", "1")},
 			`{"type":"add","id":"b","properties":{"z":1}},{"type":"add","id":"a","properties":{}}`},
 	}

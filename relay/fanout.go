@@ -43,8 +43,12 @@ type fanout struct {
 	// object's updates within a tick.
 	bySlot map[uint32]int
 	// unique is false when an object has more than one entry (say, removed
-	// and added again), so links must coalesce through their queues.
+	// and added again, in its slot or another), so links must coalesce
+	// through their queues, which keep a remove and an add of one id out
+	// of one message.
 	unique bool
+	// removed lists the ids the log removes, while it removes any.
+	removed map[string]bool
 	// refreshes is set when some link waits for a refresh answer.
 	refreshes bool
 	// answers is set when some link has transfer answers due, or
@@ -73,8 +77,17 @@ func (n *Node) route(recs []gameworld.Record, from *linkState) {
 	now := time.Now().UnixNano()
 	for i := range recs {
 		r := &recs[i]
-		if r.Type == gameworld.Remove && len(n.asked) > 0 {
-			n.goneLocked(r.ID)
+		switch {
+		case r.Type == gameworld.Remove:
+			if f.removed == nil {
+				f.removed = map[string]bool{}
+			}
+			f.removed[r.ID] = true
+			if len(n.asked) > 0 {
+				n.goneLocked(r.ID)
+			}
+		case r.Type == gameworld.Add && f.removed[r.ID]:
+			f.unique = false // back in another slot
 		}
 		if len(n.held) > 0 && (r.Type == gameworld.Transfer || r.Type == gameworld.Remove) {
 			n.supersededLocked(r)
@@ -223,6 +236,7 @@ func (n *Node) flushLocked() {
 	clear(f.log)
 	clear(f.recs)
 	clear(f.bySlot)
+	f.removed = nil
 	f.log, f.recs, f.refreshes, f.mdAt, f.answers = f.log[:0], f.recs[:0], false, f.mdAt[:0], false
 	if cap(f.log) > 4096 { // after a burst, let the memory go
 		f.log, f.recs, f.bySlot = nil, nil, nil

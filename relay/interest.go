@@ -284,6 +284,14 @@ func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
 	if !has && old == nil {
 		return
 	}
+	if n.sp.active && len(n.fan.log) > 0 {
+		// Changes not yet flushed are not in the index, and would be
+		// routed by the new region from cells the scan below did not
+		// visit: a remove pending for an object the link was sent would
+		// never reach it, an object that moved in would not be revealed.
+		// Flushing first makes the index the world.
+		n.flushLocked()
+	}
 	var oldCells []cellKey
 	oldWide := false
 	if old != nil {

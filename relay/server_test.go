@@ -9,6 +9,7 @@ import (
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
 )
 
 // readyLinks counts links whose metadata the node knows.
@@ -274,5 +275,40 @@ func TestApplyRefusesInvalidJSON(t *testing.T) {
 	}
 	if string(props["a"]) != `{ "b" : [1, 2] }` {
 		t.Fatal("the caller's map was modified")
+	}
+}
+
+// TestReaddedInAnotherSlot: a writer removes two objects and adds one of
+// them again in one message, so that the world gives it the other's slot.
+// A 2016 peer is sent the remove and, in a later message, the add (never
+// both in one message, which would crash it), both when its link keeps
+// up and when it is behind and its queue coalesces.
+func TestReaddedInAnotherSlot(t *testing.T) {
+	for _, tick := range []time.Duration{peer.Immediate, 20 * time.Millisecond} {
+		t.Run(tick.String(), func(t *testing.T) {
+			srv, url := startNode(t, Options{Tick: tick})
+			writer := wiretest.Dial(t, url, "writer-WRITER00-WRITER00", wiretest.Options{})
+			legacy := wiretest.Dial(t, url, "legacy-LEGACY00-LEGACY00", wiretest.Options{})
+			const w = "writer-WRITER00-WRITER00"
+			writer.Change(wiretest.Add("aa", w, props{"n": 1}), wiretest.Add("bb", w, props{"n": 2}))
+			legacy.Wait("both objects", 5*time.Second, func(o map[string]wiretest.Object) bool { return len(o) == 2 })
+			a, _ := srv.World().Get("aa")
+			b, _ := srv.World().Get("bb")
+			// Remove the one in the higher slot, then the other, and add
+			// the first again: it takes the lower slot.
+			hi, lo := "bb", "aa"
+			if a.Slot > b.Slot {
+				hi, lo = "aa", "bb"
+			}
+			writer.Change(wiretest.Remove(hi, w), wiretest.Remove(lo, w), wiretest.Add(hi, w, props{"n": 3}))
+			legacy.Wait("the re-added object", 5*time.Second, func(o map[string]wiretest.Object) bool {
+				_, gone := o[lo]
+				return len(o) == 1 && !gone && string(o[hi].Properties["n"]) == "3"
+			})
+			if o, _ := srv.World().Get(hi); o.Slot == map[string]uint32{"aa": a.Slot, "bb": b.Slot}[hi] {
+				t.Fatalf("%s came back in its own slot %d: the test needs another", hi, o.Slot)
+			}
+			legacy.CheckClean()
+		})
 	}
 }
