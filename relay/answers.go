@@ -2,7 +2,9 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -126,7 +128,10 @@ func (n *Node) takeRequestsLocked(ls *linkState, changes []gameworld.Change) ([]
 			answerNow(c.ID)
 			continue
 		}
-		if up == nil || n.mayAskLocked(ls, c) != nil {
+		if err := n.mayAskLocked(ls, c); up == nil || err != nil {
+			if errors.Is(err, gameworld.ErrUnknownObject) && ls.link != nil {
+				ls.link.Stats().Ignored.Add(1)
+			}
 			answerNow(c.ID)
 			continue
 		}
@@ -168,6 +173,13 @@ func (n *Node) askLocked(a asker) {
 	if q == nil {
 		q = &upRequests{}
 		n.asked[a.req.ID] = q
+	}
+	if a.ls != nil {
+		for _, b := range q.queue {
+			if b.ls == a.ls && b.req.Owner == a.req.Owner {
+				return // asked already: one answer tells it
+			}
+		}
 	}
 	q.queue = append(q.queue, a)
 	if !q.sent {
@@ -466,7 +478,9 @@ func (n *Node) holdLocked(ls *linkState, id, owner string, epoch uint64) bool {
 		h = &held{}
 		n.held[id] = h
 	}
-	h.askers = append(h.askers, ls)
+	if !slices.Contains(h.askers, ls) {
+		h.askers = append(h.askers, ls)
+	}
 	h.owner, h.epoch, h.waiting = owner, epoch, waiting
 	time.AfterFunc(heldTimeout, func() {
 		n.mu.Lock()

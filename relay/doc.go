@@ -15,7 +15,10 @@
 // record, the node grants or refuses by its ownership.Policy, and the
 // transfer, stamped with the object's next ownership epoch, is routed like
 // any change; concurrent claims resolve by gameworld.Beats on every node.
-// Persistent objects fall to the node when their owner leaves.
+// Only the root of a proxy chain decides; proxies and clients pass
+// requests up and answers down (answers.go), and a mesh server answers its
+// asker once the other members have acknowledged the grant. Persistent
+// objects fall to the node when their owner leaves.
 //
 // Concurrency: a Node serialises applying and routing under one mutex, so
 // every link sees changes in the same order the world applied them. Links
