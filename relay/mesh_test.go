@@ -159,7 +159,7 @@ func startMesh(t *testing.T, size int, mo MeshOptions) []*meshNode {
 }
 
 // startMeshWith is startMesh with the nodes' options.
-func startMeshWith(t *testing.T, size int, mo MeshOptions, opts Options) []*meshNode {
+func startMeshWith(t testing.TB, size int, mo MeshOptions, opts Options) []*meshNode {
 	t.Helper()
 	nodes := []*meshNode{startMeshNodeWith(t, "", mo, opts)}
 	for i := 1; i < size; i++ {

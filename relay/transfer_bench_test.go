@@ -6,16 +6,35 @@ import (
 	"time"
 )
 
-// BenchmarkTransfer: two clients of one server node (tick 0) pass an object
-// back and forth with TakeOwnership; each op is one transfer, asked,
-// granted, answered and seen by the other client.
+// BenchmarkTransfer: two clients pass an object back and forth with
+// TakeOwnership, every node at tick 0; each op is one transfer, asked,
+// decided, answered and seen by the other client. The askers sit on one
+// server node; on a server and a proxy below it (the server decides, the
+// proxy passes requests and answers); and on two members of a 3-node mesh
+// (the deciding member answers once the others have acknowledged).
 //
 //	go test ./relay -run '^$' -bench Transfer
 func BenchmarkTransfer(b *testing.B) {
-	_, url := startNode(b, Options{Tick: -1})
+	b.Run("one node", func(b *testing.B) {
+		_, url := startNode(b, Options{Tick: -1})
+		benchTransfers(b, url, url)
+	})
+	b.Run("through a proxy", func(b *testing.B) {
+		_, url := startNode(b, Options{Tick: -1})
+		p, purl := startProxy(b, url, Options{Tick: -1})
+		waitFor(b, "the proxy's upstream", 5*time.Second, func() bool { return upstreamConnected(p) })
+		benchTransfers(b, url, purl)
+	})
+	b.Run("across a mesh", func(b *testing.B) {
+		nodes := startMeshWith(b, 3, MeshOptions{}, Options{Tick: -1})
+		benchTransfers(b, nodes[0].url, nodes[1].url)
+	})
+}
+
+func benchTransfers(b *testing.B, urlX, urlY string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dial := func(prefix string) *Client {
+	dial := func(url, prefix string) *Client {
 		c, err := Dial(ctx, url, ClientOptions{Prefix: prefix, Tick: -1, Logger: testLogger()})
 		if err != nil {
 			b.Fatal(err)
@@ -23,7 +42,7 @@ func BenchmarkTransfer(b *testing.B) {
 		b.Cleanup(func() { c.Close() })
 		return c
 	}
-	x, y := dial("x"), dial("y")
+	x, y := dial(urlX, "x"), dial(urlY, "y")
 	ball, _ := x.Create(map[string]any{"transferable": true})
 	waitFor(b, "y sees the ball", 5*time.Second, func() bool { _, ok := y.World().Get(ball); return ok })
 	clients := []*Client{y, x}
