@@ -12,6 +12,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/prometheus/client_golang v1.25.0
+	go.etcd.io/bbolt v1.4.3
 	golang.org/x/time v0.16.0
 )
 

@@ -73,9 +73,10 @@ type held struct {
 
 // upstreamDecidesLocked reports whether this node's transfer requests are
 // decided upstream, and the upstream link to send them on (nil while
-// none is connected, or its metadata has not arrived: requests are then
-// refused). A proxy under a 2016 server decides for itself. n.mu must be
-// held.
+// none is connected: requests are then refused). Until the upstream's
+// metadata says whether it takes part in transfers, requests wait for it
+// (sendRequestsLocked). A proxy under a 2016 server decides for itself.
+// n.mu must be held.
 func (n *Node) upstreamDecidesLocked() (*linkState, bool) {
 	if n.role == ownership.Server {
 		return nil, false
@@ -84,11 +85,7 @@ func (n *Node) upstreamDecidesLocked() (*linkState, bool) {
 		if ls.kind != ownership.Upstream || !ls.ready {
 			continue
 		}
-		md, ok := ls.link.Metadata()
-		switch {
-		case !ok:
-			return nil, true
-		case !md.Has(peer.FeatureOwnership):
+		if md, ok := ls.link.Metadata(); ok && !md.Has(peer.FeatureOwnership) {
 			return ls, false
 		}
 		return ls, true
@@ -206,6 +203,16 @@ func (n *Node) sendNextLocked(id string, q *upRequests) {
 func (n *Node) sendRequestsLocked(up *linkState) {
 	reqs := n.fan.requests
 	n.fan.requests = n.fan.requests[:0]
+	if _, ok := up.link.Metadata(); !ok {
+		// Not before we know it takes part in transfers (a 2016 server
+		// would not survive one): they go when its metadata arrives.
+		for _, c := range reqs {
+			if q := n.asked[c.ID]; q != nil {
+				q.sent = false
+			}
+		}
+		return
+	}
 	recs := make([]*peer.Record, 0, len(reqs))
 	for _, c := range reqs {
 		if o, ok := n.world.Get(c.ID); ok {

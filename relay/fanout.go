@@ -89,6 +89,9 @@ func (n *Node) route(recs []gameworld.Record, from *linkState) {
 		case r.Type == gameworld.Add && f.removed[r.ID]:
 			f.unique = false // back in another slot
 		}
+		if n.persist != nil {
+			n.persist.noteLocked(n, r)
+		}
 		if len(n.held) > 0 && (r.Type == gameworld.Transfer || r.Type == gameworld.Remove) {
 			n.supersededLocked(r)
 		}
@@ -240,6 +243,9 @@ func (n *Node) flushLocked() {
 	f.log, f.recs, f.refreshes, f.mdAt, f.answers = f.log[:0], f.recs[:0], false, f.mdAt[:0], false
 	if cap(f.log) > 4096 { // after a burst, let the memory go
 		f.log, f.recs, f.bySlot = nil, nil, nil
+	}
+	if n.persist != nil {
+		n.persist.flushLocked(n)
 	}
 	if n.metrics != nil {
 		n.metrics.tick.Observe(time.Since(start).Seconds())

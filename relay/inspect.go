@@ -88,6 +88,7 @@ func (n *Node) Links() []LinkInfo {
 type ObjectInfo struct {
 	ID         string               `json:"id"`
 	Owner      string               `json:"owner"`
+	Epoch      uint64               `json:"epoch,omitempty"`
 	Properties gameworld.Properties `json:"properties"`
 	Version    uint64               `json:"version"`
 	// AgeMs is how long ago the object was created; UpdatedMs how long ago
@@ -125,7 +126,7 @@ func (n *Node) State(limit int, filter string) State {
 		if filter != "" && !strings.Contains(o.ID, filter) && !strings.Contains(o.Owner, filter) && !propsContain(o.Properties, filter) {
 			continue
 		}
-		st.Objects = append(st.Objects, ObjectInfo{ID: o.ID, Owner: o.Owner, Properties: o.Properties, Version: o.Version,
+		st.Objects = append(st.Objects, ObjectInfo{ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties, Version: o.Version,
 			AgeMs: now.Sub(o.Created).Milliseconds(), UpdatedMs: now.Sub(o.Updated).Milliseconds()})
 	}
 	return st

@@ -78,6 +78,7 @@ type collector struct {
 	links, objects, messages, records, bytes     *prometheus.Desc
 	refused, ignored, coalesced, dropped, queued *prometheus.Desc
 	members, meshRecords                         *prometheus.Desc
+	storeWrites, storeFailures, storeObjects     *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -85,24 +86,27 @@ func newCollector(n *Node) *collector {
 		return prometheus.NewDesc("solipsism_"+name, help, labels, prometheus.Labels{"role": n.role.String()})
 	}
 	return &collector{
-		n:           n,
-		links:       d("links", "Open links by kind.", "kind"),
-		objects:     d("objects", "Objects in the node's world."),
-		messages:    d("messages_total", "Messages by direction and type.", "direction", "type"),
-		records:     d("change_records_total", "Change records by direction.", "direction"),
-		bytes:       d("bytes_total", "Message bytes by direction.", "direction"),
-		refused:     d("refused_writes_total", "Change records refused by ownership rules."),
-		ignored:     d("ignored_records_total", "Change records ignored (update or remove of an unknown id)."),
-		coalesced:   d("coalesced_records_total", "Outbound records merged into a pending record for the same object."),
-		dropped:     d("dropped_records_total", "Outbound records not sent because the peer could not need them."),
-		queued:      d("queued_objects", "Objects with changes waiting in link queues."),
-		members:     d("mesh_members", "Other live members of the mesh, as memberlist sees them."),
-		meshRecords: d("mesh_change_records_total", "Change records exchanged with other mesh nodes, by direction.", "direction"),
+		n:             n,
+		links:         d("links", "Open links by kind.", "kind"),
+		objects:       d("objects", "Objects in the node's world."),
+		messages:      d("messages_total", "Messages by direction and type.", "direction", "type"),
+		records:       d("change_records_total", "Change records by direction.", "direction"),
+		bytes:         d("bytes_total", "Message bytes by direction.", "direction"),
+		refused:       d("refused_writes_total", "Change records refused by ownership rules."),
+		ignored:       d("ignored_records_total", "Change records ignored (update or remove of an unknown id)."),
+		coalesced:     d("coalesced_records_total", "Outbound records merged into a pending record for the same object."),
+		dropped:       d("dropped_records_total", "Outbound records not sent because the peer could not need them."),
+		queued:        d("queued_objects", "Objects with changes waiting in link queues."),
+		members:       d("mesh_members", "Other live members of the mesh, as memberlist sees them."),
+		meshRecords:   d("mesh_change_records_total", "Change records exchanged with other mesh nodes, by direction.", "direction"),
+		storeWrites:   d("store_writes_total", "Transactions written to the store (about one per tick with durable changes)."),
+		storeFailures: d("store_write_failures_total", "Store writes that failed (a full disk, say); each is retried, and relaying goes on."),
+		storeObjects:  d("store_objects", "Durable objects the store holds."),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.links, c.objects, c.messages, c.records, c.bytes, c.refused, c.ignored, c.coalesced, c.dropped, c.queued, c.members, c.meshRecords} {
+	for _, d := range []*prometheus.Desc{c.links, c.objects, c.messages, c.records, c.bytes, c.refused, c.ignored, c.coalesced, c.dropped, c.queued, c.members, c.meshRecords, c.storeWrites, c.storeFailures, c.storeObjects} {
 		ch <- d
 	}
 }
@@ -119,7 +123,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		queued += ls.link.Queued()
 	}
 	m := n.mesh
+	ps, stored := n.persistStats, 0
+	if n.persist != nil {
+		stored = len(n.persist.stored)
+	}
 	n.mu.Unlock()
+	if ps != nil {
+		ps.collect(ch, c.storeWrites, c.storeFailures, c.storeObjects, stored)
+	}
 	if m != nil {
 		ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, float64(len(m.Status().Members)))
 	}

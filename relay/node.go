@@ -20,6 +20,7 @@ import (
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/store"
 )
 
 // ErrClosed is returned by a Node that has been closed.
@@ -71,6 +72,9 @@ type Node struct {
 	// acknowledgements, by object (answers.go).
 	asked map[string]*upRequests
 	held  map[string]*held
+	// persist keeps durable objects in Options.Store (persist.go); nil
+	// without one, and once closing. persistStats stays for metrics.
+	persist, persistStats *persist
 	// workers run the links' writers and message handling.
 	workers peer.Workers
 	// metrics is nil unless Options.Registerer is set.
@@ -117,6 +121,20 @@ type linkState struct {
 func New(opts Options) (*Node, error) {
 	if opts.Role == 0 {
 		opts.Role = ownership.Server
+	}
+	var stored store.State
+	if opts.Store != nil {
+		st, err := opts.Store.Load()
+		if err != nil {
+			return nil, fmt.Errorf("relay: loading the store: %w", err)
+		}
+		if opts.Identifier == "" {
+			opts.Identifier = st.Identifier
+		}
+		if len(opts.ResumeSecret) == 0 {
+			opts.ResumeSecret = st.ResumeSecret
+		}
+		stored = st
 	}
 	if opts.Identifier == "" {
 		prefix := opts.Prefix
@@ -171,6 +189,10 @@ func New(opts Options) (*Node, error) {
 		claims:  make(map[string]*linkState),
 		started: time.Now(),
 	}
+	if opts.Store != nil {
+		n.openStoreLocked(opts.Store, stored)
+		n.persistStats = n.persist
+	}
 	if opts.Registerer != nil {
 		n.metrics = newNodeMetrics(n.role.String())
 		for _, c := range []prometheus.Collector{newCollector(n), n.metrics.tick, n.metrics.delivery, n.metrics.limited} {
@@ -200,6 +222,7 @@ func (n *Node) World() *gameworld.World { return n.world }
 // Close closes every link and waits for them to finish, or for ctx.
 func (n *Node) Close(ctx context.Context) error {
 	n.mu.Lock()
+	w := n.closeStoreLocked()
 	n.closed = true
 	for l := range n.links {
 		l.Close(peer.StatusGoingAway, "node shutting down")
@@ -208,12 +231,18 @@ func (n *Node) Close(ctx context.Context) error {
 	n.cancel()
 	done := make(chan struct{})
 	go func() { n.wg.Wait(); close(done) }()
+	var err error
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("relay: closing node: %w", ctx.Err())
+		err = fmt.Errorf("relay: closing node: %w", ctx.Err())
 	}
+	if w != nil {
+		if werr := w.Close(); werr != nil && err == nil {
+			err = fmt.Errorf("relay: closing node: %w", werr)
+		}
+	}
+	return err
 }
 
 // ServeHTTP accepts a downstream WebSocket link. It returns once the link
@@ -614,10 +643,15 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 				ls.sweep.claim(id)
 			}
 			delete(other.chain, id)
-			if omd, _ := other.link.Metadata(); omd.Identifier == id {
-				other.link.Close(peer.StatusReplaced, "identifier claimed by a newer connection")
+			if other.link == nil {
+				// Held since a restart (persist.go).
+				n.log.Info("identifier reclaimed after a restart", "identifier", id, "link", l.ID())
+			} else {
+				if omd, _ := other.link.Metadata(); omd.Identifier == id {
+					other.link.Close(peer.StatusReplaced, "identifier claimed by a newer connection")
+				}
+				n.log.Info("identifier moved to newer link", "identifier", id, "from", other.link.ID(), "to", l.ID())
 			}
-			n.log.Info("identifier moved to newer link", "identifier", id, "from", other.link.ID(), "to", l.ID())
 		}
 		n.claims[id] = ls
 		ls.chain[id] = true
@@ -826,7 +860,7 @@ func (n *Node) expireDetached(ls *linkState) {
 		return
 	}
 	if owned := n.claimedBy(ls); len(owned) > 0 {
-		n.log.Info("reclaim grace period over; removing the dropped link's objects", "link", ls.link.ID(), "worlds", len(owned))
+		n.log.Info("reclaim grace period over; removing the dropped link's objects", "worlds", len(owned))
 		n.releaseClaims(owned, nil)
 		n.chainChanged()
 	}

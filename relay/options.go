@@ -10,6 +10,7 @@ import (
 	"github.com/solipsism/mesh/auth"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/store"
 )
 
 // DefaultReclaimGrace is the default Options.ReclaimGrace: as long as a
@@ -82,6 +83,13 @@ type Options struct {
 	// tokens then do not survive a restart. Nodes of one mesh that share
 	// it accept each other's tokens.
 	ResumeSecret []byte
+	// Store keeps the node's identifier, resume secret and durable
+	// objects (those it owns, and persistent ones of the worlds behind
+	// its downstream links) across restarts: New loads it before the
+	// node serves anyone, and changes are written about one tick after
+	// they take effect (see package store). Nil keeps nothing. The node
+	// does not close it.
+	Store store.Store
 	// OriginPatterns lists the browser origins accepted besides the
 	// node's own (see peer.AcceptOptions).
 	OriginPatterns []string

@@ -122,7 +122,7 @@ func TestMeshProcessWrongSecret(t *testing.T) {
 			}
 		})
 	}
-	if _, err := runBinary(nodeBinary(t), []string{"--mesh-bind", "127.0.0.1:0", "--mesh-secret", "tooshort"}, nil); err == nil {
+	if _, err := runBinary(nodeBinary(t), []string{"--data-dir", "", "--mesh-bind", "127.0.0.1:0", "--mesh-secret", "tooshort"}, nil); err == nil {
 		t.Fatal("a malformed secret was accepted")
 	}
 }

@@ -85,12 +85,17 @@ func startProc(t testing.TB, args ...string) *proc {
 // startProcEnv is startProc with extra environment variables.
 func startProcEnv(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
-	hasListen := false
+	hasListen, hasData := false, false
 	for _, a := range args {
 		hasListen = hasListen || strings.HasPrefix(a, "--listen")
+		hasData = hasData || strings.HasPrefix(a, "--data-dir")
 	}
 	if !hasListen {
 		args = append([]string{"--listen", "127.0.0.1:0"}, args...)
+	}
+	if !hasData {
+		// A store of its own, gone with the test.
+		args = append([]string{"--data-dir", t.TempDir()}, args...)
 	}
 	cmd := exec.Command(nodeBinary(t), args...)
 	cmd.Env = append(append(os.Environ(), "SOLIPSISM_LOG_LEVEL=debug"), env...)
@@ -185,9 +190,19 @@ func httpGet(t testing.TB, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// runBinary runs bin with args (and a store in a directory of its own,
+// unless args name one) and returns its output.
 func runBinary(bin string, args, env []string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if !strings.Contains(strings.Join(args, " "), "--data-dir") {
+		dir, err := os.MkdirTemp("", "solipsism-data-")
+		if err != nil {
+			return "", err
+		}
+		defer os.RemoveAll(dir)
+		args = append([]string{"--data-dir", dir}, args...)
+	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()

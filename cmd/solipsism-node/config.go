@@ -43,6 +43,7 @@ type config struct {
 	ping       time.Duration
 	debug      string
 	grace      time.Duration
+	dataDir    string
 
 	alloHeartbeat time.Duration
 	alloHistory   int
@@ -110,6 +111,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	)
 	fs.StringVar(&c.listen, "listen", ":8080", "HTTP listen address")
 	fs.StringVar(&role, "role", "server", "node role: server or proxy")
+	fs.StringVar(&c.dataDir, "data-dir", "solipsism-data", "directory of the node's store: its identifier and durable objects (persistent ones, and its own) survive restarts and crashes; created if missing; \"\" keeps everything in memory")
 	fs.StringVar(&transfers, "transfers", "marked", "which objects clients may take ownership of: marked (\"transferable\": true, or persistent), all (unless \"transferable\": false) or none; every node of a mesh should agree")
 	fs.StringVar(&c.prefix, "prefix", "", "prefix of the node's world identifier (default: the role)")
 	fs.DurationVar(&c.tick, "tick", peer.DefaultTick, "how often each link flushes its coalesced changes; 0 sends immediately")

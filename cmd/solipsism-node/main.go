@@ -25,13 +25,19 @@ import (
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
+	"github.com/solipsism/mesh/store"
 	"github.com/solipsism/mesh/web"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	var err error
+	if len(os.Args) > 1 && (os.Args[1] == "export" || os.Args[1] == "import") {
+		err = runBackup(os.Args[1], os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
+	} else {
+		err = run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}
@@ -71,8 +77,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
+	var st store.Store
+	if cfg.dataDir != "" {
+		b, err := store.OpenBolt(cfg.dataDir)
+		if err != nil {
+			return err
+		}
+		defer b.Close() // after the node's last write
+		st = b
+		log.Info("keeping the world in the store", "file", b.Path())
+	}
 	node, err := relay.New(relay.Options{
-		Auth: authn, Quotas: cfg.quotas, Transfers: cfg.transfers,
+		Store: st,
+		Auth:  authn, Quotas: cfg.quotas, Transfers: cfg.transfers,
 		Role: cfg.role, Prefix: cfg.prefix, Tick: cfg.nodeTick(),
 		Limits:   peer.Limits{MaxRecordBytes: int(cfg.readLimit)},
 		ReadRate: int(cfg.readRate), OriginPatterns: cfg.origins,
@@ -84,8 +101,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 
+	firstRev := revisionLease(node)
 	allo, err := alloverse.New(node, alloverse.Options{
-		Auth:      authn,
+		Auth: authn, FirstRevision: firstRev,
 		Heartbeat: cfg.alloHeartbeat, History: cfg.alloHistory, PatchStyle: cfg.alloStyle,
 		PlaceName: cfg.placeName, Logger: log,
 	})
@@ -93,6 +111,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	defer allo.Close()
+	go keepRevisionLease(ctx, node, allo, firstRev)
 	if cfg.alloENet != "" {
 		eh, err := enet.Listen(cfg.alloENet, enet.Options{})
 		if err != nil {

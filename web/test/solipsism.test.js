@@ -28,7 +28,7 @@ function freePort() {
 /** Starts solipsism-node on 127.0.0.1:port and resolves once it serves. */
 async function startNode(port) {
   for (let attempt = 0; attempt < 50; attempt++) {
-    const p = spawn(BIN, ["--listen", `127.0.0.1:${port}`, "--tick", "20ms"], { stdio: ["ignore", "ignore", "pipe"] });
+    const p = spawn(BIN, ["--listen", `127.0.0.1:${port}`, "--tick", "20ms", "--data-dir", ""], { stdio: ["ignore", "ignore", "pipe"] });
     running.add(p);
     const ok = await new Promise((resolve) => {
       let log = "";

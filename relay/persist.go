@@ -1,0 +1,196 @@
+package relay
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/store"
+)
+
+// Durability (Options.Store). The node keeps durable the objects that
+// are its to keep: those it owns, and persistent ones owned by worlds
+// behind its downstream links (a mesh member or an upstream keeps its
+// own). Routing notes which objects may have changed durability or
+// content; each flush turns them into one batch for a store.Writer, which
+// writes it, one transaction per batch, on a goroutine of its own. So a
+// change is on disk about one tick after it took effect, and a slow or
+// full disk delays nothing else.
+//
+// On start the node loads the store before it accepts anyone: its
+// identifier and resume secret, so that restored objects stay its own and
+// peers' resume tokens stay valid, and its durable objects with their
+// owners and epochs. Objects of worlds that were behind its links are
+// held for them for the reclaim grace, as for a peer whose connection
+// broke: a peer that reconnects (with its resume token) takes them back;
+// otherwise they fall to the node.
+
+// persist is the node's side of its store. Guarded by Node.mu, except
+// the counters.
+type persist struct {
+	w *store.Writer
+	// stored are the ids the store holds (or is about to).
+	stored map[string]bool
+	// dirty are the ids whose durable state may have changed since the
+	// last flush.
+	dirty map[string]struct{}
+	// meta is the store's named values, as loaded and set since.
+	meta map[string][]byte
+
+	writes, failures, written atomic.Uint64
+}
+
+// openStoreLocked loads st into the new node's world and starts writing
+// to s. n.mu must be held (or n not yet shared).
+func (n *Node) openStoreLocked(s store.Store, st store.State) {
+	p := &persist{stored: map[string]bool{}, dirty: map[string]struct{}{}, meta: st.Meta}
+	p.w = store.NewWriter(s, store.WriterOptions{Logger: n.log, Written: func(puts, deletes int, err error) {
+		if err != nil {
+			p.failures.Add(1)
+			return
+		}
+		p.writes.Add(1)
+		p.written.Add(uint64(puts + deletes))
+	}})
+	n.persist = p
+	// The identity first: a restored object must stay this node's.
+	var ident store.Batch
+	if st.Identifier != n.id {
+		ident.Identifier = n.id
+		if st.Identifier != "" {
+			n.log.Warn("the configured identifier differs from the stored one; objects the node owned under the old one are held for it like a departed peer's", "stored", st.Identifier, "identifier", n.id)
+		}
+	}
+	if string(st.ResumeSecret) != string(n.resumeSecret) {
+		ident.ResumeSecret = n.resumeSecret
+	}
+	p.w.Queue(ident)
+	if len(st.Objects) == 0 {
+		return
+	}
+	changes := make([]gameworld.Change, 0, len(st.Objects))
+	for _, o := range st.Objects {
+		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties})
+		p.stored[o.ID] = true
+	}
+	n.countOwners(n.world.Apply(changes, nil).Records)
+	owners := map[string]bool{}
+	for _, o := range st.Objects {
+		if o.Owner != n.id {
+			owners[o.Owner] = true
+		}
+	}
+	n.log.Info("restored the world from the store", "objects", len(st.Objects), "held for departed worlds", len(owners))
+	if len(owners) == 0 {
+		return
+	}
+	if n.opts.ReclaimGrace < 0 {
+		n.keepPersistentLocked(owners, n.id)
+		return
+	}
+	// Held for their worlds as for a dropped link's, which a reconnecting
+	// peer takes over with its resume token.
+	held := &linkState{kind: ownership.Downstream, chain: owners, detached: true}
+	for id := range owners {
+		n.claims[id] = held
+	}
+	time.AfterFunc(n.opts.ReclaimGrace, func() { n.expireDetached(held) })
+}
+
+// noteDurableLocked marks a routed record's object if its durable state
+// may have changed. n.mu must be held.
+func (p *persist) noteLocked(n *Node, r *gameworld.Record) {
+	switch {
+	case p.stored[r.ID]:
+	case r.Type == gameworld.Remove:
+		return
+	case r.Type == gameworld.Update:
+		if _, ok := r.Properties[PropPersistent]; !ok {
+			return
+		}
+	case r.Owner != n.id && !flagsOf(r.After).Persistent:
+		return
+	}
+	p.dirty[r.ID] = struct{}{}
+}
+
+// durable reports whether o is this node's to keep. n.mu must be held.
+func (n *Node) durable(o gameworld.Object) bool {
+	if o.Owner == n.id {
+		return true
+	}
+	return flagsOf(o.Properties).Persistent && n.ownerInfo(o.Owner).local
+}
+
+// flushLocked queues the durable state of what changed since the last
+// flush. n.mu must be held.
+func (p *persist) flushLocked(n *Node) {
+	if len(p.dirty) == 0 {
+		return
+	}
+	var b store.Batch
+	for id := range p.dirty {
+		o, ok := n.world.Get(id)
+		switch {
+		case ok && n.durable(o):
+			b.Put = append(b.Put, store.Object{ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties})
+			p.stored[id] = true
+		case p.stored[id]:
+			b.Delete = append(b.Delete, id)
+			delete(p.stored, id)
+		}
+	}
+	clear(p.dirty)
+	p.w.Queue(b)
+}
+
+// StoredValue returns a named value of the node's store (nil if none, or
+// without a store).
+func (n *Node) StoredValue(key string) []byte {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.persist == nil {
+		return nil
+	}
+	return n.persist.meta[key]
+}
+
+// StoreValue sets a named value of the node's store, written with the
+// next batch. Without a store it does nothing.
+func (n *Node) StoreValue(key string, v []byte) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.persist == nil {
+		return
+	}
+	if n.persist.meta == nil {
+		n.persist.meta = map[string][]byte{}
+	}
+	v = append([]byte(nil), v...)
+	n.persist.meta[key] = v
+	n.persist.w.Queue(store.Batch{Meta: map[string][]byte{key: v}})
+}
+
+// closeStoreLocked writes the last changes and stops recording: what
+// the node's shutdown does to the world (its peers leaving) is not kept,
+// so that a restart finds the world as it was while the node ran. It
+// returns the writer to close once n.mu is released. n.mu must be held.
+func (n *Node) closeStoreLocked() *store.Writer {
+	p := n.persist
+	if p == nil {
+		return nil
+	}
+	p.flushLocked(n)
+	n.persist = nil
+	return p.w
+}
+
+// storeCollector exports the store's counters.
+func (p *persist) collect(ch chan<- prometheus.Metric, writes, failures, objects *prometheus.Desc, stored int) {
+	ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(p.writes.Load()))
+	ch <- prometheus.MustNewConstMetric(failures, prometheus.CounterValue, float64(p.failures.Load()))
+	ch <- prometheus.MustNewConstMetric(objects, prometheus.GaugeValue, float64(stored))
+}
