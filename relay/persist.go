@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -84,6 +85,13 @@ func (n *Node) openStoreLocked(s store.Store, st store.State) {
 		}
 	}
 	n.log.Info("restored the world from the store", "objects", len(st.Objects), "held for departed worlds", len(owners))
+	if len(changes) > 10_000 {
+		// The decoded store and the changes are garbage now, and as large
+		// as the world: give the memory back before serving.
+		clear(changes)
+		clear(st.Objects)
+		debug.FreeOSMemory()
+	}
 	if len(owners) == 0 {
 		return
 	}

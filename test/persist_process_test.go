@@ -309,3 +309,37 @@ func TestMeshRestartConverges(t *testing.T) {
 		})
 	}
 }
+
+// TestReconnectAfterRestart: a client stays connected while the node
+// restarts on its address and data directory. The client reconnects by
+// itself, presents its resume token (the node kept the secret that signs
+// it), and still owns its persistent object, past the reclaim grace.
+func TestReconnectAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	p := startProc(t, "--data-dir", dir, "--tick", "10ms", "--reclaim-grace", "1s")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	bob, err := relay.Dial(ctx, p.URL(), relay.ClientOptions{Prefix: "bob", Tick: 10 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bob.Close()
+	lamp, _ := bob.Create(map[string]any{"kind": "lamp", "persistent": true})
+	waitUntil(t, "the node has the lamp", 5*time.Second, func() bool { _, ok := objectOf(t, p, lamp); return ok })
+	time.Sleep(100 * time.Millisecond)
+	p.Kill()
+	p2 := startProc(t, "--data-dir", dir, "--tick", "10ms", "--reclaim-grace", "1s", "--listen", p.Addr)
+	waitUntil(t, "bob reconnects", 10*time.Second, func() bool { return bob.Connected() && len(stateOf(t, p2).Links) > 0 })
+	time.Sleep(1500 * time.Millisecond) // past the grace
+	o, ok := objectOf(t, p2, lamp)
+	if !ok || o.Owner != bob.Identifier() {
+		t.Fatalf("after the restart the lamp is %+v (present %v), want bob's", o, ok)
+	}
+	if err := bob.Set(lamp, map[string]any{"on": true}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "bob's write reaches the node", 5*time.Second, func() bool {
+		o, _ := objectOf(t, p2, lamp)
+		return string(o.Properties["on"]) == "true"
+	})
+}

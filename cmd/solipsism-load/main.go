@@ -74,13 +74,14 @@ func main() {
 	alloURL := flag.String("allo-url", "", "the node's Alloverse endpoint; empty means --url with /ws replaced by /alloverse")
 	snapshots := flag.Int("snapshot", 0, "snapshot clients (UDP) that also follow the world and update an object of their own at --rate")
 	snapshotAddr := flag.String("snapshot-addr", "127.0.0.1:7777", "the node's snapshot endpoint (host:port, UDP)")
+	persistent := flag.Bool("persistent", false, "mark the clients' objects \"persistent\": true, so that a node with a store writes every update to disk")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg := &config{url: *url, outJSON: *jsonOut, check: *check, progress: *progress,
 		churners: *churn, stalled: *stall, settle: *settle, interest: *interest, token: *token,
-		allo: *allo, alloURL: *alloURL, snapshots: *snapshots, snapshotAddr: *snapshotAddr}
+		allo: *allo, alloURL: *alloURL, snapshots: *snapshots, snapshotAddr: *snapshotAddr, persistent: *persistent}
 	if *token != "" {
 		cfg.dialOpts = &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + *token}}}
 	}
@@ -104,6 +105,7 @@ type config struct {
 	// interest, when positive, places the clients' objects on a grid 10
 	// apart and gives each client an interest box reaching this far.
 	interest              float64
+	persistent            bool
 	side                  int // of the grid, in objects
 	allo, snapshots       int
 	alloURL, snapshotAddr string
@@ -311,8 +313,12 @@ func (cl *client) send(ctx context.Context, b []byte) {
 }
 
 func (cl *client) add(t int64) []byte {
-	return fmt.Appendf(nil, `["worldChange",{"timestamp":%d,"changes":[{"type":"add","id":"%s","owner":"%s","properties":{"position":%s,"t":%d}}]}]`,
-		time.Now().UnixMilli(), cl.obj, cl.id, cl.position(0), t)
+	persistent := ""
+	if cl.cfg.persistent {
+		persistent = `,"persistent":true`
+	}
+	return fmt.Appendf(nil, `["worldChange",{"timestamp":%d,"changes":[{"type":"add","id":"%s","owner":"%s","properties":{"position":%s,"t":%d%s}}]}]`,
+		time.Now().UnixMilli(), cl.obj, cl.id, cl.position(0), t, persistent)
 }
 
 // position is where the client's object is at its i-th update: in its
