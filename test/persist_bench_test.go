@@ -39,11 +39,12 @@ func procWrites(tb testing.TB, pid int) int64 {
 //     updates a second, each written within a tick), through a node with
 //     and without a data directory, taking turns: node CPU per update
 //     with the store over without it, and bytes written per update;
+//
 //   - a node started on a store of 100,000 persistent objects: time from
 //     exec to serving, and its RSS then, beside a node on an empty store
 //     started in the same run.
 //
-//	go test ./test -run '^$' -bench Persistence -benchtime 1x
+//     go test ./test -run '^$' -bench Persistence -benchtime 1x
 func BenchmarkPersistence(b *testing.B) {
 	b.Run("updates", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
