@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/solipsism/mesh/bridge/alloverse"
+	"github.com/solipsism/mesh/bridge/snapshot"
 	"github.com/solipsism/mesh/relay"
 )
 
@@ -342,4 +344,49 @@ func TestReconnectAfterRestart(t *testing.T) {
 		o, _ := objectOf(t, p2, lamp)
 		return string(o.Properties["on"]) == "true"
 	})
+}
+
+// TestSnapshotClientResyncs: a snapshot client follows a node that is
+// killed and started again on the same ports and data directory. The
+// restarted node answers the client's next command with "no session";
+// the client connects again and sees the restored world.
+func TestSnapshotClientResyncs(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	udp := pc.LocalAddr().String()
+	pc.Close()
+	dir := t.TempDir()
+	args := []string{"--data-dir", dir, "--tick", "10ms", "--reclaim-grace", "0", "--snapshot-listen", udp}
+	p := startProc(t, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	maker := dialNode(t, ctx, p.URL(), "maker")
+	statue, _ := maker.Create(map[string]any{"persistent": true, "kind": "statue"})
+	waitUntil(t, "the node has the statue", 5*time.Second, func() bool { _, ok := objectOf(t, p, statue); return ok })
+	maker.Close()
+	sc, err := snapshot.Dial(ctx, udp, snapshot.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	waitUntil(t, "the snapshot client sees the statue", 5*time.Second, func() bool { _, ok := sc.Objects()[statue]; return ok })
+	first := sc.Identifier()
+	time.Sleep(100 * time.Millisecond)
+	p.Kill()
+	p2 := startProc(t, append(args, "--listen", p.Addr)...)
+	waitUntil(t, "the client resynchronises", 10*time.Second, func() bool {
+		if err := sc.Err(); err != nil {
+			t.Fatalf("the snapshot client stopped: %v", err)
+		}
+		return sc.Resyncs() > 0
+	})
+	waitUntil(t, "the client sees the restored statue", 5*time.Second, func() bool { _, ok := sc.Objects()[statue]; return ok })
+	if sc.Identifier() == first || sc.Err() != nil {
+		t.Fatalf("after the resync: identifier %s (was %s), err %v", sc.Identifier(), first, sc.Err())
+	}
+	if _, ok := objectOf(t, p2, statue); !ok {
+		t.Fatal("the node lost the statue")
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -276,6 +277,7 @@ type Client struct {
 	ver     uint64
 	err     error
 	changed chan struct{}
+	resyncs int
 }
 
 type pendingUpdate struct {
@@ -303,10 +305,12 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	}
 	c := &Client{conn: uc, opts: opts, done: make(chan struct{}), w: newWorld(opts.Types),
 		pending: map[string]*pendingUpdate{}, changed: make(chan struct{})}
-	if err := c.handshake(ctx); err != nil {
+	id, rate, err := c.handshake(ctx)
+	if err != nil {
 		uc.Close()
 		return nil, err
 	}
+	c.id, c.rate = id, rate
 	c.wg.Add(2)
 	go c.readLoop()
 	go c.commandLoop()
@@ -314,8 +318,9 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 }
 
 // handshake proves our address with the server's cookie and waits to be
-// accepted.
-func (c *Client) handshake(ctx context.Context) error {
+// accepted; it returns the identifier and snapshot rate the server gave.
+// Only the goroutine that reads the connection calls it.
+func (c *Client) handshake(ctx context.Context) (id string, rate int, err error) {
 	var nonce [4]byte
 	rand.Read(nonce[:])
 	req := make([]byte, connectSize)
@@ -340,23 +345,55 @@ func (c *Client) handshake(ctx context.Context) error {
 			if r.ReadBits(32) != binary.LittleEndian.Uint32(nonce[:]) {
 				continue
 			}
-			c.rate = int(r.ReadBits(16))
-			c.id = string(r.ReadBytes(64))
-			if r.Err() != nil || c.rate <= 0 || !gameworld.IsIdentifier(c.id) {
-				return fmt.Errorf("%w: malformed accept", ErrBadPacket)
+			rate = int(r.ReadBits(16))
+			id = string(r.ReadBytes(64))
+			if r.Err() != nil || rate <= 0 || !gameworld.IsIdentifier(id) {
+				return "", 0, fmt.Errorf("%w: malformed accept", ErrBadPacket)
 			}
 			c.conn.SetReadDeadline(time.Time{})
-			return nil
+			return id, rate, nil
 		case msgDisconnect:
-			return ErrDisconnected
+			return "", 0, ErrDisconnected
 		}
 	}
-	return fmt.Errorf("snapshot: connecting: %w", ctx.Err())
+	return "", 0, fmt.Errorf("snapshot: connecting: %w", ctx.Err())
+}
+
+// resync connects again after the server shut down or said it has no
+// session for us (it restarted), trying for the client's timeout: the
+// world is followed afresh, from full snapshots, and the client has a new
+// identifier. It reports whether it succeeded.
+func (c *Client) resync() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
+	defer cancel()
+	id, _, err := c.handshake(ctx)
+	if err != nil {
+		return false
+	}
+	c.mu.Lock()
+	c.id = id
+	c.w = newWorld(c.opts.Types)
+	c.resyncs++
+	c.mu.Unlock()
+	return true
 }
 
 // Identifier returns the world identifier the server gave this client:
-// the owner of the objects it creates.
-func (c *Client) Identifier() string { return c.id }
+// the owner of the objects it creates. It changes when the client
+// resynchronises with a restarted server.
+func (c *Client) Identifier() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.id
+}
+
+// Resyncs returns how many times the client has connected again to a
+// server that lost its session (a restart).
+func (c *Client) Resyncs() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.resyncs
+}
 
 // Objects returns the world as this client sees it.
 func (c *Client) Objects() map[string]gameworld.Properties {
@@ -460,18 +497,26 @@ func (c *Client) stop(err error, reason byte) {
 func (c *Client) readLoop() {
 	defer c.wg.Done()
 	buf := make([]byte, MaxPacket+1)
+	heard := time.Now()
 	for {
-		c.conn.SetReadDeadline(time.Now().Add(c.opts.Timeout))
+		c.conn.SetReadDeadline(heard.Add(c.opts.Timeout))
 		n, err := c.conn.Read(buf)
 		if err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			switch {
+			case errors.Is(err, syscall.ECONNREFUSED):
+				// Nothing listens there now (the server is restarting):
+				// only silence for the whole timeout ends the client.
+				time.Sleep(10 * time.Millisecond)
+				continue
+			case errors.As(err, &ne) && ne.Timeout():
 				c.stop(ErrTimeout, ReasonTimeout)
-			} else {
+			default:
 				c.stop(err, 0)
 			}
 			return
 		}
+		heard = time.Now()
 		if n == 0 || n > MaxPacket {
 			continue
 		}
@@ -480,6 +525,9 @@ func (c *Client) readLoop() {
 			reason := byte(0)
 			if n > 1 {
 				reason = buf[1]
+			}
+			if (reason == ReasonNoSession || reason == ReasonShutdown) && c.resync() {
+				continue // the server restarted
 			}
 			err := fmt.Errorf("%w (reason %d)", ErrDisconnected, reason)
 			if reason == ReasonHashMismatch {

@@ -26,6 +26,9 @@ const (
 	ReasonHashMismatch = 3
 	ReasonShutdown     = 4
 	ReasonRefused      = 5
+	// ReasonNoSession answers a command from an address the server has no
+	// session for (it restarted, or timed the client out): connect again.
+	ReasonNoSession = 6
 )
 
 // connectSize is the size of a connect request: padded so that the

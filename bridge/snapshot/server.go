@@ -438,9 +438,16 @@ func (s *Server) command(addr netip.AddrPort, p []byte) {
 	cmd, err := decodeCommand(p)
 	s.mu.Lock()
 	c := s.clients[addr]
+	if c == nil && err == nil && !s.closed {
+		// A well-formed command from a source we have no session for: a
+		// client of a node that restarted. It is told to connect again
+		// (a reply smaller than the command: nothing to amplify).
+		s.mu.Unlock()
+		s.send(addr, []byte{msgDisconnect, ReasonNoSession})
+		return
+	}
 	if c == nil || err != nil || (c.lastCmd != 0 && int32(cmd.Tick-c.lastCmd) <= 0) {
-		// Unknown sources get nothing; stale and repeated commands change
-		// nothing.
+		// Stale and repeated commands change nothing.
 		s.mu.Unlock()
 		return
 	}
