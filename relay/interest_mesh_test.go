@@ -3,37 +3,15 @@ package relay
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/peer"
 )
-
-// busyCores keeps every core busy until the returned func is called.
-func busyCores() (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	for range runtime.NumCPU() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				for i := 0; i < 1e5; i++ {
-				}
-			}
-		}()
-	}
-	return func() { close(done); wg.Wait() }
-}
 
 // TestMeshInterestUnderLoad: a mesh of three nodes, every core kept busy.
 // Watchers on one node look at the world through two boxes each, and move
@@ -44,7 +22,7 @@ func busyCores() (stop func()) {
 // beyond them and their margin.
 func TestMeshInterestUnderLoad(t *testing.T) {
 	nodes := startMeshWith(t, 3, MeshOptions{}, Options{Tick: 5 * time.Millisecond})
-	stop := busyCores()
+	stop := wiretest.BusyCores()
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

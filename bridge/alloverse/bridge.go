@@ -127,16 +127,7 @@ func (b *Bridge) Close() {
 
 func (b *Bridge) loop(ctx context.Context) {
 	defer close(b.done)
-	t := time.NewTicker(b.opts.Heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		b.heartbeat()
-	}
+	relay.Every(ctx, b.opts.Heartbeat, b.heartbeat)
 }
 
 // heartbeat takes the world's changes into the document, as one new

@@ -4,15 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/solipsism/mesh/enet"
+	"github.com/solipsism/mesh/internal/wiretest"
 )
 
 // startENet serves the place's bridge on an ENet host on 127.0.0.1.
@@ -129,7 +128,7 @@ func TestENetDiffsResumeAfterSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	stop := busyCores()
+	stop := wiretest.BusyCores()
 	defer stop()
 
 	// settled waits until the client holds the bridge's revision, the
@@ -203,26 +202,4 @@ func TestENetDiffsResumeAfterSet(t *testing.T) {
 	for i := range 10 {
 		round(fmt.Sprintf("fragmented round %d", i))
 	}
-}
-
-// busyCores keeps every core busy until the returned func is called.
-func busyCores() (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	for range runtime.NumCPU() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				for i := 0; i < 1e5; i++ {
-				}
-			}
-		}()
-	}
-	return func() { close(done); wg.Wait() }
 }

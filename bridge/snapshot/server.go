@@ -559,16 +559,7 @@ func (s *Server) ackLocked(c *conn, tick, mask uint32) {
 
 func (s *Server) tickLoop(ctx context.Context) {
 	defer s.wg.Done()
-	t := time.NewTicker(time.Second / time.Duration(s.opts.Rate))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		s.step()
-	}
+	relay.Every(ctx, time.Second/time.Duration(s.opts.Rate), s.step)
 }
 
 // step advances one tick: takes the world's changes, drops silent

@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 )
 
 // reclaimer gives memory back to the operating system after a flood
@@ -70,14 +72,5 @@ func (r *reclaimer) check() bool {
 
 // run checks every interval until ctx ends.
 func (r *reclaimer) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.check()
-		}
-	}
+	relay.Every(ctx, every, func() { r.check() })
 }

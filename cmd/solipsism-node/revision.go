@@ -34,17 +34,10 @@ func revisionLease(n *relay.Node) uint64 {
 func keepRevisionLease(ctx context.Context, n *relay.Node, b *alloverse.Bridge, first uint64) {
 	lease := first + revisionAhead
 	n.StoreValue(revisionKey, []byte(strconv.FormatUint(lease, 10)))
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	relay.Every(ctx, time.Second, func() {
 		if rev := b.Revision(); rev+revisionAhead/2 > lease && rev+revisionAhead <= alloverse.MaxRevision {
 			lease = rev + revisionAhead
 			n.StoreValue(revisionKey, []byte(strconv.FormatUint(lease, 10)))
 		}
-	}
+	})
 }
