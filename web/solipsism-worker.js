@@ -2,24 +2,51 @@
 // WebWorker. The worker is a proxy world: its identifierChain toward the
 // server is [worker, page], and it talks to the page with the same
 // [type, data] messages over postMessage. Started by connect({worker: true})
-// in solipsism.js with ?url=ws://…&tick=50.
+// in solipsism.js with ?urls=[…]&tick=50&backoff=[min,max,stable] (and
+// auth=static or auth=refresh when the page has a token or getToken: the token itself never goes in this
+// worker's URL; it is asked for, before every connection attempt, in
+// metadata).
 
 import { GameWorld, Link, SocketConnection } from "./solipsism.js";
 
 const params = new URL(self.location.href).searchParams;
-const url = params.get("url");
+const parse = (s, fallback) => {
+  try {
+    return JSON.parse(s);
+  } catch {
+    return fallback;
+  }
+};
+const urls = parse(params.get("urls"), null) || [params.get("url")];
 const tick = Number(params.get("tick") || 50);
+const [minBackoff, maxBackoff, stableAfter, connectTimeout] = parse(params.get("backoff"), []) || [];
+const auth = params.get("auth"); // "static", "refresh" or null
 
 const world = new GameWorld({ prefix: "webworker" });
 let conn = null;
+// Token requests to the page, and the last close, as metadata keys.
+let asked = 0;
+let waiting = null;
+let lastClose = null;
 
 // The page is behind us: a downstream link.
 const page = new Link(world, { send: (m) => self.postMessage(m) }, "downstream", {
   tick: 0,
   // The page gets the resume tokens the server handed us, and gives us
   // its own (see Link.keepTokens): they outlive this worker.
-  metaExtra: () => ({ status: conn ? conn.status : "connecting", resumeTokens: { ...world.resumeTokens } }),
-  onMetadata: () => {
+  metaExtra: () => {
+    const md = { status: conn ? conn.status : "connecting", resumeTokens: { ...world.resumeTokens } };
+    if (waiting) md.needToken = asked;
+    if (lastClose) md.lastClose = lastClose;
+    return md;
+  },
+  onMetadata: (md) => {
+    if (waiting && md.tokenFor === asked) {
+      const done = waiting;
+      waiting = null;
+      if (md.tokenError) done.reject(new Error(md.tokenError));
+      else done.resolve(typeof md.token === "string" ? md.token : "");
+    }
     // The worlds behind us, or the region the page wants, changed: tell
     // the server before any of the page's objects reach it.
     world.interest = page.peerInterest;
@@ -35,9 +62,21 @@ self.onmessage = (ev) => {
   }
 };
 
-conn = new SocketConnection(world, url, { tick });
+const getToken = auth
+  ? () => new Promise((resolve, reject) => {
+      asked++;
+      waiting = { resolve, reject };
+      page.sendMetadata();
+    })
+  : undefined;
+
+conn = new SocketConnection(world, urls, { tick, minBackoff, maxBackoff, stableAfter, connectTimeout, getToken, tokenRefreshes: auth === "refresh" });
 // Connection status travels to the page as an extension key of our
 // metadata, so page and worker speak nothing but the protocol's types.
 const tellStatus = () => page.sendMetadata();
 conn.addEventListener("status", tellStatus);
+conn.addEventListener("close", (e) => {
+  lastClose = { ...e.detail, seq: (lastClose ? lastClose.seq : 0) + 1 };
+  page.sendMetadata();
+});
 page.start();

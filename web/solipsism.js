@@ -712,21 +712,54 @@ export function validInterest(v) {
  * "connecting", "connected" or "reconnecting".
  * @package
  */
+/**
+ * Close codes of solipsism-node that a plain retry cannot fix.
+ * 4001: another connection claimed our identifier (another tab of ours):
+ * retrying would take it back, and so on. 4005: the token does not grant
+ * the identifier: only a new token can help.
+ */
+const REPLACED = 4001;
+const NOT_GRANTED = 4005;
+const HELD = 4004;
+
+/**
+ * Keeps a WebSocket connection to one of a list of solipsism-node URLs,
+ * with the world's upstream link on it. It reconnects with exponential
+ * backoff and jitter, moving to the next URL after a failure; the backoff
+ * grows with each failure (a refusal included) and starts over only once
+ * a connection has stayed up for stableAfter ms. getToken, if given, is
+ * called before every connection attempt (so an expired token is
+ * replaced); token is used when it is not. Emits "status" events
+ * (connecting, connected, reconnecting, refused, closed) and "close"
+ * events ({code, reason, url, retry}).
+ */
 export class SocketConnection extends EventTarget {
-  constructor(world, url, { tick = 50, minBackoff = 100, maxBackoff = 5000, WebSocketImpl = globalThis.WebSocket } = {}) {
+  constructor(world, urls, { tick = 50, minBackoff = 100, maxBackoff = 5000, stableAfter = 5000, connectTimeout = 5000, token, getToken, tokenRefreshes = !!getToken, WebSocketImpl = globalThis.WebSocket } = {}) {
     super();
     this.world = world;
-    this.url = url;
+    this.urls = (Array.isArray(urls) ? urls : [urls]).filter((u) => typeof u === "string" && u);
+    if (!this.urls.length) throw new Error("solipsism: connect needs a url");
+    this.next = 0;
     this.tick = tick;
     this.minBackoff = minBackoff;
     this.maxBackoff = maxBackoff;
+    this.stableAfter = stableAfter;
+    this.connectTimeout = connectTimeout;
+    this.token = token;
+    this.getToken = getToken;
+    this.tokenRefreshes = tokenRefreshes;
     this.WebSocketImpl = WebSocketImpl;
     this.status = "connecting";
     this.failures = 0;
     this.link = null;
     this.closed = false;
-    this.stats = { malformed: 0, connects: 0 };
+    this.stats = { malformed: 0, connects: 0, attempts: 0 };
     this.open();
+  }
+
+  /** @returns {string} the URL of the current (or last) attempt. */
+  get url() {
+    return this.urls[(this.next + this.urls.length - 1) % this.urls.length];
   }
 
   setStatus(s) {
@@ -735,19 +768,46 @@ export class SocketConnection extends EventTarget {
     this.dispatchEvent(new CustomEvent("status", { detail: s }));
   }
 
-  open() {
+  async open() {
     if (this.closed) return;
+    const base = this.urls[this.next % this.urls.length];
+    this.next++;
+    this.stats.attempts++;
+    let token = this.token;
+    if (this.getToken) {
+      try {
+        token = await this.getToken();
+      } catch (err) {
+        this.dispatchEvent(new CustomEvent("close", { detail: { code: 0, reason: "getToken failed: " + (err && err.message ? err.message : err), url: base, retry: true } }));
+        this.retry();
+        return;
+      }
+      if (this.closed) return;
+    }
     let ws;
     try {
-      ws = new this.WebSocketImpl(this.url);
+      const u = new URL(base);
+      // Browsers cannot set headers on a WebSocket: the node takes the
+      // token as a query parameter too.
+      if (token) u.searchParams.set("token", token);
+      ws = new this.WebSocketImpl(u.toString());
     } catch (err) {
       this.retry();
       return;
     }
     this.ws = ws;
+    let openedAt = 0;
+    let ended = false;
+    // A node that does not answer (a host gone, a packet filter) could
+    // hold the attempt for minutes: give up on it and try the next URL.
+    const timer = setTimeout(() => {
+      if (!openedAt && !ended) end({ code: 1006, reason: "connect timeout" });
+    }, this.connectTimeout);
     const port = { send: (m) => ws.readyState === 1 && ws.send(JSON.stringify(m)) };
     ws.onopen = () => {
-      this.failures = 0;
+      clearTimeout(timer);
+      if (ended) return;
+      openedAt = Date.now();
       this.stats.connects++;
       this.link = new Link(this.world, port, "upstream", { tick: this.tick });
       this.link.start();
@@ -772,20 +832,46 @@ export class SocketConnection extends EventTarget {
         console.warn("solipsism: ignoring a message that could not be applied", err);
       }
     };
-    ws.onclose = () => {
+    const end = (ev) => {
+      if (ended) return;
+      ended = true;
+      clearTimeout(timer);
+      ws.onopen = ws.onmessage = ws.onclose = null;
+      if (ws.readyState < 2) {
+        try {
+          ws.close();
+        } catch {
+          // already closing
+        }
+      }
       if (this.link) {
         this.link.close();
         this.link = null;
       }
-      if (!this.closed) this.retry();
+      if (openedAt && Date.now() - openedAt >= this.stableAfter) this.failures = 0;
+      const code = ev && typeof ev.code === "number" ? ev.code : 1006;
+      const reason = ev && typeof ev.reason === "string" ? ev.reason : "";
+      // A refusal a retry cannot fix stops the connection: the app hears
+      // why, and may connect again (with a new token, say).
+      const hopeless = !this.closed && (code === REPLACED || (code === NOT_GRANTED && !this.tokenRefreshes));
+      const retry = !this.closed && !hopeless;
+      this.dispatchEvent(new CustomEvent("close", { detail: { code, reason, url: base, retry } }));
+      if (hopeless) {
+        this.closed = true;
+        this.setStatus("refused");
+        return;
+      }
+      if (retry) this.retry(code === HELD || code === NOT_GRANTED);
     };
+    ws.onclose = end;
     ws.onerror = () => {}; // onclose follows
   }
 
-  retry() {
+  retry(refused = false) {
     this.setStatus("reconnecting");
-    const d = Math.min(this.maxBackoff, this.minBackoff * 2 ** this.failures);
-    this.failures++;
+    // A refusal counts twice: the node said no, it is not merely away.
+    this.failures += refused ? 2 : 1;
+    const d = Math.min(this.maxBackoff, this.minBackoff * 2 ** (this.failures - 1));
     const wait = d / 2 + Math.random() * (d / 2);
     this.retryTimer = setTimeout(() => this.open(), wait);
   }
@@ -796,6 +882,7 @@ export class SocketConnection extends EventTarget {
     clearTimeout(this.retryTimer);
     if (this.link) this.link.close();
     if (this.ws) this.ws.close(1000, "bye");
+    this.setStatus("closed");
   }
 }
 
@@ -808,7 +895,7 @@ export class Session extends EventTarget {
   constructor() {
     super();
     /** @type {GameWorld} */ this.world = null;
-    /** @type {"connecting"|"connected"|"reconnecting"} */ this.status = "connecting";
+    /** @type {"connecting"|"connected"|"reconnecting"|"refused"|"closed"} */ this.status = "connecting";
     /** @type {"worker"|"main"} */ this.mode = "main";
   }
 
@@ -835,36 +922,69 @@ export class Session extends EventTarget {
 /**
  * Connects a new world to a solipsism-node.
  * @param {object} options
- * @param {string} options.url ws:// or wss:// URL of the node's /ws
+ * @param {string} [options.url] ws:// or wss:// URL of the node's /ws
+ * @param {string[]} [options.urls] several such URLs (mesh nodes): the connection moves to the next after a failure
+ * @param {string} [options.token] a token for a node with authentication on
+ * @param {() => string|Promise<string>} [options.getToken] called before every connection attempt for a fresh token
  * @param {boolean} [options.worker] hold the connection in a WebWorker (default true where Worker exists)
  * @param {string} [options.prefix] identifier prefix of this world (default "client")
  * @param {string} [options.identifier] keep a world identifier across page loads
  * @param {number} [options.tick] flush interval in ms (default 50)
+ * @param {number} [options.minBackoff] first reconnect delay in ms (default 100)
+ * @param {number} [options.maxBackoff] longest reconnect delay in ms (default 5000)
+ * @param {number} [options.stableAfter] how long (ms) a connection must stay up before the backoff starts over (default 5000)
+ * @param {number} [options.connectTimeout] how long (ms) an attempt may take before the next URL is tried (default 5000)
  * @param {string|URL} [options.workerURL] where solipsism-worker.js lives (default: beside this module)
  * @returns {Session}
  */
-export function connect({ url, worker = typeof Worker !== "undefined", prefix = "client", identifier, tick = 50, workerURL } = {}) {
+export function connect({ url, urls, token, getToken, worker = typeof Worker !== "undefined", prefix = "client", identifier, tick = 50,
+  minBackoff = 100, maxBackoff = 5000, stableAfter = 5000, connectTimeout = 5000, workerURL } = {}) {
+  const list = urls && urls.length ? [...urls] : [url];
   const session = new Session();
   const world = new GameWorld({ identifier, prefix });
   session.world = world;
   if (!worker) {
     session.mode = "main";
-    const conn = new SocketConnection(world, url, { tick });
+    const conn = new SocketConnection(world, list, { tick, token, getToken, minBackoff, maxBackoff, stableAfter, connectTimeout });
     conn.addEventListener("status", (e) => session.setStatus(e.detail));
+    conn.addEventListener("close", (e) => session.dispatchEvent(new CustomEvent("close", { detail: e.detail })));
     session.connection = conn;
     session.close = () => conn.close();
     return session;
   }
   session.mode = "worker";
   const wurl = new URL(workerURL || "./solipsism-worker.js", import.meta.url);
-  wurl.searchParams.set("url", url);
+  // URLs and timings only: the token never goes in the Worker's URL.
+  wurl.searchParams.set("urls", JSON.stringify(list));
   wurl.searchParams.set("tick", String(tick));
+  wurl.searchParams.set("backoff", JSON.stringify([minBackoff, maxBackoff, stableAfter, connectTimeout]));
+  if (token || getToken) wurl.searchParams.set("auth", getToken ? "refresh" : "static");
   const w = new Worker(wurl, { type: "module" });
+  // Tokens and close events travel as extension keys of metadata, so page
+  // and worker speak nothing but the protocol's message types.
+  let tokenAnswer = null;
+  let closesSeen = 0;
   // The worker is our upstream: same Link, same [type, data] messages.
   const link = new Link(world, { send: (m) => w.postMessage(m) }, "upstream", {
     tick: 0, // postMessage is cheap; the worker batches toward the network
+    metaExtra: () => (tokenAnswer ? { ...tokenAnswer } : {}),
     onMetadata: (md) => {
       if (typeof md.status === "string") session.setStatus(md.status);
+      if (md.lastClose && typeof md.lastClose === "object" && md.lastClose.seq > closesSeen) {
+        closesSeen = md.lastClose.seq;
+        const { code, reason, url: at, retry } = md.lastClose;
+        session.dispatchEvent(new CustomEvent("close", { detail: { code, reason, url: at, retry } }));
+      }
+      if (Number.isSafeInteger(md.needToken) && (!tokenAnswer || tokenAnswer.tokenFor !== md.needToken)) {
+        const ask = md.needToken;
+        Promise.resolve(getToken ? getToken() : token).then(
+          (t) => ({ token: typeof t === "string" ? t : "", tokenFor: ask }),
+          (err) => ({ token: "", tokenFor: ask, tokenError: String(err && err.message ? err.message : err) }),
+        ).then((answer) => {
+          tokenAnswer = answer;
+          link.sendMetadata();
+        });
+      }
     },
   });
   w.onmessage = (ev) => {
@@ -880,6 +1000,7 @@ export function connect({ url, worker = typeof Worker !== "undefined", prefix = 
   session.close = () => {
     link.close();
     w.terminate();
+    session.setStatus("closed");
   };
   return session;
 }

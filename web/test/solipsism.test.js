@@ -3,6 +3,7 @@
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { createHmac, randomBytes } from "node:crypto";
 import net from "node:net";
 import { connect, GameWorld, Link } from "../solipsism.js";
 
@@ -26,9 +27,9 @@ function freePort() {
 }
 
 /** Starts solipsism-node on 127.0.0.1:port and resolves once it serves. */
-async function startNode(port) {
+async function startNode(port, extra = []) {
   for (let attempt = 0; attempt < 50; attempt++) {
-    const p = spawn(BIN, ["--listen", `127.0.0.1:${port}`, "--tick", "20ms", "--data-dir", ""], { stdio: ["ignore", "ignore", "pipe"] });
+    const p = spawn(BIN, ["--listen", `127.0.0.1:${port}`, "--tick", "20ms", "--data-dir", "", ...extra], { stdio: ["ignore", "ignore", "pipe"] });
     running.add(p);
     const ok = await new Promise((resolve) => {
       let log = "";
@@ -309,4 +310,94 @@ test("ignores malformed messages and refuses others' objects", () => {
   assert.equal(world.get(mine.id).properties.hp, 100);
   assert.equal(link.stats.refused, 2);
   assert.equal(world.objects.size, 1);
+});
+
+// An HS256 key as --auth-key takes it (hex), and tokens signed with it.
+const AUTH_KEY = randomBytes(32);
+function mintToken(claims, key = AUTH_KEY) {
+  const b64 = (o) => Buffer.from(JSON.stringify(o)).toString("base64url");
+  const body = `${b64({ alg: "HS256", typ: "JWT" })}.${b64({ exp: Math.floor(Date.now() / 1000) + 600, ...claims })}`;
+  return `${body}.${createHmac("sha256", key).update(body).digest("base64url")}`;
+}
+const authArgs = () => ["--auth-key", AUTH_KEY.toString("hex")];
+
+test("getToken is called before every connection, and its fresh token is used", async () => {
+  const port = await freePort();
+  let node = await startNode(port, authArgs());
+  const tokens = [];
+  const s = connect({ url: node.url, worker: false, prefix: "client", minBackoff: 20, maxBackoff: 200, connectTimeout: 1000,
+    getToken: async () => {
+      const t = mintToken({ prefixes: ["client"], jti: String(tokens.length) });
+      tokens.push(t);
+      return t;
+    } });
+  const closes = [];
+  s.addEventListener("close", (e) => closes.push(e.detail));
+  await waitFor("connected", () => s.status === "connected");
+  assert.equal(tokens.length, 1);
+  await node.stop();
+  await waitFor("reconnecting", () => s.status === "reconnecting");
+  node = await startNode(port, authArgs());
+  try {
+    await waitFor("connected again", () => s.status === "connected", 10000);
+  } catch (err) {
+    throw new Error(`${err.message}: status ${s.status}, ${s.connection.stats.attempts} attempts, last closes ${JSON.stringify(closes.slice(-3))}`);
+  }
+  assert.ok(tokens.length >= 2, `getToken called ${tokens.length} times`);
+  assert.ok(s.connection.ws.url.includes(tokens.at(-1)), "the newest token is the one presented");
+  s.close();
+  await node.stop();
+});
+
+test("fails over to the next URL when a node dies", async () => {
+  const a = await startNode(await freePort());
+  const b = await startNode(await freePort());
+  const s = connect({ urls: [a.url, b.url], worker: false, minBackoff: 20, maxBackoff: 200 });
+  await waitFor("connected to the first", () => s.status === "connected");
+  assert.equal(s.connection.url, a.url);
+  const closes = [];
+  s.addEventListener("close", (e) => closes.push(e.detail));
+  await a.stop();
+  await waitFor("connected to the second", () => s.status === "connected" && s.connection.url === b.url, 10000);
+  assert.ok(closes.length >= 1 && closes[0].url === a.url && closes[0].retry === true, JSON.stringify(closes));
+  s.close();
+  await b.stop();
+});
+
+test("refusals: 4005 without getToken stops at once; 4004 and 4005 with getToken back off (a few attempts in 10 s)", async () => {
+  const node = await startNode(await freePort(), authArgs());
+  const good = mintToken({ prefixes: ["client"] });
+  const wrong = mintToken({ prefixes: ["other"] });
+
+  // A token that does not grant the prefix, and no way to get another.
+  const stuck = connect({ url: node.url, worker: false, prefix: "client", token: wrong, minBackoff: 100 });
+  const stuckCloses = [];
+  stuck.addEventListener("close", (e) => stuckCloses.push(e.detail));
+
+  // The same, with getToken (which keeps returning a token that does not
+  // grant it), and a claim to an identifier another connection holds.
+  const refreshing = connect({ url: node.url, worker: false, prefix: "client", getToken: () => wrong, minBackoff: 100 });
+  const holder = connect({ url: node.url, worker: false, identifier: "client-HOLDER00-HOLDER00", token: good });
+  await waitFor("the holder connected", () => holder.status === "connected");
+  await new Promise((r) => setTimeout(r, 200));
+  const thief = connect({ url: node.url, worker: false, identifier: "client-HOLDER00-HOLDER00", token: good, minBackoff: 100 });
+  const thiefCloses = [];
+  thief.addEventListener("close", (e) => thiefCloses.push(e.detail));
+
+  await new Promise((r) => setTimeout(r, 10000));
+  assert.equal(stuck.status, "refused");
+  assert.equal(stuck.connection.stats.attempts, 1);
+  assert.equal(stuckCloses.length, 1);
+  assert.equal(stuckCloses[0].code, 4005);
+  assert.equal(stuckCloses[0].retry, false);
+  assert.match(stuckCloses[0].reason, /does not grant/);
+  for (const [name, s] of [["4005 with getToken", refreshing], ["4004", thief]]) {
+    const n = s.connection.stats.attempts;
+    assert.ok(n >= 2 && n <= 6, `${name}: ${n} attempts in 10 s`);
+    assert.notEqual(s.status, "connected");
+  }
+  assert.ok(thiefCloses.every((c) => c.code === 4004 && c.retry), JSON.stringify(thiefCloses));
+  assert.equal(holder.status, "connected", "the holder was not disturbed");
+  for (const s of [stuck, refreshing, holder, thief]) s.close();
+  await node.stop();
 });
