@@ -2,25 +2,12 @@
 // WebWorker. The worker is a proxy world: its identifierChain toward the
 // server is [worker, page], and it talks to the page with the same
 // [type, data] messages over postMessage. Started by connect({worker: true})
-// in solipsism.js with ?urls=[…]&tick=50&backoff=[min,max,stable] (and
-// auth=static or auth=refresh when the page has a token or getToken: the token itself never goes in this
-// worker's URL; it is asked for, before every connection attempt, in
-// metadata).
+// in solipsism.js, it learns where and how to connect from the "connect"
+// key of the page's first metadata ({urls, tick, backoff, auth}), and asks
+// the page for a token, before every connection attempt, in its own
+// metadata ("needToken"): nothing of it is in this worker's URL.
 
 import { GameWorld, Link, SocketConnection } from "./solipsism.js";
-
-const params = new URL(self.location.href).searchParams;
-const parse = (s, fallback) => {
-  try {
-    return JSON.parse(s);
-  } catch {
-    return fallback;
-  }
-};
-const urls = parse(params.get("urls"), null) || [params.get("url")];
-const tick = Number(params.get("tick") || 50);
-const [minBackoff, maxBackoff, stableAfter, connectTimeout] = parse(params.get("backoff"), []) || [];
-const auth = params.get("auth"); // "static", "refresh" or null
 
 const world = new GameWorld({ prefix: "webworker" });
 let conn = null;
@@ -41,6 +28,7 @@ const page = new Link(world, { send: (m) => self.postMessage(m) }, "downstream",
     return md;
   },
   onMetadata: (md) => {
+    if (!conn && md.connect && typeof md.connect === "object") start(md.connect);
     if (waiting && md.tokenFor === asked) {
       const done = waiting;
       waiting = null;
@@ -62,21 +50,29 @@ self.onmessage = (ev) => {
   }
 };
 
-const getToken = auth
-  ? () => new Promise((resolve, reject) => {
-      asked++;
-      waiting = { resolve, reject };
-      page.sendMetadata();
-    })
-  : undefined;
+// start connects once the page has said where to.
+function start({ urls, tick = 50, backoff = [], auth } = {}) {
+  const [minBackoff, maxBackoff, stableAfter, connectTimeout] = Array.isArray(backoff) ? backoff : [];
+  const getToken = auth
+    ? () => new Promise((resolve, reject) => {
+        asked++;
+        waiting = { resolve, reject };
+        page.sendMetadata();
+      })
+    : undefined;
+  try {
+    conn = new SocketConnection(world, urls, { tick, minBackoff, maxBackoff, stableAfter, connectTimeout, getToken, tokenRefreshes: auth === "refresh" });
+  } catch (err) {
+    console.warn("solipsism worker: cannot connect", err);
+    return;
+  }
+  // Connection status travels to the page as an extension key of our
+  // metadata, so page and worker speak nothing but the protocol's types.
+  conn.addEventListener("status", () => page.sendMetadata());
+  conn.addEventListener("close", (e) => {
+    lastClose = { ...e.detail, seq: (lastClose ? lastClose.seq : 0) + 1 };
+    page.sendMetadata();
+  });
+}
 
-conn = new SocketConnection(world, urls, { tick, minBackoff, maxBackoff, stableAfter, connectTimeout, getToken, tokenRefreshes: auth === "refresh" });
-// Connection status travels to the page as an extension key of our
-// metadata, so page and worker speak nothing but the protocol's types.
-const tellStatus = () => page.sendMetadata();
-conn.addEventListener("status", tellStatus);
-conn.addEventListener("close", (e) => {
-  lastClose = { ...e.detail, seq: (lastClose ? lastClose.seq : 0) + 1 };
-  page.sendMetadata();
-});
 page.start();

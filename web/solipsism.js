@@ -953,13 +953,13 @@ export function connect({ url, urls, token, getToken, worker = typeof Worker !==
     return session;
   }
   session.mode = "worker";
-  const wurl = new URL(workerURL || "./solipsism-worker.js", import.meta.url);
-  // URLs and timings only: the token never goes in the Worker's URL.
-  wurl.searchParams.set("urls", JSON.stringify(list));
-  wurl.searchParams.set("tick", String(tick));
-  wurl.searchParams.set("backoff", JSON.stringify([minBackoff, maxBackoff, stableAfter, connectTimeout]));
-  if (token || getToken) wurl.searchParams.set("auth", getToken ? "refresh" : "static");
-  const w = new Worker(wurl, { type: "module" });
+  // The literal new Worker(new URL("./…", import.meta.url)) is what
+  // bundlers (Vite, webpack) recognise and rewrite; the worker learns where
+  // to connect from our first metadata, so nothing goes in its URL (least
+  // of all a token).
+  const w = workerURL ? new Worker(workerURL, { type: "module" }) : new Worker(new URL("./solipsism-worker.js", import.meta.url), { type: "module" });
+  const setup = { urls: list, tick, backoff: [minBackoff, maxBackoff, stableAfter, connectTimeout] };
+  if (token || getToken) setup.auth = getToken ? "refresh" : "static";
   // Tokens and close events travel as extension keys of metadata, so page
   // and worker speak nothing but the protocol's message types.
   let tokenAnswer = null;
@@ -967,7 +967,7 @@ export function connect({ url, urls, token, getToken, worker = typeof Worker !==
   // The worker is our upstream: same Link, same [type, data] messages.
   const link = new Link(world, { send: (m) => w.postMessage(m) }, "upstream", {
     tick: 0, // postMessage is cheap; the worker batches toward the network
-    metaExtra: () => (tokenAnswer ? { ...tokenAnswer } : {}),
+    metaExtra: () => ({ connect: setup, ...(tokenAnswer || {}) }),
     onMetadata: (md) => {
       if (typeof md.status === "string") session.setStatus(md.status);
       if (md.lastClose && typeof md.lastClose === "object" && md.lastClose.seq > closesSeen) {

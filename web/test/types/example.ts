@@ -1,0 +1,55 @@
+// An app written against solipsism.d.ts: `tsc --noEmit -p web/test/types`
+// must accept it. It uses every part of the public API.
+import { connect, GameWorld, GameObject, Session, CloseDetail, Status, Box, newIdentifier, beats, validInterest } from "solipsism-mesh-client";
+
+async function fetchToken(): Promise<string> {
+  const res = await fetch("/token");
+  return res.text();
+}
+
+const session: Session = connect({
+  urls: ["wss://a.example/ws", "wss://b.example/ws"],
+  getToken: fetchToken,
+  prefix: "player",
+  identifier: newIdentifier("player"),
+  tick: 50,
+  minBackoff: 200,
+  maxBackoff: 10_000,
+  stableAfter: 5_000,
+  connectTimeout: 3_000,
+});
+
+session.addEventListener("status", (e) => {
+  const s: Status = e.detail;
+  console.log("status", s);
+});
+session.addEventListener("close", (e) => {
+  const d: CloseDetail = e.detail;
+  if (d.code === 4005 && !d.retry) console.log("the token does not grant", d.reason, d.url);
+});
+
+const world: GameWorld = session.world;
+const me: GameObject = world.create({ kind: "avatar", position: [0, 1.6, 0], name: "ada" });
+me.set({ position: [1, 1.6, 0] });
+world.addEventListener("add", (e) => console.log("new", e.detail.object.id, e.detail.changed));
+world.addEventListener("update", (e) => console.log("moved", e.detail.object.properties.position));
+world.addEventListener("lost", (e) => console.log("lost", e.detail.object.id, "to", e.detail.object.owner));
+
+const region: Box = { min: [-10, -10, -10], max: [10, 10, 10] };
+session.setInterest(region);
+session.setInterest([region, { min: [90, 0, 0], max: [110, 5, 5] }]);
+session.setInterest(null);
+
+async function grab(id: string): Promise<void> {
+  const ball = world.get(id);
+  if (ball && !ball.owned && (await ball.takeOwnership())) {
+    ball.set({ heldBy: world.identifier });
+    const released: boolean = await world.release(ball);
+    console.log(released, ball.epoch, beats(ball.epoch + 1, "a", ball.epoch, ball.owner));
+  }
+}
+void grab("ball");
+console.log(validInterest(region)?.length, [...world.objects.values()].length);
+
+const direct = connect({ url: "ws://localhost:8080/ws", worker: false, token: "eyJ..." });
+direct.close();
