@@ -5,7 +5,7 @@ import (
 	"net/http"
 )
 
-//go:embed *.html *.js
+//go:embed *.html *.js vendor/*.js vendor/LICENSES.txt
 var files embed.FS
 
 // Handler serves the demo at /, the inspector at /inspect and the

@@ -1,0 +1,79 @@
+package test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/solipsism/mesh/relay"
+	"github.com/solipsism/mesh/web"
+)
+
+// TestNetworkedAFrame: two pages of a minimal networked-aframe app (the
+// real aframe 1.7.1 and networked-aframe 0.14.3 builds from npm, served
+// by the node) use the solipsism adapter. Each sees the other's networked
+// entities appear, move and vanish; one takes ownership of the other's
+// entity through NAF's API, the node grants it, and both pages (and the
+// node) agree on the new owner, whose moves the other then sees.
+func TestNetworkedAFrame(t *testing.T) {
+	browser := newBrowser(t)
+	node, err := relay.New(relay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ws", node)
+	mux.Handle("/", web.Handler())
+	front := httptest.NewServer(mux)
+	t.Cleanup(func() { node.Close(context.Background()); front.Close() })
+
+	a, _ := tab(t, browser, "a", front.URL+"/naf.html?spawn=0")
+	b, _ := tab(t, browser, "b", front.URL+"/naf.html?spawn=0")
+	for name, p := range map[string]context.Context{"a": a, "b": b} {
+		waitJS(t, p, name+" connected", `window.NAF && NAF.clientId && NAF.connection.isConnected()`)
+	}
+	idA := evalJS[string](t, a, `NAF.clientId`)
+	idB := evalJS[string](t, b, `NAF.clientId`)
+	waitJS(t, a, "a sees b in the room", `NAF.connection.getConnectedClients()[`+jsString(idB)+`] !== undefined`)
+	waitJS(t, b, "b sees a in the room", `NAF.connection.getConnectedClients()[`+jsString(idA)+`] !== undefined`)
+
+	// a's box appears on b, and moves there.
+	evalJS[bool](t, a, `window.boxA = spawn(1, -1), true`)
+	waitJS(t, a, "a's box is networked", `boxA.components.networked && boxA.components.networked.data.networkId`)
+	id := evalJS[string](t, a, `boxA.components.networked.data.networkId`)
+	ent := `NAF.entities.entities[` + jsString(id) + `]`
+	waitJS(t, b, "b sees a's box", ent+` && `+ent+`.components.networked && `+ent+`.components.networked.data.owner === `+jsString(idA))
+	evalJS[bool](t, a, `boxA.setAttribute("position", "2.5 0.25 -1"), true`)
+	waitJS(t, b, "b sees a's box move", ent+`.object3D.position.x > 2.4`)
+
+	// b takes it through NAF's API; the node grants it; everyone agrees.
+	evalJS[bool](t, b, `NAF.utils.takeOwnership(`+ent+`)`)
+	waitJS(t, b, "b owns the box", `NAF.utils.isMine(`+ent+`)`)
+	waitJS(t, a, "a sees b own the box", `boxA.components.networked.data.owner === `+jsString(idB)+` && !NAF.utils.isMine(boxA)`)
+	if o, ok := node.World().Get("naf-" + id); !ok || o.Owner != idB {
+		t.Fatalf("the node has the box as %+v, want it b's (%s)", o, idB)
+	}
+	evalJS[bool](t, b, ent+`.setAttribute("position", "-2 0.25 -1"), true`)
+	waitJS(t, a, "a sees b's move of the box", `boxA.object3D.position.x < -1.9`)
+
+	// b's own box appears on a and vanishes when b removes it.
+	evalJS[bool](t, b, `window.boxB = spawn(-1, -2), true`)
+	waitJS(t, b, "b's box is networked", `boxB.components.networked && boxB.components.networked.data.networkId`)
+	idBox := evalJS[string](t, b, `boxB.components.networked.data.networkId`)
+	entB := `NAF.entities.entities[` + jsString(idBox) + `]`
+	waitJS(t, a, "a sees b's box", entB+` !== undefined`)
+	evalJS[bool](t, b, `boxB.parentNode.removeChild(boxB), true`)
+	waitJS(t, a, "b's box vanishes on a", entB+` === undefined && !document.querySelector("[networked*='`+idBox+`']")`)
+}
+
+func jsString(s string) string {
+	b := []byte{'"'}
+	for _, c := range []byte(s) {
+		if c == '"' || c == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, c)
+	}
+	return string(append(b, '"'))
+}

@@ -1,0 +1,219 @@
+// naf-adapter.js — a networked-aframe (NAF 0.14) adapter for solipsism-node.
+//
+// Load it after networked-aframe and before the scene connects:
+//
+//   <script src="aframe.min.js"></script>
+//   <script src="networked-aframe.min.js"></script>
+//   <script type="module" src="/naf-adapter.js"></script>
+//   <a-scene networked-scene="adapter: solipsism; serverURL: ws://localhost:8080/ws; room: lobby">
+//
+// How NAF maps onto the node:
+//   - NAF's client id is the page's world identifier; every tab is a world.
+//   - A networked entity is an object "naf-<networkId>" owned by the world
+//     that created it, with its template, creator, parent and each synced
+//     component (property "naf:c<index>"), and "transferable": true. NAF's
+//     updates are batched and coalesced per tick like any client's.
+//   - NAF.utils.takeOwnership asks the node for the object (an ownership
+//     transfer); if the node refuses, NAF is told the real owner back.
+//   - A room is a property of objects ("naf:room"): the adapter shows NAF
+//     only its room's. Occupants are the worlds with a presence object in
+//     the room; a tab that leaves takes its presence and its (not
+//     persistent) entities with it.
+//   - NAF's own data channels (sendData of other types) are not carried.
+
+import { connect } from "./solipsism.js";
+
+const ENTITY = "naf-";
+const PRESENCE = "naf-presence-";
+
+export class SolipsismAdapter {
+  constructor() {
+    this.app = "default";
+    this.room = "default";
+    this.serverURL = "";
+    this.session = null;
+    this.occupants = {};
+    this.open = new Set();
+    // NAF compares lastOwnerTime to pick an entity's owner: we keep one per
+    // entity that only grows, moved on at every transfer we hear of.
+    this.ownerTimes = new Map();
+    this.asking = new Map(); // networkId -> latest NAF data while a take is pending
+  }
+
+  setServerUrl(url) {
+    this.serverURL = url;
+  }
+  setApp(app) {
+    this.app = app;
+  }
+  setRoom(room) {
+    this.room = room;
+  }
+  setWebRtcOptions() {}
+  setServerConnectListeners(success, failure) {
+    this.onSuccess = success;
+    this.onFailure = failure;
+  }
+  setRoomOccupantListener(listener) {
+    this.onOccupants = listener;
+  }
+  setDataChannelListeners(open, closed, message) {
+    this.onOpen = open;
+    this.onClosed = closed;
+    this.onMessage = message;
+  }
+
+  url() {
+    const u = this.serverURL;
+    if (u && u !== "/") return u;
+    return (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws";
+  }
+
+  connect() {
+    const s = (this.session = connect({ url: this.url(), prefix: "naf" }));
+    const world = (this.world = s.world);
+    this.myId = world.identifier;
+    let joined = false;
+    s.addEventListener("status", (e) => {
+      if (e.detail === "connected" && !joined) {
+        joined = true;
+        world.create({ "naf:presence": this.room, "naf:app": this.app, "naf:joined": Date.now() }, PRESENCE + this.myId);
+        this.onSuccess(this.myId);
+      }
+      if (e.detail === "refused" && this.onFailure) this.onFailure(new Error("solipsism: the node refused this client"));
+    });
+    for (const type of ["add", "update", "transfer", "remove"]) {
+      world.addEventListener(type, (e) => this.heard(type, e.detail.object, e.detail.changed));
+    }
+  }
+
+  /** A change of the world, to pass on to NAF if it is someone else's. */
+  heard(type, o, changed) {
+    const p = o.properties;
+    if (o.id.startsWith(PRESENCE)) {
+      if (p["naf:presence"] === this.room && p["naf:app"] === this.app && o.owner !== this.myId) {
+        if (type === "remove") delete this.occupants[o.owner];
+        else this.occupants[o.owner] = p["naf:joined"] || 0;
+        this.onOccupants({ ...this.occupants });
+      }
+      return;
+    }
+    if (!o.id.startsWith(ENTITY) || p["naf:room"] !== this.room) return;
+    const networkId = o.id.slice(ENTITY.length);
+    if (type === "remove") {
+      this.ownerTimes.delete(networkId);
+      if (o.owner !== this.myId) this.onMessage(o.owner, "r", { networkId });
+      return;
+    }
+    if (type === "transfer" || !this.ownerTimes.has(networkId)) {
+      this.ownerTimes.set(networkId, Math.max(Date.now(), (this.ownerTimes.get(networkId) || 0) + 1));
+    }
+    if (o.owner === this.myId) return; // ours: NAF knows
+    this.onMessage(o.owner, "u", this.entityData(o, networkId, type === "add" || type === "transfer" ? p : changed, type === "add"));
+  }
+
+  entityData(o, networkId, props, first) {
+    const p = o.properties;
+    const components = {};
+    for (const [k, v] of Object.entries(props)) {
+      if (k.startsWith("naf:c")) components[k.slice(5)] = v;
+    }
+    return {
+      networkId, owner: o.owner, creator: p["naf:creator"], lastOwnerTime: this.ownerTimes.get(networkId),
+      template: p["naf:template"], persistent: !!p["naf:persistent"], parent: p["naf:parent"] ?? null,
+      components, isFirstSync: first,
+    };
+  }
+
+  /** NAF's sync of one of our entities (or one NAF just took). */
+  sync(d) {
+    if (!this.world || !d || typeof d.networkId !== "string") return;
+    const id = ENTITY + d.networkId;
+    const o = this.world.get(id);
+    const props = {};
+    for (const [i, v] of Object.entries(d.components || {})) props["naf:c" + i] = v === undefined ? null : v;
+    if (o && !o.owned) {
+      if (d.owner !== this.myId) return;
+      // NAF took the entity (NAF.utils.takeOwnership): ask the node.
+      const pending = this.asking.get(d.networkId);
+      if (pending) {
+        Object.assign(pending, props);
+        return;
+      }
+      this.asking.set(d.networkId, props);
+      o.takeOwnership().then((granted) => {
+        const latest = this.asking.get(d.networkId);
+        this.asking.delete(d.networkId);
+        if (granted) {
+          if (Object.keys(latest).length) o.set(latest);
+          return;
+        }
+        // Refused: NAF is told the real owner, with a later owner time.
+        this.ownerTimes.set(d.networkId, Math.max(Date.now(), (this.ownerTimes.get(d.networkId) || 0) + 1));
+        this.onMessage(o.owner, "u", this.entityData(o, d.networkId, o.properties, false));
+      });
+      return;
+    }
+    if (o) {
+      o.set(props);
+      return;
+    }
+    Object.assign(props, {
+      "naf:room": this.room, "naf:template": d.template, "naf:creator": d.creator || this.myId,
+      "naf:parent": d.parent ?? null, "naf:persistent": !!d.persistent, transferable: true,
+    });
+    if (d.persistent) props.persistent = true;
+    this.world.create(props, id);
+  }
+
+  send(type, data) {
+    if (type === "u") this.sync(data);
+    else if (type === "um" && data && Array.isArray(data.d)) data.d.forEach((d) => this.sync(d));
+    else if (type === "r" && data && this.world) {
+      const o = this.world.get(ENTITY + data.networkId);
+      if (o && o.owned) o.remove();
+    }
+  }
+
+  shouldStartConnectionTo() {
+    return true;
+  }
+  startStreamConnection(clientId) {
+    this.open.add(clientId);
+    this.onOpen(clientId);
+  }
+  closeStreamConnection(clientId) {
+    this.open.delete(clientId);
+    this.onClosed(clientId);
+  }
+  getConnectStatus(clientId) {
+    return this.open.has(clientId) ? NAF.adapters.IS_CONNECTED : NAF.adapters.NOT_CONNECTED;
+  }
+  // Every client sees the same world: what NAF sends to one, all have.
+  sendData(to, type, data) {
+    this.send(type, data);
+  }
+  sendDataGuaranteed(to, type, data) {
+    this.send(type, data);
+  }
+  broadcastData(type, data) {
+    this.send(type, data);
+  }
+  broadcastDataGuaranteed(type, data) {
+    this.send(type, data);
+  }
+  getMediaStream() {
+    return Promise.reject(new Error("solipsism: no media streams"));
+  }
+  getServerTime() {
+    return Date.now();
+  }
+  disconnect() {
+    if (this.session) this.session.close();
+    this.session = null;
+    this.world = null;
+  }
+}
+
+if (globalThis.NAF && NAF.adapters) NAF.adapters.register("solipsism", SolipsismAdapter);
+else console.warn("solipsism: load networked-aframe before naf-adapter.js");
