@@ -196,8 +196,8 @@ func TestBrowserDemo(t *testing.T) {
 	front := httptest.NewServer(mux)
 	t.Cleanup(front.Close)
 
-	alice, closeAlice := tab(t, browser, "alice", front.URL+"/?name=alice") // WebWorker mode, the default
-	bob, _ := tab(t, browser, "bob", front.URL+"/?name=bob&mode=main")      // main thread
+	alice, closeAlice := tab(t, browser, "alice", front.URL+"/2d?name=alice") // WebWorker mode, the default
+	bob, _ := tab(t, browser, "bob", front.URL+"/2d?name=bob&mode=main")      // main thread
 	waitJS(t, alice, "alice connected", `window.demo && demo.session.status === "connected" && demo.mode === "worker"`)
 	waitJS(t, bob, "bob connected", `window.demo && demo.session.status === "connected" && demo.mode === "main"`)
 

@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -76,4 +77,46 @@ func jsString(s string) string {
 		b = append(b, c)
 	}
 	return string(append(b, '"'))
+}
+
+// TestBrowserDemo3D: two pages of the A-Frame demo at /, one with its
+// connection in a WebWorker and one on the main thread, see each other's
+// avatars, and see them move in 3D when their owners walk.
+func TestBrowserDemo3D(t *testing.T) {
+	browser := newBrowser(t)
+	node, err := relay.New(relay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ws", node)
+	mux.Handle("/", web.Handler())
+	front := httptest.NewServer(mux)
+	t.Cleanup(func() { node.Close(context.Background()); front.Close() })
+
+	alice, _ := tab(t, browser, "alice", front.URL+"/?name=alice")
+	bob, _ := tab(t, browser, "bob", front.URL+"/?name=bob&mode=main")
+	waitJS(t, alice, "alice connected in a worker", `window.demo && demo.session.status === "connected" && demo.mode === "worker"`)
+	waitJS(t, bob, "bob connected on the page", `window.demo && demo.session.status === "connected" && demo.mode === "main"`)
+	waitJS(t, alice, "alice sees bob", `demo.avatars().some(a => a.name === "bob")`)
+	waitJS(t, bob, "bob sees alice", `demo.avatars().some(a => a.name === "alice")`)
+	waitJS(t, alice, "frames drawn", `demo.frames() > 10`)
+
+	for i, step := range [][2]float64{{4, -3}, {-5, 2}} {
+		evalJS[bool](t, bob, fmt.Sprintf(`demo.moveTo(%g, %g), true`, step[0], step[1]))
+		waitJS(t, alice, fmt.Sprintf("alice sees bob walk (step %d)", i),
+			fmt.Sprintf(`demo.avatars().some(a => a.name === "bob" && Math.abs(a.shown[0] - %g) < 0.05 && Math.abs(a.shown[2] - %g) < 0.05 && Math.abs(a.shown[1] - 1.6) < 0.05)`, step[0], step[1]))
+		evalJS[bool](t, alice, fmt.Sprintf(`demo.moveTo(%g, %g), true`, -step[0], step[1]+1))
+		waitJS(t, bob, fmt.Sprintf("bob sees alice walk (step %d)", i),
+			fmt.Sprintf(`demo.avatars().some(a => a.name === "alice" && Math.abs(a.shown[0] - %g) < 0.05 && Math.abs(a.shown[2] - %g) < 0.05)`, -step[0], step[1]+1))
+	}
+	// The ball: alice grabs it, carries it and throws it; bob sees it move
+	// and then owns it after taking it in turn.
+	waitJS(t, alice, "the ball", `!!demo.ball()`)
+	waitJS(t, alice, "alice grabs the ball", `demo.grab()`)
+	evalJS[bool](t, alice, `demo.throwBall(new THREE.Vector3(0, 3, -4)), true`)
+	ballAt := evalJS[[]float64](t, bob, `demo.ball().properties.position`)
+	waitJS(t, bob, "bob sees the ball fly", fmt.Sprintf(`Math.abs(demo.ball().properties.position[2] - %g) > 0.5`, ballAt[2]))
+	waitJS(t, bob, "bob takes the ball", `demo.grab()`)
+	waitJS(t, alice, "alice sees bob own the ball", `demo.ball().owner !== demo.session.world.identifier && !demo.holding()`)
 }
