@@ -39,7 +39,7 @@ func chromiumPath(t testing.TB) string {
 
 // newBrowser starts headless Chromium with a fresh profile, no sandbox, no
 // GPU and no background networking.
-func newBrowser(t *testing.T) context.Context {
+func newBrowser(t testing.TB) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),

@@ -52,9 +52,10 @@ const shown = new Map(); // id -> {el, at: THREE.Vector3, yaw}
 function avatarEntity(o) {
   const el = document.createElement("a-entity");
   const color = o.properties.color || "#ccc";
-  el.innerHTML = `<a-sphere class="head" radius="0.18" color="${color}"></a-sphere>
+  // Few segments: a crowd of avatars stays cheap to draw.
+  el.innerHTML = `<a-sphere class="head" radius="0.18" segments-width="10" segments-height="8" color="${color}"></a-sphere>
     <a-box position="0 0 -0.17" width="0.2" height="0.06" depth="0.04" color="#111"></a-box>
-    <a-cylinder position="0 -0.6 0" radius="0.16" height="0.8" color="${color}"></a-cylinder>
+    <a-cylinder position="0 -0.6 0" radius="0.16" height="0.8" segments-radial="10" color="${color}"></a-cylinder>
     <a-text value="${String(o.properties.name || "").replace(/[<>"&]/g, "")}" align="center" position="0 0.35 0" width="2" side="double"></a-text>`;
   others.appendChild(el);
   return el;
@@ -77,13 +78,14 @@ world.addEventListener("remove", (e) => {
     shown.delete(e.detail.object.id);
   }
 });
+const target = new THREE.Vector3();
 function glide(dt) {
   const k = 1 - Math.exp(-dt / 80);
   for (const [id, s] of shown) {
     const o = world.get(id);
     if (!o) continue;
     const [x, y, z] = o.properties.position;
-    s.at.lerp(new THREE.Vector3(x, y, z), k);
+    s.at.lerp(target.set(x, y, z), k);
     s.el.object3D.position.copy(s.at);
     const [yaw] = o.properties.rotation || [0];
     s.yaw += (yaw - s.yaw) * k;
