@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/solipsism/mesh/relay"
 	"github.com/solipsism/mesh/web"
@@ -119,4 +120,37 @@ func TestBrowserDemo3D(t *testing.T) {
 	waitJS(t, bob, "bob sees the ball fly", fmt.Sprintf(`Math.abs(demo.ball().properties.position[2] - %g) > 0.5`, ballAt[2]))
 	waitJS(t, bob, "bob takes the ball", `demo.grab()`)
 	waitJS(t, alice, "alice sees bob own the ball", `demo.ball().owner !== demo.session.world.identifier && !demo.holding()`)
+}
+
+// TestInspectorCrowd: with more links than fit, the inspector's topology
+// draws the downstream peers as unlabelled dots with a count, and its map
+// drops names, so both stay readable.
+func TestInspectorCrowd(t *testing.T) {
+	browser := newBrowser(t)
+	node, err := relay.New(relay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ws", node)
+	mux.Handle("/api/state", node.StateHandler())
+	mux.Handle("/", web.Handler())
+	front := httptest.NewServer(mux)
+	t.Cleanup(func() { node.Close(context.Background()); front.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for k := range 110 {
+		c, err := relay.Dial(ctx, "ws"+front.URL[len("http"):]+"/ws", relay.ClientOptions{Prefix: "crowd"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.Create(map[string]any{"name": fmt.Sprint("c", k), "position": []float64{float64(k % 11 * 90), 0, float64(k / 11 * 60)}})
+	}
+	insp, _ := tab(t, browser, "inspector", front.URL+"/inspect")
+	waitJS(t, insp, "110 links drawn", `document.querySelectorAll("#topo circle").length >= 111`)
+	if n := evalJS[int](t, insp, `document.querySelectorAll("#topo text").length`); n > 3 {
+		t.Fatalf("the topology has %d labels for 110 downstream links, want the role and a count", n)
+	}
+	waitJS(t, insp, "the count", `[...document.querySelectorAll("#topo text")].some(e => e.textContent === "110 downstream")`)
 }

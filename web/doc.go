@@ -1,5 +1,9 @@
 // Package web holds the browser side, embedded in the node binary: the
-// JavaScript client library (solipsism.js, usable on a page and in a
-// WebWorker, with solipsism-worker.js), the demo served at / and the
-// inspector served at /inspect.
+// JavaScript client library (solipsism.js, usable on a page, in a
+// WebWorker with solipsism-worker.js, and in Node.js; an npm package with
+// TypeScript declarations, see package.json and solipsism.d.ts), the
+// networked-aframe adapter (naf-adapter.js) and its example (naf.html),
+// the 3D demo served at / (A-Frame), the 2D one at /2d, the inspector at
+// /inspect, and the pinned third-party builds they load (vendor/: aframe
+// and networked-aframe from npm, unmodified, with their licences).
 package web

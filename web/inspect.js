@@ -49,17 +49,29 @@ function drawTopology(st, r) {
     return el;
   };
   const n = st.links.length;
+  // Many links: small unlabelled dots for downstream peers (the table below
+  // names them), labels only for the few upstream and mesh links, and a
+  // count in the middle; so the picture stays readable at hundreds.
+  const crowd = n > 24;
+  const dot = crowd ? Math.max(2, (9 * 24) / n) : 9;
   st.links.forEach((l, i) => {
     const a = (Math.PI * 2 * i) / Math.max(n, 1) - Math.PI / 2;
     const x = cx + Math.cos(a) * 100, y = cy + Math.sin(a) * 95;
     const rate = r.get(l.id) || { in: 0, out: 0 };
     const color = { downstream: "#5fd38d", upstream: "#8fb4ff", mesh: "#f2a65e" }[l.kind] || "#ccc";
-    add("line", { x1: cx, y1: cy, x2: x, y2: y, stroke: color, "stroke-width": 1 + Math.min(8, Math.log10(1 + rate.in + rate.out) * 2), opacity: l.ready ? 1 : 0.35 });
-    add("circle", { cx: x, cy: y, r: 9, fill: colorFor(l.identifier) });
-    add("text", { x, y: y + 22, fill: "#c9d1e6", "font-size": 9, "text-anchor": "middle" }, short(l.identifier));
+    const width = crowd ? Math.min(2, 0.5 + Math.log10(1 + rate.in + rate.out) / 2) : 1 + Math.min(8, Math.log10(1 + rate.in + rate.out) * 2);
+    add("line", { x1: cx, y1: cy, x2: x, y2: y, stroke: color, "stroke-width": width, opacity: l.ready ? (crowd ? 0.5 : 1) : 0.25 });
+    add("circle", { cx: x, cy: y, r: l.kind === "downstream" ? dot : 9, fill: colorFor(l.identifier) });
+    if (!crowd || l.kind !== "downstream") add("text", { x, y: y + 22, fill: "#c9d1e6", "font-size": 9, "text-anchor": "middle" }, short(l.identifier));
   });
   add("circle", { cx, cy, r: 16, fill: "#e8ecf5" });
   add("text", { x: cx, y: cy + 4, fill: "#0f1320", "font-size": 9, "text-anchor": "middle", "font-weight": 700 }, st.role);
+  if (crowd) {
+    const kinds = {};
+    for (const l of st.links) kinds[l.kind] = (kinds[l.kind] || 0) + 1;
+    add("text", { x: cx, y: cy + 34, fill: "#e8ecf5", "font-size": 10, "text-anchor": "middle" },
+      Object.entries(kinds).map(([k, c]) => `${c} ${k}`).join(" · "));
+  }
 }
 
 function drawRates() {
@@ -106,11 +118,19 @@ function drawMap(st) {
   }
   const xs = pts.map((p) => p.x), ys = pts.map((p) => p.y);
   const [x0, x1, y0, y1] = [Math.min(0, ...xs), Math.max(1000, ...xs), Math.min(0, ...ys), Math.max(600, ...ys)];
+  // Names only while they fit; dots shrink as the crowd grows.
+  const named = pts.length <= 40;
+  const radius = Math.max(3, Math.min(10, 300 / pts.length));
   for (const p of pts) {
     const px = 20 + ((p.x - x0) / (x1 - x0 || 1)) * (c.width - 40);
     const py = 20 + ((p.y - y0) / (y1 - y0 || 1)) * (c.height - 40);
-    g.beginPath(); g.arc(px, py, 10, 0, Math.PI * 2); g.fillStyle = p.o.properties.color || colorFor(p.o.owner); g.fill();
-    g.fillStyle = "#c9d1e6"; g.font = "18px system-ui"; g.fillText(String(p.o.properties.name || p.o.id), px + 14, py + 6);
+    g.beginPath(); g.arc(px, py, radius, 0, Math.PI * 2); g.fillStyle = p.o.properties.color || colorFor(p.o.owner); g.fill();
+    if (named) {
+      g.fillStyle = "#c9d1e6"; g.font = "18px system-ui"; g.fillText(String(p.o.properties.name || p.o.id), px + 14, py + 6);
+    }
+  }
+  if (!named) {
+    g.fillStyle = "#9aa4bf"; g.font = "20px system-ui"; g.fillText(`${pts.length} positioned objects`, 20, 30);
   }
 }
 
