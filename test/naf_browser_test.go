@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/auth"
 	"github.com/solipsism/mesh/relay"
 	"github.com/solipsism/mesh/web"
 )
@@ -153,4 +154,50 @@ func TestInspectorCrowd(t *testing.T) {
 		t.Fatalf("the topology has %d labels for 110 downstream links, want the role and a count", n)
 	}
 	waitJS(t, insp, "the count", `[...document.querySelectorAll("#topo text")].some(e => e.textContent === "110 downstream")`)
+}
+
+// TestBrowserTokenInWorker: a page connects through its WebWorker to a
+// node with authentication on. getToken runs on the page, before every
+// connection attempt, and its token reaches the node without ever being
+// in the worker's URL. A token that does not grant the identifier reaches
+// the page as a close event with 4005; with getToken the connection backs
+// off and tries again (the next token may grant it).
+func TestBrowserTokenInWorker(t *testing.T) {
+	browser := newBrowser(t)
+	key := []byte("0123456789abcdef0123456789abcdef")
+	authn, err := auth.NewHS256(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := relay.New(relay.Options{Auth: authn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := auth.Issue(key, nil, []string{"client", "webworker"}, time.Now().Add(time.Hour))
+	bad, _ := auth.Issue(key, nil, []string{"webworker"}, time.Now().Add(time.Hour))
+	mux := http.NewServeMux()
+	mux.Handle("/ws", node)
+	mux.HandleFunc("/token-test", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<!doctype html><script type="module">
+import { connect } from "/solipsism.js";
+const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws";
+window.calls = 0;
+window.closes = [];
+const token = new URLSearchParams(location.search).get("bad") ? %q : %q;
+window.s = connect({ url, getToken: async () => { calls++; return token; } });
+s.addEventListener("close", (e) => closes.push(e.detail));
+</script>`, bad, good)
+	})
+	mux.Handle("/", web.Handler())
+	front := httptest.NewServer(mux)
+	t.Cleanup(func() { node.Close(context.Background()); front.Close() })
+
+	p, _ := tab(t, browser, "good", front.URL+"/token-test")
+	waitJS(t, p, "connected through the worker", `window.s && s.mode === "worker" && s.status === "connected" && calls >= 1`)
+	if leaked := evalJS[bool](t, p, `performance.getEntriesByType("resource").some(e => e.name.includes("token") || e.name.includes("eyJ"))`); leaked {
+		t.Fatal("the token appears in a URL the page loaded (the worker's?)")
+	}
+	q, _ := tab(t, browser, "bad", front.URL+"/token-test?bad=1")
+	waitJS(t, q, "refused on the page", `window.s && s.status === "reconnecting" && closes.some(c => c.code === 4005 && c.retry)`)
 }
