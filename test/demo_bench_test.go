@@ -17,10 +17,10 @@ import (
 // BenchmarkDemo3D measures what a user of the 3D demo pays, in headless
 // Chromium (software rendering, so frame rates are a floor):
 //
-//   - bytes the page loads (documents, scripts, the worker) and the time
-//     from navigation until the first other avatar is shown;
-//   - frames per second with 50 other avatars walking at 10 Hz, beside
-//     the same page alone in its world, measured in the same run.
+// bytes the page loads (documents, scripts, the worker) and the time from
+// navigation until the first other avatar is shown; frames per second with
+// 50 other avatars walking at 10 Hz, beside the same page alone in its
+// world, measured in the same run.
 //
 //	go test ./test -run '^$' -bench Demo3D -benchtime 1x
 func BenchmarkDemo3D(b *testing.B) {
