@@ -190,12 +190,13 @@ func httpGet(t testing.TB, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// runBinary runs bin with args (and a store in a directory of its own,
-// unless args name one) and returns its output.
+// runBinary runs bin with args (and, to start a node, a store in a
+// directory of its own unless args name one) and returns its output.
 func runBinary(bin string, args, env []string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if !strings.Contains(strings.Join(args, " "), "--data-dir") {
+	subcommand := len(args) > 0 && (!strings.HasPrefix(args[0], "-") || args[0] == "--version")
+	if !subcommand && !strings.Contains(strings.Join(args, " "), "--data-dir") {
 		dir, err := os.MkdirTemp("", "solipsism-data-")
 		if err != nil {
 			return "", err

@@ -32,10 +32,19 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	cmd := ""
+	if len(os.Args) > 1 {
+		cmd = os.Args[1]
+	}
 	var err error
-	if len(os.Args) > 1 && (os.Args[1] == "export" || os.Args[1] == "import") {
-		err = runBackup(os.Args[1], os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
-	} else {
+	switch cmd {
+	case "export", "import":
+		err = runBackup(cmd, os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
+	case "token":
+		err = runToken(os.Args[2:], time.Now(), os.Stdout, os.Stderr)
+	case "version", "--version", "-version":
+		printVersion(os.Stdout)
+	default:
 		err = run(ctx, os.Args[1:], os.Getenv, os.Stderr)
 	}
 	if errors.Is(err, flag.ErrHelp) {
@@ -68,7 +77,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	log := newLogger(cfg, stderr)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoMetric())
 	authn, err := cfg.authenticator()
 	if err != nil {
 		return err

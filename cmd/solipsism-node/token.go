@@ -1,0 +1,96 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/solipsism/mesh/auth"
+)
+
+// runToken serves "solipsism-node token": it signs a token for a node
+// started with --auth-key, granting identifiers and prefixes until it
+// expires, and prints it.
+func runToken(args []string, now time.Time, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("solipsism-node token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	key := fs.String("key", "", "the signing key: the HS256 secret the node's --auth-key names (hex or base64, decoded to its bytes before signing, as the node decodes it), or ed25519:<base64 private key> for a node started with ed25519:<public key>")
+	sub := fs.String("sub", "", "an identifier the token grants (the JWT subject), e.g. client-8f3KQ2ab-Lm0c9Xz1")
+	ids := fs.String("id", "", "more identifiers, comma-separated")
+	prefixes := fs.String("prefix", "", "comma-separated prefixes: the token grants every identifier prefix-XXXXXXXX-XXXXXXXX of them (what clients that make up their identifier need)")
+	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: solipsism-node token --key K [--sub ID] [--id ID,...] [--prefix P,...] [--ttl 24h]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *key == "" {
+		return errors.New("token: --key is required")
+	}
+	grants := split(*ids)
+	if *sub != "" {
+		grants = append([]string{*sub}, grants...)
+	}
+	if len(grants) == 0 && len(split(*prefixes)) == 0 {
+		return errors.New("token: grant something: --sub, --id or --prefix")
+	}
+	if *ttl <= 0 {
+		return errors.New("token: --ttl must be positive (tokens must expire)")
+	}
+	k, err := signingKey(*key)
+	if err != nil {
+		return fmt.Errorf("token: --key: %w", err)
+	}
+	tok, err := auth.Issue(k, grants, split(*prefixes), now.Add(*ttl))
+	if err != nil {
+		return fmt.Errorf("token: %w", err)
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}
+
+// signingKey decodes a --key as --auth-key does: ed25519:<base64> for an
+// Ed25519 private key (64 bytes, or its 32-byte seed), else an HS256
+// secret in hex or base64.
+func signingKey(s string) (any, error) {
+	if b64, ok := strings.CutPrefix(s, "ed25519:"); ok {
+		b, err := base64.StdEncoding.DecodeString(b64)
+		switch {
+		case err != nil:
+			return nil, errors.New("the Ed25519 private key is not base64")
+		case len(b) == ed25519.SeedSize:
+			return ed25519.NewKeyFromSeed(b), nil
+		case len(b) == ed25519.PrivateKeySize:
+			return ed25519.PrivateKey(b), nil
+		}
+		return nil, fmt.Errorf("an Ed25519 private key has 32 (seed) or 64 bytes, not %d", len(b))
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		if b, err = base64.StdEncoding.DecodeString(s); err != nil {
+			return nil, errors.New("neither hex nor base64")
+		}
+	}
+	if len(b) < 32 {
+		return nil, errors.New("an HS256 secret needs at least 32 bytes")
+	}
+	return b, nil
+}
+
+func split(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
