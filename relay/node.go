@@ -72,6 +72,8 @@ type Node struct {
 	// acknowledgements, by object (answers.go).
 	asked map[string]*upRequests
 	held  map[string]*held
+	// upstream is what RunUpstream knows of the upstream (ready.go).
+	upstream upstreamState
 	// persist keeps durable objects in Options.Store (persist.go); nil
 	// without one, and once closing. persistStats stays for metrics.
 	persist, persistStats *persist

@@ -58,6 +58,9 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 	stop := context.AfterFunc(n.ctx, cancel)
 	defer stop()
 
+	n.upstream.mu.Lock()
+	n.upstream.wanted = true
+	n.upstream.mu.Unlock()
 	failures := 0
 	for {
 		dctx, dcancel := context.WithTimeout(ctx, opts.DialTimeout)
@@ -68,6 +71,7 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 				opts.OnConnect()
 			}
 			n.log.Info("upstream connected", "url", opts.URL)
+			n.upstreamConnected(opts.URL)
 			start := time.Now()
 			err = n.serveUpstream(ctx, conn, opts.URL)
 			if time.Since(start) >= opts.StableAfter {
@@ -77,8 +81,14 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 			if opts.OnDisconnect != nil {
 				opts.OnDisconnect(err)
 			}
+			if ctx.Err() == nil {
+				n.upstreamFailed(opts.URL, err)
+			}
 		} else {
 			n.log.Debug("upstream dial failed", "url", opts.URL, "err", err)
+			if ctx.Err() == nil {
+				n.upstreamFailed(opts.URL, err)
+			}
 		}
 		if ctx.Err() != nil {
 			if n.ctx.Err() != nil {

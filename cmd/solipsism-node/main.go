@@ -157,6 +157,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			Mesh       *relay.MeshStatus `json:"mesh,omitempty"`
 		}{"serving", node.Identifier(), node.Role().String(), node.MeshStatus()})
 	})
+	// /readyz: whether the node can do its job (for load balancers and
+	// orchestrators), with the reasons when it cannot; /healthz only says
+	// the process serves.
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ready, reasons := node.Readiness()
+		w.Header().Set("Content-Type", "application/json")
+		if !ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		if reasons == nil {
+			reasons = []string{}
+		}
+		json.NewEncoder(w).Encode(struct {
+			Ready      bool     `json:"ready"`
+			Reasons    []string `json:"reasons"`
+			Identifier string   `json:"identifier"`
+			Role       string   `json:"role"`
+		}{ready, reasons, node.Identifier(), node.Role().String()})
+	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/api/state", node.StateHandler())
 	mux.Handle("/", web.Handler())
