@@ -195,6 +195,9 @@ func (n *Node) JoinMesh(opts MeshOptions) (*Mesh, error) {
 		}
 	}
 	m.log.Info("mesh started", "bind", list.LocalNode().Address(), "advertise", opts.AdvertiseURL, "encrypted", len(opts.SecretKey) > 0, "label", opts.Label)
+	if len(opts.SecretKey) == 0 {
+		m.log.Warn("the mesh runs unencrypted and unauthenticated: anyone who reaches the mesh port can join and write; set a mesh secret (--mesh-secret)")
+	}
 	return m, nil
 }
 

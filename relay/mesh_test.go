@@ -408,3 +408,16 @@ func TestMeshWrongSecretOrLabel(t *testing.T) {
 		})
 	}
 }
+
+// TestMeshWarnsUnencrypted: a mesh without a secret says so at WARN; one
+// with a secret does not.
+func TestMeshWarnsUnencrypted(t *testing.T) {
+	open := startMeshNode(t, "", MeshOptions{})
+	if !strings.Contains(open.logs.String(), `level=WARN msg="the mesh runs unencrypted`) {
+		t.Fatalf("no warning:\n%s", open.logs.String())
+	}
+	sealed := startMeshNode(t, "", MeshOptions{SecretKey: []byte(strings.Repeat("k", 32))})
+	if strings.Contains(sealed.logs.String(), "unencrypted") {
+		t.Fatalf("a warning with a secret:\n%s", sealed.logs.String())
+	}
+}

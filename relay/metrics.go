@@ -57,11 +57,21 @@ func newNodeMetrics(role string) *nodeMetrics {
 			Help:    "Per message written, the age of its oldest change record: from when the change took effect on this node until it was written to a peer.",
 			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16), // 100µs … ~3.3s
 		}),
-		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "solipsism_limited_total", ConstLabels: labels,
-			Help: "Peers' actions stopped by a limit: connections_per_ip, objects_per_owner, object_size (properties or bytes), unauthorized, identity_taken.",
-		}, []string{"limit"}),
+		limited: limitedCounter(labels),
 	}
+}
+
+// limitedCounter is solipsism_limited_total with every limit present at
+// zero, so that a dashboard sees a limit before its first use.
+func limitedCounter(labels prometheus.Labels) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "solipsism_limited_total", ConstLabels: labels,
+		Help: "Peers' actions stopped by a limit: connections_per_ip, objects_per_owner, object_size (properties or bytes), unauthorized, identity_taken.",
+	}, []string{"limit"})
+	for _, l := range []string{"connections_per_ip", "objects_per_owner", "object_size", "unauthorized", "identity_taken"} {
+		c.WithLabelValues(l)
+	}
+	return c
 }
 
 // limited counts an action stopped by a limit.

@@ -85,7 +85,7 @@ func TestProcessConfig(t *testing.T) {
 		{"bad role", []string{"--role", "king"}, nil, "--role"},
 		{"proxy without upstream", []string{"--role", "proxy"}, nil, "--upstream"},
 		{"bad read limit", []string{"--read-limit", "lots"}, nil, "--read-limit"},
-		{"bad env", nil, []string{"SOLIPSISM_TICK=soon"}, "SOLIPSISM_TICK"},
+		{"bad env", nil, []string{"SOLIPSISM_TICK=soon"}, `SOLIPSISM_TICK="soon" (--tick): parse error; want a duration`},
 		{"bad log format", []string{"--log-format", "xml"}, nil, "--log-format"},
 		{"bad prefix", []string{"--prefix", "my server"}, nil, "prefix-XXXXXXXX-XXXXXXXX"},
 	}

@@ -181,7 +181,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		}
 		if v := getenv(envName(f.Name)); v != "" {
 			if err := fs.Set(f.Name, v); err != nil {
-				envErr = errors.Join(envErr, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
+				envErr = errors.Join(envErr, fmt.Errorf("%s=%q (--%s): %w%s", envName(f.Name), v, f.Name, err, expect(f)))
 			}
 		}
 	})
@@ -406,4 +406,29 @@ func (c config) dialOptions() (peer.DialOptions, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	return peer.DialOptions{HTTPClient: &http.Client{Transport: tr}}, nil
+}
+
+// expect says what kind of value a flag takes, for messages about a bad
+// one: the flag package itself says only "parse error".
+func expect(f *flag.Flag) string {
+	def := f.DefValue
+	switch {
+	case def == "true" || def == "false":
+		return "; want true or false"
+	case isDuration(def):
+		return "; want a duration such as 50ms, 2s or 1m"
+	case isNumber(def):
+		return "; want a number"
+	}
+	return ""
+}
+
+func isDuration(s string) bool {
+	_, err := time.ParseDuration(s)
+	return err == nil && strings.ContainsAny(s, "smhµn")
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -184,7 +185,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.listen, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	// net/http's own errors (TLS handshakes, bad requests) go through our
+	// logger, in its format.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 2)
 	go func() {
 		if cfg.tlsCert != "" {
@@ -193,8 +196,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 		errc <- srv.Serve(ln)
 	}()
-	log.Info("serving", "addr", ln.Addr().String(), "role", cfg.role.String(), "identifier", node.Identifier(),
-		"ws", "/ws", "alloverse", "/alloverse", "tick", cfg.tick.String())
+	web, ws := serveURLs(ln.Addr(), cfg.tlsCert != "")
+	log.Info("serving", "addr", ln.Addr().String(), "url", web, "ws", ws, "tls", cfg.tlsCert != "", "auth", authn != nil,
+		"role", cfg.role.String(), "identifier", node.Identifier(), "store", cfg.dataDir != "", "tick", cfg.tick.String())
 
 	if cfg.debug != "" {
 		dln, err := net.Listen("tcp", cfg.debug)
@@ -257,4 +261,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		log.Warn("node shutdown", "err", cerr)
 	}
 	return err
+}
+
+// serveURLs returns the URLs a listener serves the demo and the protocol
+// at, as a user would type them (localhost for all interfaces).
+func serveURLs(addr net.Addr, tls bool) (web, ws string) {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String(), addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	hp := net.JoinHostPort(host, port)
+	if tls {
+		return "https://" + hp + "/", "wss://" + hp + "/ws"
+	}
+	return "http://" + hp + "/", "ws://" + hp + "/ws"
 }
