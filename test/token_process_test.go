@@ -2,6 +2,8 @@ package test
 
 import (
 	"context"
+	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -54,7 +56,83 @@ func TestTokenCommand(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, "solipsism-node ") || !strings.Contains(out, "go1.") {
 		t.Fatalf("--version: %v: %q", err, out)
 	}
-	if _, m := httpGet(t, "http://"+p.Addr+"/metrics"); !strings.Contains(m, "solipsism_build_info{") {
+	admin := mint(key, "--admin", "--ttl", "10m")
+	if _, m := httpGet(t, "http://"+p.Addr+"/metrics?token="+admin); !strings.Contains(m, "solipsism_build_info{") {
 		t.Fatal("/metrics has no solipsism_build_info")
 	}
+}
+
+// TestAdminEndpoints: with authentication on, the endpoints that show the
+// world's objects, owners and clients' addresses refuse requests without
+// a token (401), with an invalid one (401) and with one lacking the admin
+// claim (403), and serve a token with it, as a query parameter or a
+// bearer header. The demo, the client library and /healthz stay open.
+func TestAdminEndpoints(t *testing.T) {
+	bin := nodeBinary(t)
+	key := strings.Repeat("5a", 32)
+	p := startProc(t, "--auth-key", key, "--debug-listen", "127.0.0.1:0")
+	mint := func(args ...string) string {
+		t.Helper()
+		out, err := runBinary(bin, append([]string{"token", "--key", key}, args...), nil)
+		if err != nil {
+			t.Fatalf("token: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(out)
+	}
+	admin, user := mint("--admin"), mint("--prefix", "client")
+	forged, _ := runBinary(bin, []string{"token", "--key", strings.Repeat("77", 32), "--admin"}, nil)
+	debug := debugAddrOf(t, p)
+	get := func(url, token, header string) int {
+		req, _ := http.NewRequest("GET", url, nil)
+		if token != "" {
+			if header != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			} else {
+				q := req.URL.Query()
+				q.Set("token", token)
+				req.URL.RawQuery = q.Encode()
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	base := "http://" + p.Addr
+	for _, path := range []string{base + "/api/state", base + "/inspect", base + "/metrics", "http://" + debug + "/debug/pprof/"} {
+		t.Run(path, func(t *testing.T) {
+			for _, c := range []struct {
+				name, token, header string
+				want               int
+			}{
+				{"no token", "", "", 401},
+				{"forged", strings.TrimSpace(forged), "", 401},
+				{"not an admin", user, "", 403},
+				{"admin, query", admin, "", 200},
+				{"admin, header", admin, "bearer", 200},
+			} {
+				if got := get(path, c.token, c.header); got != c.want {
+					t.Errorf("%s: %d, want %d", c.name, got, c.want)
+				}
+			}
+		})
+	}
+	for _, path := range []string{"/", "/solipsism.js", "/healthz", "/readyz"} {
+		if got := get(base+path, "", ""); got != 200 {
+			t.Errorf("%s without a token: %d, want 200", path, got)
+		}
+	}
+}
+
+
+// debugAddrOf reads the address of a node process's --debug-listen from
+// its log.
+func debugAddrOf(t testing.TB, p *proc) string {
+	t.Helper()
+	re := regexp.MustCompile(`msg="serving debug endpoints" addr=(\S+)`)
+	var m []string
+	waitUntil(t, "the debug listener", 5*time.Second, func() bool { m = re.FindStringSubmatch(p.Log()); return m != nil })
+	return m[1]
 }

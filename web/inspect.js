@@ -203,7 +203,9 @@ function render(st) {
 async function poll() {
   try {
     const q = encodeURIComponent($("filter").value.trim());
-    const res = await fetch(`/api/state?limit=1000&q=${q}`, { cache: "no-store" });
+    // With authentication on, the inspector is opened as /inspect?token=<admin token>.
+    const token = new URLSearchParams(location.search).get("token");
+    const res = await fetch(`/api/state?limit=1000&q=${q}` + (token ? `&token=${encodeURIComponent(token)}` : ""), { cache: "no-store" });
     if (!res.ok) throw new Error(res.status + " " + res.statusText);
     render(await res.json());
     $("err").textContent = "";

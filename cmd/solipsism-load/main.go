@@ -242,7 +242,7 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 			// client on a busy machine) gets up to --settle to catch up.
 			time.Sleep(time.Second)
 			for deadline := time.Now().Add(cfg.settle); ; time.Sleep(time.Second) {
-				node, err := nodeWorld(cfg.url)
+				node, err := nodeWorld(cfg.url, cfg.token)
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "solipsism-load: check:", err)
 					st.errors.Add(1)
@@ -471,15 +471,26 @@ type nodeObject struct {
 	placed bool
 }
 
-// nodeWorld reads the node's world from its /api/state.
-func nodeWorld(wsURL string) (map[string]nodeObject, error) {
+// nodeWorld reads the node's world from its /api/state, presenting token
+// (with authentication on, /api/state wants one with the admin claim).
+func nodeWorld(wsURL, token string) (map[string]nodeObject, error) {
 	api := strings.Replace(strings.Replace(wsURL, "wss://", "https://", 1), "ws://", "http://", 1)
 	api = strings.TrimSuffix(api, "/ws") + "/api/state?limit=1000000"
-	resp, err := http.Get(api)
+	req, err := http.NewRequest(http.MethodGet, api, nil)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("reading %s: %s (with authentication on, --check needs a token with the admin claim)", api, resp.Status)
+	}
 	var st struct {
 		Objects []struct {
 			ID         string                     `json:"id"`

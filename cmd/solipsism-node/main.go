@@ -177,9 +177,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			Role       string   `json:"role"`
 		}{ready, reasons, node.Identifier(), node.Role().String()})
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.Handle("/api/state", node.StateHandler())
-	mux.Handle("/", web.Handler())
+	mux.Handle("/metrics", adminOnly(authn, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	mux.Handle("/api/state", adminOnly(authn, node.StateHandler()))
+	pages := web.Handler()
+	mux.Handle("/inspect", adminOnly(authn, pages))
+	mux.Handle("/inspect/", adminOnly(authn, pages))
+	mux.Handle("/", pages)
 
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
@@ -206,7 +209,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			ln.Close()
 			return fmt.Errorf("listen on --debug-listen %s: %w", cfg.debug, err)
 		}
-		dsrv := &http.Server{Handler: debugMux(), ReadHeaderTimeout: 10 * time.Second}
+		dsrv := &http.Server{Handler: adminOnly(authn, debugMux()), ReadHeaderTimeout: 10 * time.Second}
 		go dsrv.Serve(dln)
 		defer dsrv.Close()
 		log.Info("serving debug endpoints", "addr", dln.Addr().String(), "pprof", "/debug/pprof/")

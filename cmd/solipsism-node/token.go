@@ -25,8 +25,9 @@ func runToken(args []string, now time.Time, stdout, stderr io.Writer) error {
 	ids := fs.String("id", "", "more identifiers, comma-separated")
 	prefixes := fs.String("prefix", "", "comma-separated prefixes: the token grants every identifier prefix-XXXXXXXX-XXXXXXXX of them (what clients that make up their identifier need)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
+	admin := fs.Bool("admin", false, "let the holder read the admin endpoints (/api/state, /inspect, /metrics, profiles)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: solipsism-node token --key K [--sub ID] [--id ID,...] [--prefix P,...] [--ttl 24h]")
+		fmt.Fprintln(stderr, "Usage: solipsism-node token --key K [--sub ID] [--id ID,...] [--prefix P,...] [--admin] [--ttl 24h]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -39,8 +40,8 @@ func runToken(args []string, now time.Time, stdout, stderr io.Writer) error {
 	if *sub != "" {
 		grants = append([]string{*sub}, grants...)
 	}
-	if len(grants) == 0 && len(split(*prefixes)) == 0 {
-		return errors.New("token: grant something: --sub, --id or --prefix")
+	if len(grants) == 0 && len(split(*prefixes)) == 0 && !*admin {
+		return errors.New("token: grant something: --sub, --id, --prefix or --admin")
 	}
 	if *ttl <= 0 {
 		return errors.New("token: --ttl must be positive (tokens must expire)")
@@ -49,7 +50,7 @@ func runToken(args []string, now time.Time, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("token: --key: %w", err)
 	}
-	tok, err := auth.Issue(k, grants, split(*prefixes), now.Add(*ttl))
+	tok, err := auth.IssueGrant(k, auth.Grant{Identifiers: grants, Prefixes: split(*prefixes), Admin: *admin, Expires: now.Add(*ttl)})
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}
