@@ -105,7 +105,7 @@ func TestAdminEndpoints(t *testing.T) {
 		t.Run(path, func(t *testing.T) {
 			for _, c := range []struct {
 				name, token, header string
-				want               int
+				want                int
 			}{
 				{"no token", "", "", 401},
 				{"forged", strings.TrimSpace(forged), "", 401},
@@ -125,7 +125,6 @@ func TestAdminEndpoints(t *testing.T) {
 		}
 	}
 }
-
 
 // debugAddrOf reads the address of a node process's --debug-listen from
 // its log.
