@@ -31,6 +31,10 @@ type ClientOptions struct {
 	// Token, if set, is presented to the server (a bearer Authorization
 	// header) when authentication is on.
 	Token string
+	// FailoverURLs are more nodes (members of a mesh) to try, in turn,
+	// after an attempt at the previous one fails; the client's URL comes
+	// first. Nil means that one only.
+	FailoverURLs []string
 	// Dial configures the WebSocket handshake.
 	Dial peer.DialOptions
 	// Logger receives the client's logs; nil discards them.
@@ -99,7 +103,7 @@ func NewClient(url string, opts ClientOptions) (*Client, error) {
 	go func() {
 		defer close(c.done)
 		node.RunUpstream(ctx, UpstreamOptions{ //nolint:errcheck // returns only when closed
-			URL: url, MinBackoff: opts.MinBackoff, MaxBackoff: opts.MaxBackoff, Dial: opts.Dial,
+			URL: url, FailoverURLs: opts.FailoverURLs, MinBackoff: opts.MinBackoff, MaxBackoff: opts.MaxBackoff, Dial: opts.Dial,
 			OnConnect:    func() { c.setConnected(true) },
 			OnDisconnect: func(error) { c.setConnected(false) },
 		})

@@ -141,3 +141,26 @@ func TestProxyReconnect(t *testing.T) {
 		c.CheckClean()
 	}
 }
+
+// TestClientFailover: a client given two nodes' URLs moves to the second
+// when the first closes, and takes its objects along.
+func TestClientFailover(t *testing.T) {
+	a, urlA := startNode(t, Options{Tick: 2 * time.Millisecond})
+	b, urlB := startNode(t, Options{Tick: 2 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, urlA, ClientOptions{Prefix: "roamer", FailoverURLs: []string{urlB}, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	id, _ := c.Create(map[string]any{"kind": "roamer"})
+	waitFor(t, "the object on the first node", 5*time.Second, func() bool { _, ok := a.World().Get(id); return ok })
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the object on the second node", 10*time.Second, func() bool { _, ok := b.World().Get(id); return ok })
+	if !c.Connected() {
+		t.Fatal("the client is not connected after failing over")
+	}
+}

@@ -14,6 +14,9 @@ import (
 type UpstreamOptions struct {
 	// URL of the upstream server or proxy, ws:// or wss://.
 	URL string
+	// FailoverURLs are more upstreams (members of a mesh) tried in turn
+	// after an attempt or a link fails, URL first. Nil means URL only.
+	FailoverURLs []string
 	// MinBackoff is the first reconnect delay; it doubles per failed attempt
 	// up to MaxBackoff, with jitter. Zero means 100 ms and 5 s.
 	MinBackoff, MaxBackoff time.Duration
@@ -61,8 +64,10 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 	n.upstream.mu.Lock()
 	n.upstream.wanted = true
 	n.upstream.mu.Unlock()
+	urls := append([]string{opts.URL}, opts.FailoverURLs...)
 	failures := 0
-	for {
+	for attempt := 0; ; attempt++ {
+		opts.URL = urls[attempt%len(urls)]
 		dctx, dcancel := context.WithTimeout(ctx, opts.DialTimeout)
 		conn, err := peer.Dial(dctx, opts.URL, opts.Dial)
 		dcancel()
