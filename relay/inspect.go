@@ -108,7 +108,9 @@ type State struct {
 	ObjectCount int          `json:"objectCount"`
 	Objects     []ObjectInfo `json:"objects"`
 	Links       []LinkInfo   `json:"links"`
-	Mesh        *MeshStatus  `json:"mesh,omitempty"`
+	// Bridged are the peers bridges serve: Alloverse and snapshot clients.
+	Bridged []BridgedInfo `json:"bridged"`
+	Mesh    *MeshStatus   `json:"mesh,omitempty"`
 }
 
 // State returns a snapshot of the node with at most limit objects (all if
@@ -118,7 +120,7 @@ func (n *Node) State(limit int, filter string) State {
 	objs := n.world.Objects()
 	st := State{Identifier: n.id, Role: n.role.String(), Started: n.started, Now: now,
 		Revision: n.world.Revision(), ObjectCount: len(objs), Objects: []ObjectInfo{},
-		Links: n.Links(), Mesh: n.MeshStatus()}
+		Links: n.Links(), Bridged: n.Bridged(), Mesh: n.MeshStatus()}
 	for _, o := range objs {
 		if limit > 0 && len(st.Objects) >= limit {
 			break

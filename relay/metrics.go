@@ -89,6 +89,7 @@ type collector struct {
 	refused, ignored, coalesced, dropped, queued *prometheus.Desc
 	members, meshRecords                         *prometheus.Desc
 	storeWrites, storeFailures, storeObjects     *prometheus.Desc
+	bridged                                      *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -112,11 +113,12 @@ func newCollector(n *Node) *collector {
 		storeWrites:   d("store_writes_total", "Transactions written to the store (about one per tick with durable changes)."),
 		storeFailures: d("store_write_failures_total", "Store writes that failed (a full disk, say); each is retried, and relaying goes on."),
 		storeObjects:  d("store_objects", "Durable objects the store holds."),
+		bridged:       d("bridged_peers", "Peers the bridges serve, by kind: alloverse-websocket, alloverse-enet, snapshot.", "kind"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.links, c.objects, c.messages, c.records, c.bytes, c.refused, c.ignored, c.coalesced, c.dropped, c.queued, c.members, c.meshRecords, c.storeWrites, c.storeFailures, c.storeObjects} {
+	for _, d := range []*prometheus.Desc{c.links, c.objects, c.messages, c.records, c.bytes, c.refused, c.ignored, c.coalesced, c.dropped, c.queued, c.members, c.meshRecords, c.storeWrites, c.storeFailures, c.storeObjects, c.bridged} {
 		ch <- d
 	}
 }
@@ -140,6 +142,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	n.mu.Unlock()
 	if ps != nil {
 		ps.collect(ch, c.storeWrites, c.storeFailures, c.storeObjects, stored)
+	}
+	for kind, count := range n.bridgedCounts() {
+		ch <- prometheus.MustNewConstMetric(c.bridged, prometheus.GaugeValue, float64(count), kind)
 	}
 	if m != nil {
 		ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, float64(len(m.Status().Members)))

@@ -72,6 +72,8 @@ type Node struct {
 	// acknowledgements, by object (answers.go).
 	asked map[string]*upRequests
 	held  map[string]*held
+	// bridged are the peers bridges serve (bridged.go).
+	bridged bridgedSet
 	// upstream is what RunUpstream knows of the upstream (ready.go).
 	upstream upstreamState
 	// persist keeps durable objects in Options.Store (persist.go); nil

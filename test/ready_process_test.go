@@ -1,11 +1,15 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/bridge/alloverse"
+	"github.com/solipsism/mesh/bridge/snapshot"
 )
 
 type readiness struct {
@@ -57,5 +61,72 @@ func TestProxyReadiness(t *testing.T) {
 	}
 	if code, r := readyz(t, server); code != 200 || !r.Ready {
 		t.Fatalf("the server's /readyz: %d %+v", code, r)
+	}
+}
+
+// TestBridgedPeersListed: an Alloverse client over WebSocket, one over
+// ENet and a snapshot client each appear in /api/state and in
+// solipsism_bridged_peers while connected, and disappear after; every kind
+// is in the metrics at zero before anyone connects.
+func TestBridgedPeersListed(t *testing.T) {
+	pick := func() string {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		return pc.LocalAddr().String()
+	}
+	enetAddr, snapAddr := pick(), pick()
+	p := startProc(t, "--alloverse-enet", enetAddr, "--snapshot-listen", snapAddr)
+	count := func(kind string) float64 {
+		_, m := httpGet(t, "http://"+p.Addr+"/metrics")
+		return metricValue(m, `solipsism_bridged_peers{kind="`+kind+`",role="server"}`)
+	}
+	listed := func() map[string]int {
+		out := map[string]int{}
+		for _, b := range stateOf(t, p).Bridged {
+			out[b.Kind]++
+		}
+		return out
+	}
+	kinds := []string{"alloverse-websocket", "alloverse-enet", "snapshot"}
+	_, m := httpGet(t, "http://"+p.Addr+"/metrics")
+	for _, k := range kinds {
+		if !strings.Contains(m, `solipsism_bridged_peers{kind="`+k+`"`) {
+			t.Fatalf("no solipsism_bridged_peers for %s before anyone connects", k)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ws, err := alloverse.DialClient(ctx, "ws://"+p.Addr+"/alloverse", alloverse.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	en, err := alloverse.DialENetClient(ctx, enetAddr, alloverse.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := snapshot.Dial(ctx, snapAddr, snapshot.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "all three listed", 5*time.Second, func() bool {
+		l := listed()
+		return l["alloverse-websocket"] == 1 && l["alloverse-enet"] == 1 && l["snapshot"] == 1
+	})
+	for _, k := range kinds {
+		if c := count(k); c != 1 {
+			t.Fatalf("solipsism_bridged_peers{kind=%q} = %v while connected, want 1", k, c)
+		}
+	}
+	ws.Close()
+	en.Close()
+	sc.Close()
+	waitUntil(t, "all three gone", 10*time.Second, func() bool { return len(listed()) == 0 })
+	for _, k := range kinds {
+		if c := count(k); c != 0 {
+			t.Fatalf("solipsism_bridged_peers{kind=%q} = %v after they left, want 0", k, c)
+		}
 	}
 }

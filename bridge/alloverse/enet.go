@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/enet"
+	"github.com/solipsism/mesh/relay"
 )
 
 // allonet's channels (include/allonet/net.h).
@@ -60,6 +61,9 @@ func (c enetConn) SendState(pkt []byte) {
 }
 func (c enetConn) Send(frame []byte) error { return c.p.Send(ChannelCommands, frame, enet.Reliable) }
 func (c enetConn) MergeOnly() bool         { return true }
+
+// Describe implements Described.
+func (c enetConn) Describe() (kind, remote string) { return relay.PeerAlloverseENet, c.p.RemoteAddr() }
 func (c enetConn) Close(code StatusCode, reason string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

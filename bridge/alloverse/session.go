@@ -34,6 +34,13 @@ type MergeOnly interface {
 	MergeOnly() bool
 }
 
+// Described is implemented by a Conn that can say what kind of client it
+// carries (relay.PeerAlloverseWebSocket or relay.PeerAlloverseENet) and
+// from where, for the node's state and metrics.
+type Described interface {
+	Describe() (kind, remote string)
+}
+
 // Conn carries one client's frames. SendState and Send must not block:
 // state packets are unreliable (a transport may drop one, or replace one
 // not yet sent by a newer one), replies are reliable and ordered. Close may
@@ -50,6 +57,8 @@ type Conn interface {
 type Session struct {
 	b    *Bridge
 	conn Conn
+	// peer lists the client in the node's state and metrics.
+	peer *relay.BridgedPeer
 	// ack is the revision the client acknowledged; guarded by b.mu.
 	ack uint64
 	// agent is the client's world identity, once it announced. Set under
@@ -75,6 +84,11 @@ func (b *Bridge) Connect(conn Conn) (*Session, error) {
 	if m, ok := conn.(MergeOnly); ok {
 		s.mergeOnly = m.MergeOnly()
 	}
+	kind, remote := relay.PeerAlloverseWebSocket, ""
+	if d, ok := conn.(Described); ok {
+		kind, remote = d.Describe()
+	}
+	s.peer = b.node.TrackPeer(kind, remote)
 	b.sessions[s] = struct{}{}
 	if len(b.sessions) == 1 {
 		b.obs.SetInterest(nil, false) // the whole world, now that someone looks
@@ -93,6 +107,7 @@ func (s *Session) Close() {
 	s.closed = true
 	agent := s.agent
 	s.b.mu.Unlock()
+	s.peer.Done()
 	if agent != nil {
 		agent.Detach()
 	}
@@ -236,6 +251,7 @@ func (s *Session) announce(body []json.RawMessage) []any {
 		s.agent = agent
 	}
 	s.b.mu.Unlock()
+	s.peer.SetIdentifier(agent.Identifier())
 	if closed {
 		agent.Detach()
 		return fail(410, "session closed")

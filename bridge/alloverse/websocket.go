@@ -10,6 +10,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/solipsism/mesh/auth"
+	"github.com/solipsism/mesh/relay"
 )
 
 // HandlerOptions configures Handler. The zero value is usable.
@@ -57,7 +58,7 @@ func (b *Bridge) Handler(opts HandlerOptions) http.Handler {
 			return
 		}
 		c.SetReadLimit(opts.ReadLimit)
-		wc := &wsConn{c: c, wake: make(chan struct{}, 1), done: make(chan struct{}), timeout: opts.WriteTimeout}
+		wc := &wsConn{c: c, remote: r.RemoteAddr, wake: make(chan struct{}, 1), done: make(chan struct{}), timeout: opts.WriteTimeout}
 		s, err := b.Connect(wc)
 		if err != nil {
 			c.Close(websocket.StatusGoingAway, "place shutting down")
@@ -77,6 +78,7 @@ func (b *Bridge) Handler(opts HandlerOptions) http.Handler {
 // state packet and the replies, in order.
 type wsConn struct {
 	c       *websocket.Conn
+	remote  string
 	timeout time.Duration
 
 	mu      sync.Mutex
@@ -88,6 +90,9 @@ type wsConn struct {
 	wake    chan struct{}
 	done    chan struct{}
 }
+
+// Describe implements Described.
+func (w *wsConn) Describe() (kind, remote string) { return relay.PeerAlloverseWebSocket, w.remote }
 
 func (w *wsConn) signal() {
 	select {

@@ -91,6 +91,8 @@ type ghost struct {
 
 // conn is the server's view of one client.
 type conn struct {
+	// peer lists the client in the node's state and metrics.
+	peer       *relay.BridgedPeer
 	addr       netip.AddrPort
 	nonce      uint32
 	agent      *relay.Attachment
@@ -402,7 +404,8 @@ func (s *Server) accept(addr netip.AddrPort, nonce uint32, token string) {
 			s.send(addr, []byte{msgDisconnect, ReasonRefused})
 			return
 		}
-		c = &conn{addr: addr, nonce: nonce, agent: agent, identifier: id, despawns: map[uint32]bool{}}
+		c = &conn{addr: addr, nonce: nonce, agent: agent, identifier: id, despawns: map[uint32]bool{}, peer: s.node.TrackPeer(relay.PeerSnapshot, addr.String())}
+		c.peer.SetIdentifier(id)
 		s.clients[addr] = c
 		if len(s.clients) == 1 {
 			s.obs.SetInterest(nil, false)
@@ -424,6 +427,7 @@ func (s *Server) dropLocked(c *conn) {
 		return
 	}
 	delete(s.clients, c.addr)
+	c.peer.Done()
 	if len(s.clients) == 0 && !s.closed {
 		s.obs.SetInterest(nil, true)
 	}
