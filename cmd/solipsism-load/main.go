@@ -164,6 +164,12 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 	var st stats
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Reads outlive the run's context: cancelling a read would cut its
+	// connection, and clients leave with a close frame (closeAll), so the
+	// node removes their objects at once rather than keep them for a
+	// reconnect.
+	readCtx, stopReads := context.WithCancel(context.Background())
+	defer stopReads()
 	var wg sync.WaitGroup
 	conns := make([]*websocket.Conn, 0, n)
 	var clients []*client
@@ -191,7 +197,15 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 		cl.ownKey = []byte(`"id":"` + cl.obj + `"`)
 		clients = append(clients, cl)
 		wg.Add(1)
-		go func() { defer wg.Done(); cl.run(ctx, rate) }()
+		go func() { defer wg.Done(); cl.run(ctx, readCtx, rate) }()
+	}
+	closeAll := func() {
+		var cw sync.WaitGroup
+		for _, c := range conns {
+			cw.Add(1)
+			go func() { defer cw.Done(); c.Close(websocket.StatusNormalClosure, "load done") }()
+		}
+		cw.Wait()
 	}
 	if idle {
 		fmt.Println("connected")
@@ -261,6 +275,7 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 			}
 		}
 		cancel()
+		closeAll()
 		p := st.percentiles(&st.latencies)
 		r := report{Clients: n, Seconds: secs, Sent: st.sent.Load(), Delivered: st.delivered.Load(),
 			DeliveredPerS: float64(st.delivered.Load()) / secs, LatencySamples: p.samples,
@@ -277,9 +292,8 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 			defer os.Exit(3)
 		}
 	}
-	for _, c := range conns {
-		c.CloseNow()
-	}
+	closeAll()
+	stopReads()
 	wg.Wait()
 	return nil
 }
@@ -340,8 +354,8 @@ func (cl *client) metadata() []byte {
 		cl.id, cl.id, b.Min[0], b.Min[1], b.Min[2], b.Max[0], b.Max[1], b.Max[2])
 }
 
-func (cl *client) run(ctx context.Context, rate float64) {
-	go cl.read(ctx)
+func (cl *client) run(ctx, readCtx context.Context, rate float64) {
+	go cl.read(readCtx)
 	if cl.idle {
 		return
 	}
