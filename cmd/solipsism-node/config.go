@@ -162,10 +162,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.StringVar(&c.meshLabel, "mesh-label", "", "mesh label; only members with the same label talk to each other")
 	fs.StringVar(&c.meshProfile, "mesh-profile", "lan", "mesh failure-detection timing: lan, local or wan")
 	fs.StringVar(&c.advertiseURL, "advertise-url", "", "ws:// URL other mesh members dial to reach this node (default: from --listen or --mesh-bind)")
-	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: solipsism-node [flags]\n\nEvery flag may also be set as an environment variable, e.g. --read-limit as %s.\n\n", envName("read-limit"))
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { printUsage(fs, out) }
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"io"
 	"math"
 	"strings"
@@ -156,5 +158,30 @@ func TestInterestFlag(t *testing.T) {
 				t.Fatalf("%d boxes", len(cfg.interest))
 			}
 		})
+	}
+}
+
+// TestUsageGroups: every flag is in one group of -h, once.
+func TestUsageGroups(t *testing.T) {
+	var out strings.Builder
+	if _, err := parseConfig([]string{"-h"}, func(string) string { return "" }, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	if strings.Contains(out.String(), "\nOther:") {
+		t.Fatalf("flags without a group:\n%s", out.String()[strings.Index(out.String(), "\nOther:"):])
+	}
+	count := map[string]int{}
+	for _, g := range flagGroups {
+		for _, f := range g.flags {
+			count[f]++
+		}
+	}
+	for f, n := range count {
+		if n != 1 {
+			t.Errorf("--%s is in %d groups", f, n)
+		}
+		if !strings.Contains(out.String(), "  --"+f+" ") && !strings.Contains(out.String(), "  --"+f+"\n") {
+			t.Errorf("--%s is not in -h", f)
+		}
 	}
 }
