@@ -1,0 +1,275 @@
+package peer
+
+import (
+	"sync"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+)
+
+// The outbound side of a link: what the node offers (records with their
+// verdicts, control messages) is queued here under outMu, coalesced per
+// object when the writer is behind, and handed to the writer.
+
+// SendMetadata sends the peer md, after every record offered so far and
+// before every record offered later.
+func (l *Link) SendMetadata(md Metadata) { l.control(flagSendMD, md) }
+
+// RequestMetadata asks the peer for its metadata.
+func (l *Link) RequestMetadata() { l.control(flagReqMD, Metadata{}) }
+
+// RequestRefresh asks the peer to send all its relevant objects.
+func (l *Link) RequestRefresh() { l.control(flagReqRefresh, Metadata{}) }
+
+func (l *Link) control(f uint8, md Metadata) {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	if l.closed {
+		return
+	}
+	it := l.tailLocked()
+	if it == nil || it.recs != nil || it.q != nil {
+		it = l.appendLocked(&item{})
+		if it == nil {
+			return
+		}
+	}
+	it.flags |= f
+	if f == flagSendMD {
+		it.md = md
+	}
+	l.startWriterLocked()
+}
+
+func (l *Link) tailLocked() *item {
+	if len(l.outbox) == 0 {
+		return nil
+	}
+	return l.outbox[len(l.outbox)-1]
+}
+
+// appendLocked appends it to the outbox, or cuts the link off if the
+// outbox is full, returning nil. outMu must be held.
+func (l *Link) appendLocked(it *item) *item {
+	if len(l.outbox) >= maxOutbox {
+		l.closed = true
+		go l.closeWithMode(&CloseError{Code: StatusStalled, Reason: "peer fell too far behind"}, true)
+		return nil
+	}
+	l.outbox = append(l.outbox, it)
+	return it
+}
+
+// openQueueLocked returns the queue at the outbox's tail, adding one if
+// the tail is not a queue. outMu must be held.
+func (l *Link) openQueueLocked() *queue {
+	if it := l.tailLocked(); it != nil && it.q != nil {
+		return it.q
+	}
+	it := l.appendLocked(&item{q: &queue{}})
+	if it == nil {
+		return nil
+	}
+	return it.q
+}
+
+// Offer hands the link records that changed its node's world, in the order
+// they took effect, with what to do with each: verdict(i) for recs[i]. A
+// record the peer cannot take as it is becomes what it needs: an update of
+// an object the peer lacks is sent as full(i), the object's complete state
+// as an add (full may return nil, or be nil, to drop it); a remove of an
+// object the peer never heard of is dropped. unique promises that no object
+// appears twice in recs.
+//
+// Offer neither blocks nor writes: a link that is idle and due takes recs as
+// they are and starts a writer; a busy one coalesces them into its queue.
+func (l *Link) Offer(recs []*Record, verdict func(i int) Verdict, full func(i int) *Record, unique bool) {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	if l.closed {
+		return
+	}
+	var direct *item
+	var q *queue
+	if unique && !l.writing && len(l.outbox) == 0 && !time.Now().Before(l.dueLocked()) {
+		direct = &item{recs: *recsPool.Get().(*[]*Record)}
+	}
+	for i, r := range recs {
+		switch verdict(i) {
+		case Echo:
+			if r.Type == gameworld.Remove {
+				l.known.remove(r.Slot)
+			} else {
+				l.known.add(r.Slot)
+			}
+			continue
+		case Skip:
+			// Its slot may be reused for an object this peer is sent.
+			if r.Type == gameworld.Remove {
+				l.known.remove(r.Slot)
+			}
+			continue
+		case Reveal:
+			if l.known.has(r.Slot) {
+				continue
+			}
+		case Keep:
+			if !l.known.has(r.Slot) {
+				continue
+			}
+		case Hide:
+			if !l.known.has(r.Slot) {
+				continue
+			}
+			if r.Type != gameworld.Remove {
+				r = NewRecord(gameworld.Change{Type: gameworld.Remove, ID: r.ID, Owner: r.Owner}, r.Slot)
+			}
+		}
+		if r.Type == gameworld.Transfer && r.Properties != nil {
+			// (A transfer without properties is a request to an upstream
+			// that takes them, and goes as it is.)
+			switch {
+			case !l.known.has(r.Slot) && !r.Answer:
+				// (An answer stays one: the asker knows the object, and a
+				// mesh member counts it as an acknowledgement.)
+				r = AsAdd(r)
+			case !l.transfers.Load():
+				// For a peer that knows nothing of transfers an add never
+				// changes an owner: it is told the object went, and in a
+				// later message that it came back with its new owner. The
+				// queue puts the two in separate messages.
+				if direct != nil {
+					if len(direct.recs) > 0 {
+						l.outbox = append(l.outbox, direct)
+					} else {
+						recsPool.Put(&direct.recs)
+					}
+					direct = nil
+				}
+				if q == nil {
+					if q = l.openQueueLocked(); q == nil {
+						return
+					}
+				}
+				q.push(NewRecord(gameworld.Change{Type: gameworld.Remove, ID: r.ID, Owner: r.PrevOwner}, r.Slot), &l.known)
+				q.push(AsAdd(r), &l.known)
+				continue
+			}
+		}
+		switch r.Type {
+		case gameworld.Update:
+			if !l.known.has(r.Slot) {
+				if full == nil {
+					l.dropped++
+					continue
+				}
+				if r = full(i); r == nil {
+					l.dropped++
+					continue
+				}
+			}
+		case gameworld.Remove:
+			if !l.known.has(r.Slot) {
+				l.dropped++
+				continue
+			}
+		}
+		if direct != nil {
+			if r.Type == gameworld.Remove {
+				l.known.remove(r.Slot)
+			} else {
+				l.known.add(r.Slot)
+			}
+			direct.recs = append(direct.recs, r)
+			continue
+		}
+		if q == nil {
+			if q = l.openQueueLocked(); q == nil {
+				return
+			}
+		}
+		if e := q.entries[r.Slot]; e != nil && e.id == r.ID {
+			l.coalesced++
+		}
+		q.push(r, &l.known)
+	}
+	if direct != nil {
+		if len(direct.recs) > 0 {
+			l.outbox = append(l.outbox, direct)
+		} else {
+			recsPool.Put(&direct.recs)
+		}
+	}
+	l.startWriterLocked()
+}
+
+// MarkRefreshed marks the end of a refresh answer: records offered so far
+// complete it, and the last message that carries them says so.
+func (l *Link) MarkRefreshed() {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	if l.closed {
+		return
+	}
+	if q := l.openQueueLocked(); q != nil {
+		q.refreshed = true
+		l.startWriterLocked()
+	}
+}
+
+// Queued returns the number of objects with changes waiting to be sent.
+func (l *Link) Queued() int {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	n := 0
+	for _, it := range l.outbox {
+		n += len(it.recs)
+		if it.q != nil {
+			n += it.q.len()
+		}
+	}
+	return n
+}
+
+// Counters returns how many records were coalesced into pending ones and
+// how many were dropped because the peer could not need them.
+func (l *Link) Counters() (coalesced, dropped uint64) {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	return l.coalesced, l.dropped
+}
+
+// dueLocked returns when the link may flush next: one interval after the
+// last flush, less half a tick of slack so that a link flushed on every
+// node tick stays due on the next one despite scheduling jitter.
+func (l *Link) dueLocked() time.Time {
+	l.mu.Lock()
+	iv := l.interval
+	l.mu.Unlock()
+	slack := min(l.opts.Tick/2, iv/2)
+	return l.lastFlush.Add(iv - slack)
+}
+
+// recsPool holds the record lists of direct items: one per link and tick
+// otherwise, grown record by record.
+var recsPool = sync.Pool{New: func() any { return new([]*Record) }}
+
+// startWriterLocked starts the writer if there is something to write and
+// none runs. outMu must be held.
+func (l *Link) startWriterLocked() {
+	if l.writing || l.closed || len(l.outbox) == 0 {
+		return
+	}
+	l.writing = true
+	l.writers.Add(1)
+	l.spawn(l.writeOut)
+}
+
+// spawn runs f on a worker, or on a goroutine of its own.
+func (l *Link) spawn(f func()) {
+	if l.opts.Workers != nil {
+		l.opts.Workers.Go(f)
+		return
+	}
+	go f()
+}

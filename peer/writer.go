@@ -1,0 +1,209 @@
+package peer
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// The writer: a goroutine that exists only while there is something to
+// write; it takes batches from the outbox and encodes and writes them,
+// with the link's pings.
+
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// writeOut is the writer goroutine: it writes the outbox in order, a queue
+// once the link is due, and ends when the outbox is empty.
+func (l *Link) writeOut() {
+	defer l.writers.Done()
+	bp := framePool.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 64<<10 {
+			framePool.Put(bp)
+		}
+	}()
+	var batch Batch
+	var timer *time.Timer
+	for {
+		l.outMu.Lock()
+		if l.closed {
+			l.outMu.Unlock()
+			return
+		}
+		if len(l.outbox) == 0 {
+			l.writing = false
+			l.outbox = nil // an idle link keeps no buffers
+			l.outMu.Unlock()
+			return
+		}
+		it := l.outbox[0]
+		if it.q != nil {
+			if wait := time.Until(l.dueLocked()); wait > 0 {
+				// Not due yet: what arrives meanwhile coalesces into it.
+				l.outMu.Unlock()
+				if timer == nil {
+					timer = time.NewTimer(wait)
+				} else {
+					timer.Reset(wait)
+				}
+				select {
+				case <-l.done:
+					return
+				case <-timer.C:
+				}
+				continue
+			}
+		}
+		l.outbox[0] = nil
+		l.outbox = l.outbox[1:]
+		if it.q != nil {
+			it.q.drain(&batch)
+		}
+		if it.recs != nil || it.q != nil {
+			l.lastFlush = time.Now()
+		}
+		l.outMu.Unlock()
+		err := l.flush(bp, it, &batch)
+		batch.reset()
+		if it.recs != nil {
+			clear(it.recs)
+			recs := it.recs[:0]
+			recsPool.Put(&recs)
+		}
+		if err != nil {
+			l.closeWith(err)
+			return
+		}
+	}
+}
+
+// pingDelay is the ping interval with ±25% jitter: links opened together
+// (a reconnect storm, a load test) would otherwise ping together, each ping
+// holding a goroutine until its pong, and all at once.
+func (l *Link) pingDelay() time.Duration {
+	iv := l.opts.PingInterval
+	return iv*3/4 + rand.N(iv/2+1)
+}
+
+// ping checks the peer is alive, from the ping timer's goroutine, and
+// re-arms the timer. A peer that does not answer within the stall timeout
+// is cut off.
+func (l *Link) ping() {
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StallTimeout)
+	defer cancel()
+	if err := l.conn.(Pinger).Ping(ctx); err != nil {
+		select {
+		case <-l.done:
+			return
+		default:
+		}
+		l.logger().Info("peer did not answer a keepalive ping; closing link", "timeout", l.opts.StallTimeout)
+		l.closeWithMode(&CloseError{Code: StatusGoingAway, Reason: "keepalive ping failed"}, true)
+		return
+	}
+	l.outMu.Lock()
+	if !l.closed {
+		l.pingTimer.Reset(l.pingDelay())
+	}
+	l.outMu.Unlock()
+}
+
+// flush writes one outbox item: its control messages, then its records
+// (recs as one worldChange, split if large) or its queue's batch.
+func (l *Link) flush(bp *[]byte, it *item, batch *Batch) error {
+	if it.flags&flagSendMD != 0 {
+		*bp = AppendMetadata((*bp)[:0], l.Dialect(), it.md)
+		if err := l.write(*bp, KindMetadata); err != nil {
+			return err
+		}
+	}
+	if it.flags&flagReqMD != 0 {
+		if err := l.write(AppendRequest((*bp)[:0], TypeRequestMetadata), KindRequestMetadata); err != nil {
+			return err
+		}
+	}
+	if it.flags&flagReqRefresh != 0 {
+		if err := l.write(AppendRequest((*bp)[:0], TypeRequestRefresh), KindRequestRefresh); err != nil {
+			return err
+		}
+	}
+	ts := time.Now().UnixMilli()
+	if len(it.recs) > 0 {
+		if err := l.writeRecords(bp, it.recs, ts, false, false); err != nil {
+			return err
+		}
+	}
+	if batch.Empty() {
+		return nil
+	}
+	if err := l.writeRecords(bp, batch.First, ts, batch.Refreshed && len(batch.Second) == 0, true); err != nil {
+		return err
+	}
+	if len(batch.Second) > 0 {
+		return l.writeRecords(bp, batch.Second, ts, batch.Refreshed, false)
+	}
+	return nil
+}
+
+// writeRecords sends recs in as few worldChange messages as MaxFrameBytes
+// allows, assembled from the records' shared encodings.
+func (l *Link) writeRecords(bp *[]byte, recs []*Record, ts int64, refreshed, allowEmpty bool) error {
+	buf := AppendWorldChangeHeader((*bp)[:0], ts)
+	head := len(buf)
+	n := 0
+	var oldest int64
+	defer func() {
+		if oldest != 0 && l.opts.Delivered != nil {
+			l.opts.Delivered(time.Duration(time.Now().UnixNano() - oldest))
+		}
+	}()
+	for _, r := range recs {
+		if r.Born != 0 && (oldest == 0 || r.Born < oldest) {
+			oldest = r.Born
+		}
+		enc := r.Encoded()
+		if n > 0 && len(buf)+len(enc)+32 > l.opts.MaxFrameBytes {
+			buf = AppendWorldChangeTrailer(buf, false)
+			if err := l.write(buf, KindWorldChange); err != nil {
+				return err
+			}
+			l.stats.RecordsOut.Add(uint64(n))
+			buf, n = buf[:head], 0
+		}
+		if n > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, enc...)
+		n++
+	}
+	*bp = buf
+	if n == 0 && !(refreshed && allowEmpty) {
+		return nil
+	}
+	buf = AppendWorldChangeTrailer(buf, refreshed)
+	*bp = buf
+	if err := l.write(buf, KindWorldChange); err != nil {
+		return err
+	}
+	l.stats.RecordsOut.Add(uint64(n))
+	return nil
+}
+
+func (l *Link) write(p []byte, k MessageKind) error {
+	l.stall.Reset(l.opts.StallTimeout)
+	err := l.conn.Write(context.Background(), p)
+	l.stall.Stop()
+	if err != nil {
+		select {
+		case <-l.done:
+			return l.Err()
+		default:
+		}
+		return fmt.Errorf("write to %s: %w", l.conn.RemoteAddr(), err)
+	}
+	l.stats.MessagesOut[k].Add(1)
+	l.stats.BytesOut.Add(uint64(len(p)))
+	return nil
+}

@@ -1,0 +1,218 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+// Departures: links that close, worlds that leave a chain, mesh members
+// that die, and the grace during which a dropped peer's objects wait for
+// it. Everything here runs with n.mu held (or takes it).
+
+// releaseClaims removes every object owned by one of the worlds ids, routes
+// the removals, then drops the worlds' claims. The removals come first, while
+// the claims still make them local, so that they also go upstream and to mesh
+// peers. from, if not nil, is a link whose peer removed them itself. n.mu
+// must be held.
+func (n *Node) releaseClaims(ids []string, from *linkState) {
+	n.releaseClaimsTo(ids, from, n.id)
+}
+
+// releaseClaimsTo is releaseClaims with the heir of persistent objects:
+// this node, or the peer node that held the departed worlds (it gives them
+// the same claim, so both agree). n.mu must be held.
+func (n *Node) releaseClaimsTo(ids []string, from *linkState, heir string) {
+	set := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	// Persistent objects outlive their owner: they fall to this node.
+	kept := n.keepPersistentLocked(set, heir)
+	removed := n.removeWhere(func(o gameworld.Object) bool { return set[o.Owner] && !kept[o.ID] }, from)
+	for _, id := range ids {
+		delete(n.claims, id)
+	}
+	if removed > 0 {
+		n.log.Debug("removed objects of departed worlds", "worlds", len(ids), "objects", removed)
+	}
+}
+
+// removeWhere removes every object for which remove is true and routes the
+// removals; it returns how many it removed. from, if not nil, is a link
+// whose peer removed them itself. n.mu must be held.
+func (n *Node) removeWhere(remove func(gameworld.Object) bool, from *linkState) int {
+	var changes []gameworld.Change
+	n.world.Range(func(o gameworld.Object) bool {
+		if remove(o) {
+			changes = append(changes, gameworld.Change{Type: gameworld.Remove, ID: o.ID})
+		}
+		return true
+	})
+	if len(changes) == 0 {
+		return 0
+	}
+	res := n.world.Apply(changes, nil)
+	n.route(res.Records, from)
+	return len(res.Records)
+}
+
+// HandleClose implements peer.Handler.
+func (n *Node) HandleClose(l *peer.Link, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ls := n.links[l]
+	if ls == nil {
+		return
+	}
+	delete(n.links, l)
+	if ls.release != nil {
+		go ls.release() // takes n.mu
+	}
+	for i, o := range n.order {
+		if o == ls {
+			n.order = append(n.order[:i:i], n.order[i+1:]...)
+			break
+		}
+	}
+	if ls.region != nil {
+		n.unregisterLocked(ls)
+		ls.region = nil
+		if len(n.sp.regioned) == 0 {
+			n.sp = spatial{}
+		}
+		if !n.closed {
+			n.chainChanged()
+		}
+	}
+	n.totals.add(l)
+	n.forgetAskerLocked(ls)
+	if ls.kind == ownership.Upstream {
+		n.requestsLostLocked()
+		// Keep what the upstream told us: on reconnect a refresh brings
+		// it up to date, and downstream clients see no gap.
+		return
+	}
+	if ls.kind == ownership.Mesh && n.mesh != nil && !n.closed && n.mesh.alive(ls.member) {
+		// memberlist still sees the member: keep its objects for the
+		// re-dialed link instead of removing and re-adding them all.
+		ls.detached = true
+		n.log.Info("mesh link lost; keeping the member's objects until it reconnects or is declared dead", "member", ls.member)
+		return
+	}
+	owned := n.claimedBy(ls)
+	if len(owned) > 0 && ls.kind == ownership.Downstream && n.opts.ReclaimGrace > 0 && !n.closed && droppedAbnormally(err) {
+		// The connection broke rather than closed: keep the peer's
+		// objects for a while, so that a flapping link (a proxy whose
+		// upstream connection drops and comes back) does not make them
+		// vanish and reappear for everyone. A reconnecting link that
+		// claims the identifiers takes them over.
+		ls.detached = true
+		time.AfterFunc(n.opts.ReclaimGrace, func() { n.expireDetached(ls) })
+		n.log.Info("link dropped; keeping its objects for the reclaim grace period", "link", l.ID(), "worlds", len(owned), "grace", n.opts.ReclaimGrace, "err", err)
+		return
+	}
+	if len(owned) > 0 {
+		n.releaseClaims(owned, nil)
+		if !n.closed {
+			n.chainChanged()
+		}
+	}
+	n.log.Debug("link closed", "link", l.ID(), "worlds", len(owned), "err", err)
+}
+
+// claimedBy returns the identifiers that ls still claims. n.mu must be held.
+func (n *Node) claimedBy(ls *linkState) []string {
+	var owned []string
+	for id := range ls.chain {
+		if n.claims[id] == ls {
+			owned = append(owned, id)
+		}
+	}
+	return owned
+}
+
+// expireDetached removes what a dropped downstream link still claims once
+// its grace period is over and nobody took it over.
+func (n *Node) expireDetached(ls *linkState) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return
+	}
+	if owned := n.claimedBy(ls); len(owned) > 0 {
+		n.log.Info("reclaim grace period over; removing the dropped link's objects", "worlds", len(owned))
+		n.releaseClaims(owned, nil)
+		n.chainChanged()
+	}
+}
+
+// droppedAbnormally reports whether a link's close looks like a broken
+// connection (no close frame, a stall, a failed keepalive, an error close)
+// rather than a peer leaving (a normal or going-away close frame) or being
+// sent away for bad input.
+func droppedAbnormally(err error) bool {
+	var de *peer.DecodeError
+	if errors.As(err, &de) {
+		return false
+	}
+	var ce *peer.CloseError
+	if errors.As(err, &ce) {
+		if ce.Remote {
+			return ce.Code != peer.StatusNormal && ce.Code != peer.StatusGoingAway
+		}
+		return ce.Code == peer.StatusStalled || ce.Code == peer.StatusGoingAway
+	}
+	return err != nil && !errors.Is(err, context.Canceled)
+}
+
+// releaseGhosts drops what detached links of ls's member still claim and
+// the new link did not: worlds that left that member while we were cut off.
+// n.mu must be held.
+func (n *Node) releaseGhosts(ls *linkState) {
+	var stale []string
+	for id, cl := range n.claims {
+		if cl != ls && cl.detached && cl.member == ls.member {
+			stale = append(stale, id)
+		}
+	}
+	n.releaseClaims(stale, nil)
+}
+
+// meshMemberGone removes everything owned behind a member that memberlist
+// declared dead or that left, and closes any link to it.
+func (n *Node) meshMemberGone(member string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var owned []string
+	for id, cl := range n.claims {
+		if cl.kind == ownership.Mesh && cl.member == member {
+			owned = append(owned, id)
+		}
+	}
+	n.releaseClaims(owned, nil)
+	for _, ls := range n.order {
+		if ls.kind == ownership.Mesh && ls.member == member {
+			ls.link.Close(peer.StatusGoingAway, "member left the mesh")
+		}
+	}
+	if len(owned) > 0 {
+		n.log.Info("removed the objects of a departed mesh member", "member", member, "worlds", len(owned))
+	}
+}
+
+// MeshStatus returns the node's mesh status, or nil when it is not in one.
+func (n *Node) MeshStatus() *MeshStatus {
+	n.mu.Lock()
+	m := n.mesh
+	n.mu.Unlock()
+	if m == nil {
+		return nil
+	}
+	st := m.Status()
+	return &st
+}

@@ -1,0 +1,276 @@
+package relay
+
+import (
+	"errors"
+	"maps"
+	"sort"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+// What links report to their node (peer.Handler): changes, metadata and
+// refresh requests from peers, and the metadata this node presents. Each
+// method takes n.mu for its whole run, so a link's messages apply in the
+// order they came, and every link sees the world's changes in one order.
+
+// HandleWorldChange implements peer.Handler.
+func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ls := n.links[l]
+	if ls == nil || n.closed {
+		return
+	}
+	if !ls.ready {
+		// Without metadata we cannot tell whose objects these are. The
+		// refresh we asked for right after metadata brings them again.
+		l.Stats().Refused.Add(uint64(len(wc.Changes)))
+		n.log.Debug("refusing changes before metadata", "link", l.ID(), "records", len(wc.Changes))
+		return
+	}
+	var peerID string
+	if md, ok := l.Metadata(); ok {
+		peerID = md.Identifier
+	}
+	for i := range wc.Changes {
+		if wc.Changes[i].Owner == "" && wc.Changes[i].Type == gameworld.Add {
+			wc.Changes[i].Owner = peerID
+		}
+	}
+	var requests map[string]bool
+	var answered []gameworld.Change
+	switch ls.kind {
+	case ownership.Downstream:
+		wc.Changes, requests = n.takeRequestsLocked(ls, wc.Changes)
+	case ownership.Upstream, ownership.Mesh:
+		wc.Changes, answered = n.takeAnswersLocked(ls, wc.Changes)
+	}
+	res := n.world.Apply(wc.Changes, func(c gameworld.Change, existing *gameworld.Object) error {
+		return n.authorize(ls, ls.kind, c, existing)
+	})
+	for _, rf := range res.Refused {
+		if errors.Is(rf.Err, gameworld.ErrUnknownObject) {
+			l.Stats().Ignored.Add(1)
+			continue
+		}
+		l.Stats().Refused.Add(1)
+		n.log.Debug("refused write", "link", l.ID(), "type", rf.Change.Type.String(), "id", rf.Change.ID, "owner", rf.Change.Owner, "err", rf.Err)
+	}
+	// The peer knows what it sent us (Echo), so a later remove may be
+	// relayed to it.
+	n.route(res.Records, ls)
+	switch ls.kind {
+	case ownership.Downstream:
+		// A refused claim from a proxy is answered too: the proxy takes
+		// our word over its own.
+		for _, rf := range res.Refused {
+			if rf.Change.Type == gameworld.Transfer {
+				if requests == nil {
+					requests = map[string]bool{}
+				}
+				requests[rf.Change.ID] = true
+			}
+		}
+		n.answerTransfers(ls, requests, res.Records)
+	case ownership.Upstream:
+		for _, c := range answered {
+			n.answeredLocked(c.ID)
+		}
+	case ownership.Mesh:
+		n.acknowledgeLocked(ls, wc.Changes, answered)
+	}
+	if ls.sweep != nil {
+		ls.sweep.see(wc.Changes)
+		switch {
+		case wc.Refreshed:
+			n.finishSweep(ls)
+		case time.Now().After(ls.sweep.deadline) && ls.kind == ownership.Downstream:
+			// A 2016 peer marks nothing, but it sends its whole world with
+			// every flush: what it has not sent by now, it no longer has.
+			n.finishSweep(ls)
+		case time.Now().After(ls.sweep.deadline):
+			n.log.Info("upstream never marked its refresh answer complete; keeping objects learned before the reconnect")
+			ls.sweep = nil
+		}
+	}
+}
+
+// HandleRequestRefresh implements peer.Handler.
+func (n *Node) HandleRequestRefresh(l *peer.Link) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ls := n.links[l]
+	if ls == nil {
+		return
+	}
+	if !ls.ready {
+		ls.refreshPending = true
+		return
+	}
+	n.wantRefresh(ls)
+}
+
+// HandleMetadata implements peer.Handler.
+func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ls := n.links[l]
+	if ls == nil || n.closed {
+		return
+	}
+	if ls.kind == ownership.Upstream {
+		n.keepTokensLocked(md)
+		ls.chain = make(map[string]bool, len(md.IdentifierChain))
+		for _, id := range md.IdentifierChain {
+			ls.chain[id] = true
+		}
+		if !ls.askedRefresh {
+			ls.askedRefresh = true
+			l.RequestRefresh()
+			n.resendRequestsLocked(md)
+		}
+		return
+	}
+	next := make(map[string]bool, len(md.IdentifierChain))
+	for _, id := range md.IdentifierChain {
+		if id == n.id {
+			l.Close(peer.StatusPolicy, "identifierChain claims this node's identifier")
+			return
+		}
+		next[id] = true
+	}
+	for _, id := range md.IdentifierChain {
+		if ls.kind == ownership.Downstream && !ls.grant.Allows(id) {
+			n.log.Info("refused a claim its token does not grant", "identifier", id, "link", l.ID())
+			n.limited("unauthorized")
+			l.Close(peer.StatusUnauthorized, "the token does not grant identifier "+id)
+			return
+		}
+	}
+	if id := n.refusedClaim(ls, md); id != "" {
+		n.log.Info("refused a claim to an identifier held by another connection", "identifier", id, "link", l.ID())
+		n.limited("identity_taken")
+		l.Close(peer.StatusIdentityTaken, "identifier "+id+" is held by another connection; present its resume token")
+		return
+	}
+	changed := false
+	gained := false
+	var gone []string
+	for id := range ls.chain {
+		if !next[id] {
+			gone = append(gone, id)
+		}
+	}
+	for id := range next {
+		if ls.chain[id] {
+			continue
+		}
+		other := n.claims[id]
+		if ls.kind == ownership.Mesh && other != nil && other.kind == ownership.Downstream || other != nil && other.att != nil {
+			// A client connected here speaks for itself; a mesh peer's
+			// stale view of it does not override that. Nor does anyone
+			// take over an attached peer's identifier: it is live until it
+			// detaches.
+			continue
+		}
+		changed = true
+		if other != nil && other != ls {
+			// The newest claim wins: a reconnecting peer takes over its
+			// identifiers (and objects) from a connection not yet timed out,
+			// or dropped within the grace period. Its refresh answer then
+			// tells which of those objects it no longer has.
+			if other.detached && ls.kind == ownership.Downstream {
+				if ls.sweep == nil {
+					ls.sweep = newSweep()
+				}
+				ls.sweep.claim(id)
+			}
+			delete(other.chain, id)
+			if other.link == nil {
+				// Held since a restart (persist.go).
+				n.log.Info("identifier reclaimed after a restart", "identifier", id, "link", l.ID())
+			} else {
+				if omd, _ := other.link.Metadata(); omd.Identifier == id {
+					other.link.Close(peer.StatusReplaced, "identifier claimed by a newer connection")
+				}
+				n.log.Info("identifier moved to newer link", "identifier", id, "from", other.link.ID(), "to", l.ID())
+			}
+		}
+		n.claims[id] = ls
+		ls.chain[id] = true
+		gained = true
+	}
+	if len(gone) > 0 {
+		changed = true
+		// The peer node that held them gives their persistent objects to
+		// itself; we make the same claim.
+		n.releaseClaimsTo(gone, ls, md.Identifier)
+		for _, id := range gone {
+			delete(ls.chain, id)
+		}
+	}
+	if n.interestChangedLocked(ls, md) {
+		changed = true // the union announced upstream and to the mesh
+	}
+	if gained {
+		n.sendTokensLocked(ls)
+	}
+	first := !ls.ready
+	ls.ready = true
+	if first {
+		l.RequestRefresh()
+	}
+	if first && ls.kind == ownership.Mesh {
+		n.releaseGhosts(ls)
+	}
+	if first || ls.refreshPending {
+		ls.refreshPending = false
+		n.wantRefresh(ls)
+	}
+	if changed {
+		n.chainChanged()
+	}
+}
+
+// LocalMetadata implements peer.Handler: toward upstream and mesh links a
+// node advertises itself and every world behind its downstream links.
+func (n *Node) LocalMetadata(l *peer.Link) peer.Metadata {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ls := n.links[l]; ls != nil && ls.kind == ownership.Downstream {
+		return n.tokenMetadataLocked(ls)
+	}
+	return n.localMetadataLocked(l.Kind())
+}
+
+// localMetadataLocked is LocalMetadata for a link of the given kind. n.mu
+// must be held.
+func (n *Node) localMetadataLocked(kind ownership.LinkKind) peer.Metadata {
+	md := peer.Metadata{Identifier: n.id, IdentifierChain: []string{n.id}, Role: n.role.String(), Features: []string{peer.FeatureOwnership}}
+	if kind == ownership.Downstream {
+		return md
+	}
+	if kind == ownership.Upstream && len(n.tokens) > 0 {
+		// A copy: the link encodes it later, while an upstream's next
+		// metadata may add tokens to n.tokens.
+		md.ResumeTokens = maps.Clone(n.tokens)
+	}
+	switch {
+	case kind == ownership.Upstream && n.opts.Interest != nil:
+		md.Interest, md.HasInterest = n.opts.Interest, true
+	case n.role == ownership.Client:
+		md.Interest, md.HasInterest = n.interest, n.interest != nil
+	default:
+		md.Interest, md.HasInterest = n.unionInterestLocked()
+	}
+	for id, ls := range n.claims {
+		if ls.kind == ownership.Downstream {
+			md.IdentifierChain = append(md.IdentifierChain, id)
+		}
+	}
+	sort.Strings(md.IdentifierChain[1:])
+	return md
+}
