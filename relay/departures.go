@@ -101,6 +101,11 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 		// memberlist still sees the member: keep its objects for the
 		// re-dialed link instead of removing and re-adding them all.
 		ls.detached = true
+		if n.mesh.leaving() {
+			// We left the mesh (shutting down): nothing was lost.
+			n.log.Debug("mesh link closed: this node left the mesh", "member", ls.member)
+			return
+		}
 		n.log.Info("mesh link lost; keeping the member's objects until it reconnects or is declared dead", "member", ls.member)
 		return
 	}

@@ -356,6 +356,13 @@ func (m *Mesh) memberDown(name string) {
 }
 
 // alive reports whether memberlist still counts name as a member.
+// leaving reports whether this node has left the mesh (Close).
+func (m *Mesh) leaving() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopped
+}
+
 func (m *Mesh) alive(name string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -421,3 +421,16 @@ func TestMeshWarnsUnencrypted(t *testing.T) {
 		t.Fatalf("a warning with a secret:\n%s", sealed.logs.String())
 	}
 }
+
+// TestLeavingLogsNoLoss: a node that leaves the mesh (shutting down) does
+// not report its own closing links as lost.
+func TestLeavingLogsNoLoss(t *testing.T) {
+	nodes := startMesh(t, 2, MeshOptions{})
+	if err := nodes[0].mesh.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the links closed", 5*time.Second, func() bool { return meshLinks(nodes[0].node) == 0 })
+	if strings.Contains(nodes[0].logs.String(), "mesh link lost") {
+		t.Fatalf("a leaving node reported a lost link:\n%s", nodes[0].logs.String())
+	}
+}
