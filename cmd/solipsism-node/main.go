@@ -200,7 +200,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		errc <- srv.Serve(ln)
 	}()
 	web, ws := serveURLs(ln.Addr(), cfg.tlsCert != "")
-	log.Info("serving", "addr", ln.Addr().String(), "url", web, "ws", ws, "tls", cfg.tlsCert != "", "auth", authn != nil,
+	meshMode := "off"
+	switch {
+	case cfg.meshBind != "" && len(cfg.meshSecret) > 0:
+		meshMode = "encrypted"
+	case cfg.meshBind != "":
+		meshMode = "unencrypted"
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "url", web, "ws", ws, "tls", cfg.tlsCert != "", "auth", authn != nil, "mesh", meshMode,
 		"role", cfg.role.String(), "identifier", node.Identifier(), "store", cfg.dataDir != "", "tick", cfg.tick.String())
 
 	if cfg.debug != "" {
