@@ -3,15 +3,12 @@ package test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/solipsism/mesh/relay"
-	"github.com/solipsism/mesh/web"
 )
 
 // BenchmarkDemo3D measures what a user of the 3D demo pays, in headless
@@ -26,14 +23,7 @@ import (
 func BenchmarkDemo3D(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		browser := newBrowser(b)
-		node, err := relay.New(relay.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/ws", node)
-		mux.Handle("/", web.Handler())
-		front := httptest.NewServer(mux)
+		_, front, _ := startWebNode(b, relay.Options{})
 		ws := "ws" + front.URL[len("http"):] + "/ws"
 
 		// Alone: frames per second with nobody else.
@@ -79,8 +69,6 @@ func BenchmarkDemo3D(b *testing.B) {
 		for _, c := range walkers {
 			c.Close()
 		}
-		front.Close()
-		node.Close(context.Background())
 		b.Logf("page %.0f KiB, first avatar after %s, %.1f fps with 50 avatars, %.1f fps alone", bytes/1024, first.Round(time.Millisecond), crowd, alone)
 		b.ReportMetric(bytes/1024, "KiB-page")
 		b.ReportMetric(first.Seconds()*1000, "ms-first-avatar")

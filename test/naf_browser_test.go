@@ -21,15 +21,7 @@ import (
 // node) agree on the new owner, whose moves the other then sees.
 func TestNetworkedAFrame(t *testing.T) {
 	browser := newBrowser(t)
-	node, err := relay.New(relay.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/ws", node)
-	mux.Handle("/", web.Handler())
-	front := httptest.NewServer(mux)
-	t.Cleanup(func() { node.Close(context.Background()); front.Close() })
+	node, front, _ := startWebNode(t, relay.Options{})
 
 	a, _ := tab(t, browser, "a", front.URL+"/naf.html?spawn=0")
 	b, _ := tab(t, browser, "b", front.URL+"/naf.html?spawn=0")
@@ -86,15 +78,7 @@ func jsString(s string) string {
 // avatars, and see them move in 3D when their owners walk.
 func TestBrowserDemo3D(t *testing.T) {
 	browser := newBrowser(t)
-	node, err := relay.New(relay.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/ws", node)
-	mux.Handle("/", web.Handler())
-	front := httptest.NewServer(mux)
-	t.Cleanup(func() { node.Close(context.Background()); front.Close() })
+	_, front, _ := startWebNode(t, relay.Options{})
 
 	alice, _ := tab(t, browser, "alice", front.URL+"/?name=alice")
 	bob, _ := tab(t, browser, "bob", front.URL+"/?name=bob&mode=main")
@@ -128,16 +112,8 @@ func TestBrowserDemo3D(t *testing.T) {
 // drops names, so both stay readable.
 func TestInspectorCrowd(t *testing.T) {
 	browser := newBrowser(t)
-	node, err := relay.New(relay.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/ws", node)
+	node, front, mux := startWebNode(t, relay.Options{})
 	mux.Handle("/api/state", node.StateHandler())
-	mux.Handle("/", web.Handler())
-	front := httptest.NewServer(mux)
-	t.Cleanup(func() { node.Close(context.Background()); front.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for k := range 110 {
@@ -169,14 +145,9 @@ func TestBrowserTokenInWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := relay.New(relay.Options{Auth: authn})
-	if err != nil {
-		t.Fatal(err)
-	}
 	good, _ := auth.Issue(key, nil, []string{"client", "webworker"}, time.Now().Add(time.Hour))
 	bad, _ := auth.Issue(key, nil, []string{"webworker"}, time.Now().Add(time.Hour))
-	mux := http.NewServeMux()
-	mux.Handle("/ws", node)
+	_, front, mux := startWebNode(t, relay.Options{Auth: authn})
 	mux.HandleFunc("/token-test", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprintf(w, `<!doctype html><script type="module">
@@ -189,9 +160,6 @@ window.s = connect({ url, getToken: async () => { calls++; return token; } });
 s.addEventListener("close", (e) => closes.push(e.detail));
 </script>`, bad, good)
 	})
-	mux.Handle("/", web.Handler())
-	front := httptest.NewServer(mux)
-	t.Cleanup(func() { node.Close(context.Background()); front.Close() })
 
 	p, _ := tab(t, browser, "good", front.URL+"/token-test")
 	waitJS(t, p, "connected through the worker", `window.s && s.mode === "worker" && s.status === "connected" && calls >= 1`)
@@ -200,4 +168,21 @@ s.addEventListener("close", (e) => closes.push(e.detail));
 	}
 	q, _ := tab(t, browser, "bad", front.URL+"/token-test?bad=1")
 	waitJS(t, q, "refused on the page", `window.s && s.status === "reconnecting" && closes.some(c => c.code === 4005 && c.retry)`)
+}
+
+// startWebNode serves a node at /ws and the web pages at / behind a test
+// server; handlers for other paths may be added to mux before the first
+// request.
+func startWebNode(tb testing.TB, opts relay.Options) (*relay.Node, *httptest.Server, *http.ServeMux) {
+	tb.Helper()
+	node, err := relay.New(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ws", node)
+	mux.Handle("/", web.Handler())
+	front := httptest.NewServer(mux)
+	tb.Cleanup(func() { node.Close(context.Background()); front.Close() })
+	return node, front, mux
 }
