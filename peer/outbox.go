@@ -273,3 +273,11 @@ func (l *Link) spawn(f func()) {
 	}
 	go f()
 }
+
+// Drained reports whether everything offered to the link has been written
+// (handed to the connection), or the link has closed.
+func (l *Link) Drained() bool {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	return l.closed || (!l.writing && len(l.outbox) == 0)
+}

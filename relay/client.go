@@ -268,8 +268,14 @@ func (c *Client) Owner(id string) (string, bool) {
 	return o.Owner, ok
 }
 
-// Close disconnects and stops reconnecting.
+// Close sends what is still queued (for up to 2 s), then disconnects and
+// stops reconnecting.
 func (c *Client) Close() error {
+	// What the client changed in its last tick goes out first: a
+	// persistent object's last move, a release, must not be lost.
+	dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	c.node.drain(dctx)
+	dcancel()
 	c.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

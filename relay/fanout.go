@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -328,4 +329,31 @@ func (n *Node) sendRefreshLocked(ls *linkState) {
 	}
 	ls.link.Offer(recs, func(int) peer.Verdict { return peer.Send }, nil, false)
 	ls.link.MarkRefreshed()
+}
+
+// drain flushes the shared log now and waits until every link has
+// written what it was offered, or ctx is done.
+func (n *Node) drain(ctx context.Context) {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.flushLocked()
+	links := make([]*peer.Link, 0, len(n.order))
+	for _, ls := range n.order {
+		if ls.link != nil {
+			links = append(links, ls.link)
+		}
+	}
+	n.mu.Unlock()
+	for _, l := range links {
+		for !l.Drained() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
 }

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"syscall"
@@ -162,5 +163,27 @@ func TestClientFailover(t *testing.T) {
 	waitFor(t, "the object on the second node", 10*time.Second, func() bool { _, ok := b.World().Get(id); return ok })
 	if !c.Connected() {
 		t.Fatal("the client is not connected after failing over")
+	}
+}
+
+// TestClientCloseSendsLastChanges: a client that changes its persistent
+// object and closes at once has its last changes reach the node before it
+// leaves: the object falls to the node with them.
+func TestClientCloseSendsLastChanges(t *testing.T) {
+	srv, url := startNode(t, Options{Tick: 20 * time.Millisecond, ReclaimGrace: -1})
+	for round := range 5 {
+		c := dialClient(t, url, "leaver")
+		id, _ := c.Create(map[string]any{"persistent": true, "step": 0})
+		c.Set(id, map[string]any{"step": round + 1})
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the object falls to the node", 5*time.Second, func() bool {
+			o, ok := srv.World().Get(id)
+			return ok && o.Owner == srv.Identifier()
+		})
+		if o, _ := srv.World().Get(id); string(o.Properties["step"]) != fmt.Sprint(round+1) {
+			t.Fatalf("round %d: the node has step %s, want the last change %d", round, o.Properties["step"], round+1)
+		}
 	}
 }
