@@ -3,10 +3,15 @@ package test
 import (
 	"context"
 	"fmt"
+
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
 
 	"github.com/solipsism/mesh/auth"
 	"github.com/solipsism/mesh/relay"
@@ -97,7 +102,12 @@ func TestBrowserDemo3D(t *testing.T) {
 			fmt.Sprintf(`demo.avatars().some(a => a.name === "alice" && Math.abs(a.shown[0] - %g) < 0.05 && Math.abs(a.shown[2] - %g) < 0.05)`, -step[0], step[1]+1))
 	}
 	// The ball: alice grabs it, carries it and throws it; bob sees it move
-	// and then owns it after taking it in turn.
+	// and then owns it after taking it in turn. The owner runs the flight
+	// in its render loop, which a background tab does not run: alice's tab
+	// comes to the front, as a user throwing would have it.
+	if _, err := chromedp.Call(alice, page.BringToFront, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
 	waitJS(t, alice, "the ball", `!!demo.ball()`)
 	waitJS(t, alice, "alice grabs the ball", `demo.grab()`)
 	evalJS[bool](t, alice, `demo.throwBall(new THREE.Vector3(0, 3, -4)), true`)
