@@ -370,11 +370,9 @@ func (c config) authenticator() (auth.Authenticator, error) {
 		}
 		return a, nil
 	}
-	k, err := hex.DecodeString(c.authKey)
+	k, err := hmacSecret(c.authKey)
 	if err != nil {
-		if k, err = base64.StdEncoding.DecodeString(c.authKey); err != nil {
-			return nil, fmt.Errorf("--auth-key: neither hex nor base64")
-		}
+		return nil, fmt.Errorf("--auth-key: %w", err)
 	}
 	a, err := auth.NewHS256(k)
 	if err != nil {
@@ -428,4 +426,17 @@ func isDuration(s string) bool {
 func isNumber(s string) bool {
 	_, err := strconv.ParseFloat(s, 64)
 	return err == nil
+}
+
+// hmacSecret decodes an HS256 secret given in hex or base64 to the bytes
+// that sign and check tokens: the node's --auth-key and the token
+// command's --key decode alike.
+func hmacSecret(s string) ([]byte, error) {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		if b, err = base64.StdEncoding.DecodeString(s); err != nil {
+			return nil, errors.New("neither hex nor base64")
+		}
+	}
+	return b, nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/ed25519"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -74,11 +73,9 @@ func signingKey(s string) (any, error) {
 		}
 		return nil, fmt.Errorf("an Ed25519 private key has 32 (seed) or 64 bytes, not %d", len(b))
 	}
-	b, err := hex.DecodeString(s)
+	b, err := hmacSecret(s)
 	if err != nil {
-		if b, err = base64.StdEncoding.DecodeString(s); err != nil {
-			return nil, errors.New("neither hex nor base64")
-		}
+		return nil, err
 	}
 	if len(b) < 32 {
 		return nil, errors.New("an HS256 secret needs at least 32 bytes")
