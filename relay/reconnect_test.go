@@ -167,13 +167,16 @@ func TestClientFailover(t *testing.T) {
 }
 
 // TestClientCloseSendsLastChanges: a client that changes its persistent
-// object and closes at once has its last changes reach the node before it
-// leaves: the object falls to the node with them.
+// object and closes at once has its last change reach the node before it
+// leaves: the object falls to the node with it.
 func TestClientCloseSendsLastChanges(t *testing.T) {
 	srv, url := startNode(t, Options{Tick: 20 * time.Millisecond, ReclaimGrace: -1})
 	for round := range 5 {
 		c := dialClient(t, url, "leaver")
 		id, _ := c.Create(map[string]any{"persistent": true, "step": 0})
+		// Once the node has the object (and so the client's metadata), its
+		// last change must follow it however soon the client closes.
+		waitFor(t, "the node has the object", 5*time.Second, func() bool { _, ok := srv.World().Get(id); return ok })
 		c.Set(id, map[string]any{"step": round + 1})
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
