@@ -9,13 +9,16 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/solipsism/mesh/gameworld"
 )
 
 // Grant is what a valid token allows.
 type Grant struct {
 	// Identifiers the holder may claim exactly, and prefixes of those it
-	// may claim (an identifier prefix-XXXXXXXX-XXXXXXXX matches the prefix
-	// "prefix").
+	// may claim: an identifier of exactly the form prefix-XXXXXXXX-XXXXXXXX
+	// (X alphanumeric) matches the prefix "prefix"; "prefix-vip-…",
+	// "prefix-" or a longer tail does not (see gameworld.IdentifierPrefix).
 	Identifiers []string
 	Prefixes    []string
 	Expires     time.Time
@@ -34,8 +37,15 @@ func (g *Grant) Allows(id string) bool {
 			return true
 		}
 	}
+	if len(g.Prefixes) == 0 {
+		return false
+	}
+	prefix, ok := gameworld.IdentifierPrefix(id)
+	if !ok {
+		return false
+	}
 	for _, p := range g.Prefixes {
-		if strings.HasPrefix(id, p+"-") {
+		if p == prefix {
 			return true
 		}
 	}

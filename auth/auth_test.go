@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,6 +56,39 @@ func TestAuthenticate(t *testing.T) {
 	}
 	if _, err := NewHS256([]byte("short")); err == nil {
 		t.Error("a short secret was accepted")
+	}
+}
+
+// A prefix grants identifiers of exactly the documented form, and nothing
+// a client could pass off as one.
+func TestPrefixGrantForm(t *testing.T) {
+	g := &Grant{Prefixes: []string{"bot"}, Identifiers: []string{"bot-vip-AAAAAAAA-BBBBBBBB"}}
+	long := strings.Repeat("a", 200)
+	for _, c := range []struct {
+		id    string
+		allow bool
+	}{
+		{"bot-AAAAAAAA-BBBBBBBB", true},
+		{"bot-12345678-abcdefgh", true},
+		{"bot-vip-AAAAAAAA-BBBBBBBB", true}, // named exactly
+		{"bot-vip-CCCCCCCC-DDDDDDDD", false},
+		{"bot-AAAAAAAA-BBBBBBBB-CCCCCCCC", false},
+		{"bot-X-Y-Z", false},
+		{"bot-AAAAAAAA-BBBBBBBB/../x", false},
+		{"bot-AAAAAAAA-BBBBBBB/", false},
+		{"bot-", false},
+		{"bot", false},
+		{"bot-AAAAAAAA-", false},
+		{"bot--AAAAAAAA-BBBBBBBB", false},
+		{"bot-" + long + "-" + long, false},
+		{"bot-AAAAAAAA-BBBBBBBBB", false},
+		{"bot-AAAAAAAA-BBBBBBB\u00e9", false},
+		{"botx-AAAAAAAA-BBBBBBBB", false},
+		{"AAAAAAAA-BBBBBBBB", false},
+	} {
+		if got := g.Allows(c.id); got != c.allow {
+			t.Errorf("Allows(%q) = %v, want %v", c.id, got, c.allow)
+		}
 	}
 }
 

@@ -48,6 +48,9 @@ func NewIdentifier(prefix string) string {
 // alphanumeric and the prefix made of alphanumeric words joined by dashes. Peers may use other forms; this is for validating our own
 // configuration, not for refusing peers.
 func IsIdentifier(s string) bool {
+	if len(s) > MaxIdentifierLength {
+		return false
+	}
 	parts := strings.Split(s, "-")
 	if len(parts) < 2 {
 		return false
@@ -66,6 +69,22 @@ func IsIdentifier(s string) bool {
 	}
 	return true
 }
+
+// IdentifierPrefix returns the prefix of an identifier of the form
+// prefix-XXXXXXXX-XXXXXXXX (X alphanumeric, the prefix alphanumeric words
+// joined by dashes), and false for any other string: this is the form a
+// token's prefix grant covers, so "bot-vip-AAAAAAAA-BBBBBBBB" has the
+// prefix "bot-vip", never "bot".
+func IdentifierPrefix(s string) (string, bool) {
+	if len(s) > MaxIdentifierLength || !IsIdentifier(s) || len(s) < 19 {
+		return "", false
+	}
+	return s[:len(s)-18], true
+}
+
+// MaxIdentifierLength bounds the identifiers IsIdentifier accepts: a prefix
+// of a few words and the 17 characters of the random part.
+const MaxIdentifierLength = 128
 
 func isAlnum(s string, n int) bool {
 	if len(s) != n {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,6 +80,24 @@ func TestAuthentication(t *testing.T) {
 			if _, ok := good.World().Get(box); !ok {
 				t.Fatal("the box is gone")
 			}
+			// A prefix grants only identifiers of the documented form.
+			bot := issue(nil, []string{"bot"}, time.Hour)
+			for _, c := range []struct {
+				id   string
+				code websocket.StatusCode
+			}{
+				{"bot-vip-AAAAAAAA-BBBBBBBB", 4005}, {"bot-X-Y-Z", 4005}, {"bot-AAAAAAAA-BBBBBBBB/../x", 4005}, {"bot-", 4005},
+				{"bot-AAAAAAAA-BBBBBBBB-CCCCCCCC", 4005}, {"bot-" + strings.Repeat("a", 40) + "-" + strings.Repeat("b", 40), 4005},
+				// Longer than any identifier: bad metadata, whoever sends it.
+				{"bot-" + strings.Repeat("a", 200) + "-" + strings.Repeat("b", 200), websocket.StatusInvalidFramePayloadData},
+			} {
+				p := wiretest.Dial(t, url+"?token="+bot, c.id, wiretest.Options{})
+				if code, _ := p.WaitClosed(5 * time.Second); code != c.code {
+					t.Errorf("a bot token claiming %.40q: closed with %d, want %d", c.id, code, c.code)
+				}
+			}
+			ok := wiretest.Dial(t, url+"?token="+bot, "bot-AAAAAAAA-BBBBBBBB", wiretest.Options{})
+			ok.WaitHas(box)
 		})
 	}
 }

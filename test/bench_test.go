@@ -58,6 +58,8 @@ type loadReport struct {
 	P50ms         float64 `json:"p50_ms"`
 	P99ms         float64 `json:"p99_ms"`
 	Errors        int64   `json:"errors"`
+	FirstError    string  `json:"first_error"`
+	Reconnects    int64   `json:"reconnects"`
 	Sent          int64   `json:"sent"`
 	// What --check, --allo and --snapshot report.
 	Checked              int `json:"checked"`

@@ -115,6 +115,7 @@ func TestLoadConsistencyAllSeeAll(t *testing.T) {
 	node := startProc(t, "--tick", "50ms", "--max-conns-per-ip", "-1", "--stall-timeout", "2s", "--ping-interval", "1s")
 	rep := runChecked(t, "--url", node.URL(), "--clients", "200", "--rate", "5", "--observers", "5",
 		"--churn", "20", "--stalled", "5", "--warmup", "1s", "--duration", "5s", "--check")
+	t.Logf("report %+v", rep)
 	if rep.Checked != 200 || rep.Inconsistent != 0 || rep.Errors != 0 || rep.Delivered == 0 {
 		t.Fatalf("report %+v", rep)
 	}

@@ -180,7 +180,7 @@ func (bc *bridgedClient) run(ctx context.Context, rate float64, st *stats, lat *
 			}
 			if err := write(time.Now().UnixNano()); err != nil {
 				if ctx.Err() == nil {
-					st.errors.Add(1)
+					st.fail(fmt.Errorf("bridged client write: %w", err))
 				}
 				return
 			}

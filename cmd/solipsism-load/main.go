@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -36,6 +40,11 @@ type report struct {
 	MaxMs          float64 `json:"max_ms"`
 	BytesPerS      float64 `json:"bytes_per_second"`
 	Errors         int64   `json:"errors"`
+	// Reconnects counts connections the node closed (a client starved of
+	// CPU misses its keepalive) that the client replaced.
+	Reconnects int64 `json:"reconnects"`
+	// FirstError says what the first error was.
+	FirstError string `json:"first_error,omitempty"`
 	// Checked and Inconsistent count the clients whose copy of the world
 	// was compared with the node's at the end (--check), and those that
 	// differed.
@@ -127,10 +136,18 @@ type stats struct {
 	sent        atomic.Int64
 	delivered   atomic.Int64
 	errors      atomic.Int64
+	firstError  atomic.Value // string
+	reconnects  atomic.Int64
 	mu          sync.Mutex
 	latencies   []time.Duration
 	// Latencies seen by the Alloverse and snapshot clients.
 	alloLat, snapLat []time.Duration
+}
+
+// fail counts an error, keeping the first for the report.
+func (st *stats) fail(err error) {
+	st.errors.Add(1)
+	st.firstError.CompareAndSwap(nil, err.Error())
 }
 
 // record adds latency samples to one of st's lists.
@@ -171,7 +188,6 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 	readCtx, stopReads := context.WithCancel(context.Background())
 	defer stopReads()
 	var wg sync.WaitGroup
-	conns := make([]*websocket.Conn, 0, n)
 	var clients []*client
 	side := max(1, int(math.Ceil(math.Sqrt(float64(n)))))
 	cfg.side = side
@@ -183,7 +199,6 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 			return fmt.Errorf("client %d: %w", i, err)
 		}
 		c.SetReadLimit(64 << 20)
-		conns = append(conns, c)
 		// Each client starts at once, as a real one does: it answers the
 		// node's handshake while the others are still connecting.
 		cl := &client{id: fmt.Sprintf("load-%08d-%08d", os.Getpid()%100000000, i), obj: fmt.Sprintf("obj-%08d-%08d", os.Getpid()%100000000, i),
@@ -201,7 +216,9 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 	}
 	closeAll := func() {
 		var cw sync.WaitGroup
-		for _, c := range conns {
+		for _, cl := range clients {
+			cl.leaving.Store(true)
+			c := cl.conn()
 			cw.Add(1)
 			go func() { defer cw.Done(); c.Close(websocket.StatusNormalClosure, "load done") }()
 		}
@@ -259,7 +276,7 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 				node, err := nodeWorld(cfg.url, cfg.token)
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "solipsism-load: check:", err)
-					st.errors.Add(1)
+					st.fail(err)
 					break
 				}
 				checked, inconsistent = checkMirrors(node, clients)
@@ -280,7 +297,7 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 		r := report{Clients: n, Seconds: secs, Sent: st.sent.Load(), Delivered: st.delivered.Load(),
 			DeliveredPerS: float64(st.delivered.Load()) / secs, LatencySamples: p.samples,
 			P50ms: p.p50, P95ms: p.p95, P99ms: p.p99, MaxMs: p.max, BytesPerS: float64(st.bytes.Load()) / secs,
-			Errors: st.errors.Load(), Checked: checked, Inconsistent: inconsistent}
+			Errors: st.errors.Load(), Reconnects: st.reconnects.Load(), FirstError: firstError(&st), Checked: checked, Inconsistent: inconsistent}
 		bridged.fill(&r, &st, bc)
 		if cfg.outJSON {
 			b, _ := json.Marshal(r)
@@ -309,20 +326,85 @@ type client struct {
 	// "t" property, as received.
 	wmuMirror sync.Mutex
 	world     map[string]string
-	c         *websocket.Conn
-	st        *stats
-	observer  bool
-	idle      bool
-	ownKey    []byte // `"id":"<obj>"`, to tell the client's own records
-	wmu       sync.Mutex
-	ready     atomic.Bool
+	// c is the client's connection, replaced when the node closes it and
+	// the client connects again (guarded by wmu).
+	c        *websocket.Conn
+	leaving  atomic.Bool  // the run is over: a closed connection stays closed
+	resume   atomic.Value // string: the node's resume token for id
+	st       *stats
+	observer bool
+	idle     bool
+	ownKey   []byte // `"id":"<obj>"`, to tell the client's own records
+	wmu      sync.Mutex
+	ready    atomic.Bool
 }
 
+func firstError(st *stats) string {
+	s, _ := st.firstError.Load().(string)
+	return s
+}
+
+// conn returns the client's current connection.
+func (cl *client) conn() *websocket.Conn {
+	cl.wmu.Lock()
+	defer cl.wmu.Unlock()
+	return cl.c
+}
+
+// send writes b on the current connection. A write that fails because the
+// node closed the connection is not an error: the reader connects again,
+// and the client's refresh answer carries its object's latest state.
 func (cl *client) send(ctx context.Context, b []byte) {
 	cl.wmu.Lock()
 	defer cl.wmu.Unlock()
-	if err := cl.c.Write(ctx, websocket.MessageText, b); err != nil && ctx.Err() == nil {
-		cl.st.errors.Add(1)
+	if err := cl.c.Write(ctx, websocket.MessageText, b); err != nil && ctx.Err() == nil && !isClosed(err) {
+		cl.st.fail(fmt.Errorf("write: %w", err))
+	}
+}
+
+// isClosed reports whether err says the connection is closed (by the node,
+// or broken), as opposed to a failure of the write itself.
+func isClosed(err error) bool {
+	return websocket.CloseStatus(err) != -1 || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "closed")
+}
+
+// reconnect replaces a connection the node closed (a client starved of CPU
+// misses its keepalive pongs and is rightly closed) with a new one, with
+// backoff, as a real client does. The copy of the world starts over: the
+// node sends everything again once the client has said who it is. It
+// returns false if the run ended first.
+func (cl *client) reconnect(ctx context.Context) bool {
+	cl.ready.Store(false)
+	backoff := 50 * time.Millisecond
+	for {
+		if ctx.Err() != nil || cl.leaving.Load() {
+			return false
+		}
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c, _, err := websocket.Dial(dctx, cl.cfg.url, cl.cfg.dialOpts)
+		cancel()
+		if err == nil {
+			c.SetReadLimit(64 << 20)
+			cl.wmuMirror.Lock()
+			clear(cl.world)
+			cl.wmuMirror.Unlock()
+			cl.wmu.Lock()
+			cl.c = c
+			cl.wmu.Unlock()
+			if cl.leaving.Load() {
+				c.Close(websocket.StatusNormalClosure, "load done")
+				return false
+			}
+			cl.st.reconnects.Add(1)
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff + rand.N(backoff)):
+		}
+		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 
@@ -344,18 +426,41 @@ func (cl *client) position(i int) string {
 	return fmt.Sprintf("[%d,1,2]", i)
 }
 
-// metadata is the client's answer to requestMetadata.
+// metadata is the client's answer to requestMetadata: with the resume
+// token the node handed it, once it has one, so that after a reconnect it
+// takes its identifier (and object) back from the connection the node
+// closed.
 func (cl *client) metadata() []byte {
+	resume := ""
+	if tok, _ := cl.resume.Load().(string); tok != "" {
+		b, _ := json.Marshal(map[string]string{cl.id: tok})
+		resume = `,"resumeTokens":` + string(b)
+	}
 	if cl.box == nil {
-		return fmt.Appendf(nil, `["metadataChange",{"identifier":"%s","identifierChain":["%s"]}]`, cl.id, cl.id)
+		return fmt.Appendf(nil, `["metadataChange",{"identifier":"%s","identifierChain":["%s"]%s}]`, cl.id, cl.id, resume)
 	}
 	b := cl.box
-	return fmt.Appendf(nil, `["metadataChange",{"identifier":"%s","identifierChain":["%s"],"interest":{"min":[%g,%g,%g],"max":[%g,%g,%g]}}]`,
-		cl.id, cl.id, b.Min[0], b.Min[1], b.Min[2], b.Max[0], b.Max[1], b.Max[2])
+	return fmt.Appendf(nil, `["metadataChange",{"identifier":"%s","identifierChain":["%s"],"interest":{"min":[%g,%g,%g],"max":[%g,%g,%g]}%s}]`,
+		cl.id, cl.id, b.Min[0], b.Min[1], b.Min[2], b.Max[0], b.Max[1], b.Max[2], resume)
+}
+
+// keepResumeToken stores the resume token a node's metadata message hands
+// the client.
+func (cl *client) keepResumeToken(b []byte) {
+	var msg []json.RawMessage
+	if json.Unmarshal(b, &msg) != nil || len(msg) != 2 {
+		return
+	}
+	var md struct {
+		ResumeTokens map[string]string `json:"resumeTokens"`
+	}
+	if json.Unmarshal(msg[1], &md) == nil && md.ResumeTokens[cl.id] != "" {
+		cl.resume.Store(md.ResumeTokens[cl.id])
+	}
 }
 
 func (cl *client) run(ctx, readCtx context.Context, rate float64) {
-	go cl.read(readCtx)
+	go cl.read(readCtx, ctx)
 	if cl.idle {
 		return
 	}
@@ -384,11 +489,19 @@ func (cl *client) run(ctx, readCtx context.Context, rate float64) {
 
 var typeKey = []byte(`{"type":"`)
 
-func (cl *client) read(ctx context.Context) {
+// read follows the world on ctx until the connection ends; a connection
+// the node closed while the run (runCtx) goes on is replaced.
+func (cl *client) read(ctx, runCtx context.Context) {
 	for {
-		_, b, err := cl.c.Read(ctx)
+		_, b, err := cl.conn().Read(ctx)
 		if err != nil {
-			return
+			if cl.st.reconnects.Load() < 3 && os.Getenv("SOLIPSISM_LOAD_DEBUG") != "" {
+				fmt.Fprintln(os.Stderr, "reconnect after:", err)
+			}
+			if ctx.Err() != nil || cl.leaving.Load() || !cl.reconnect(runCtx) {
+				return
+			}
+			continue
 		}
 		switch {
 		case bytes.HasPrefix(b, []byte(`["worldChange"`)):
@@ -407,6 +520,8 @@ func (cl *client) read(ctx context.Context) {
 			}
 		case bytes.HasPrefix(b, []byte(`["requestMetadata"`)):
 			cl.send(ctx, cl.metadata())
+		case bytes.HasPrefix(b, []byte(`["metadata`)):
+			cl.keepResumeToken(b)
 		case bytes.HasPrefix(b, []byte(`["requestRefresh"`)):
 			if !cl.idle {
 				cl.send(ctx, cl.add(time.Now().UnixNano()))
@@ -420,7 +535,7 @@ func (cl *client) observe(b []byte) {
 	now := time.Now().UnixNano()
 	var msg []json.RawMessage
 	if json.Unmarshal(b, &msg) != nil || len(msg) != 2 {
-		cl.st.errors.Add(1)
+		cl.st.fail(errors.New("a worldChange the client cannot decode"))
 		return
 	}
 	var wc struct {
@@ -432,7 +547,7 @@ func (cl *client) observe(b []byte) {
 		} `json:"changes"`
 	}
 	if json.Unmarshal(msg[1], &wc) != nil {
-		cl.st.errors.Add(1)
+		cl.st.fail(errors.New("a worldChange the client cannot decode"))
 		return
 	}
 	lat := make([]time.Duration, 0, len(wc.Changes))
@@ -448,7 +563,7 @@ func (cl *client) observe(b []byte) {
 func (cl *client) mirror(b []byte) {
 	var msg []json.RawMessage
 	if json.Unmarshal(b, &msg) != nil || len(msg) != 2 {
-		cl.st.errors.Add(1)
+		cl.st.fail(errors.New("a worldChange the client cannot decode"))
 		return
 	}
 	var wc struct {
@@ -459,7 +574,7 @@ func (cl *client) mirror(b []byte) {
 		} `json:"changes"`
 	}
 	if json.Unmarshal(msg[1], &wc) != nil {
-		cl.st.errors.Add(1)
+		cl.st.fail(errors.New("a worldChange the client cannot decode"))
 		return
 	}
 	cl.wmuMirror.Lock()
@@ -596,6 +711,10 @@ func printTable(r report) {
 	fmt.Fprintf(w, "bytes delivered\t%.0f /s\n", r.BytesPerS)
 	fmt.Fprintf(w, "latency p50 / p95 / p99 / max\t%.1f / %.1f / %.1f / %.1f ms (%d samples)\n", r.P50ms, r.P95ms, r.P99ms, r.MaxMs, r.LatencySamples)
 	fmt.Fprintf(w, "errors\t%d\n", r.Errors)
+	fmt.Fprintf(w, "reconnects\t%d\n", r.Reconnects)
+	if r.FirstError != "" {
+		fmt.Fprintf(w, "first error\t%s\n", r.FirstError)
+	}
 	if r.Checked > 0 {
 		fmt.Fprintf(w, "consistency\t%d of %d clients hold the node's world\n", r.Checked-r.Inconsistent, r.Checked)
 	}
@@ -613,7 +732,7 @@ func churn(ctx context.Context, cfg *config, k int, st *stats) {
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				st.errors.Add(1)
+				st.fail(fmt.Errorf("churn: %w", err))
 			}
 			return
 		}
