@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Backup format: one JSON document (docs/operations.md).
@@ -80,7 +81,24 @@ const MaxBackupBytes = 4 << 30
 // Import reads a backup written by Export. Anything malformed refuses the
 // whole backup: an import is all or nothing.
 func Import(r io.Reader) (State, error) {
-	dec := json.NewDecoder(io.LimitReader(r, MaxBackupBytes))
+	// encoding/json would turn invalid UTF-8 into U+FFFD: a backup that is
+	// not text is refused, not imported changed.
+	raw, err := io.ReadAll(io.LimitReader(r, MaxBackupBytes))
+	if err != nil {
+		return State{}, fmt.Errorf("store: reading the backup: %w", err)
+	}
+	if !utf8.Valid(raw) {
+		i := 0
+		for i < len(raw) {
+			c, size := utf8.DecodeRune(raw[i:])
+			if c == utf8.RuneError && size <= 1 {
+				break
+			}
+			i += size
+		}
+		return State{}, fmt.Errorf("store: %w: invalid UTF-8 at byte %d", ErrBadBackup, i)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var b backup
 	if err := dec.Decode(&b); err != nil {

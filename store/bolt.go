@@ -51,6 +51,11 @@ func OpenBolt(dir string) (*Bolt, error) {
 		return nil, fmt.Errorf("store: creating the data directory: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
+	// bbolt makes a new database of an empty file: a file truncated to
+	// nothing would quietly become a new node with an empty world.
+	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
+		return nil, fmt.Errorf("store: %s is empty (0 bytes), so %w; %s", path, ErrCorrupt, recoverHint(path))
+	}
 	db, err := openFile(path)
 	if err != nil {
 		return nil, err

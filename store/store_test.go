@@ -106,7 +106,8 @@ func TestBoltRefuses(t *testing.T) {
 		}
 	})
 	damaged := map[string]func(path string) error{
-		"text": func(path string) error { return os.WriteFile(path, []byte(strings.Repeat("hello\n", 2000)), 0o600) },
+		"text":  func(path string) error { return os.WriteFile(path, []byte(strings.Repeat("hello\n", 2000)), 0o600) },
+		"empty": func(path string) error { return os.WriteFile(path, nil, 0o600) },
 		"truncated store": func(path string) error {
 			s, err := OpenBolt(filepath.Dir(path))
 			if err != nil {
@@ -164,15 +165,17 @@ func TestBackupRoundTrip(t *testing.T) {
 		t.Fatalf("object b: %+v", got.Objects[1])
 	}
 	bad := map[string]string{
-		"not JSON":        `{`,
-		"other format":    `{"format":"x","version":1,"objects":[]}`,
-		"newer version":   `{"format":"solipsism-world","version":2,"objects":[]}`,
-		"unknown field":   `{"format":"solipsism-world","version":1,"objects":[],"extra":1}`,
-		"no id":           `{"format":"solipsism-world","version":1,"objects":[{"owner":"o"}]}`,
-		"no owner":        `{"format":"solipsism-world","version":1,"objects":[{"id":"a"}]}`,
-		"twice":           `{"format":"solipsism-world","version":1,"objects":[{"id":"a","owner":"o"},{"id":"a","owner":"o"}]}`,
-		"properties list": `{"format":"solipsism-world","version":1,"objects":[{"id":"a","owner":"o","properties":[]}]}`,
-		"two documents":   `{"format":"solipsism-world","version":1,"objects":[]} {}`,
+		"not JSON":                 `{`,
+		"other format":             `{"format":"x","version":1,"objects":[]}`,
+		"newer version":            `{"format":"solipsism-world","version":2,"objects":[]}`,
+		"unknown field":            `{"format":"solipsism-world","version":1,"objects":[],"extra":1}`,
+		"no id":                    `{"format":"solipsism-world","version":1,"objects":[{"owner":"o"}]}`,
+		"no owner":                 `{"format":"solipsism-world","version":1,"objects":[{"id":"a"}]}`,
+		"twice":                    `{"format":"solipsism-world","version":1,"objects":[{"id":"a","owner":"o"},{"id":"a","owner":"o"}]}`,
+		"properties list":          `{"format":"solipsism-world","version":1,"objects":[{"id":"a","owner":"o","properties":[]}]}`,
+		"two documents":            `{"format":"solipsism-world","version":1,"objects":[]} {}`,
+		"invalid UTF-8":            "{\"format\":\"solipsism-world\",\"version\":1,\"objects\":[{\"id\":\"a\xff\",\"owner\":\"o\"}]}",
+		"invalid UTF-8 in a value": "{\"format\":\"solipsism-world\",\"version\":1,\"objects\":[{\"id\":\"a\",\"owner\":\"o\",\"properties\":{\"x\":\"\xc3\"}}]}",
 	}
 	for name, in := range bad {
 		t.Run(name, func(t *testing.T) {
