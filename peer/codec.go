@@ -188,6 +188,11 @@ type Metadata struct {
 	// extensions the peer speaks, such as FeatureOwnership. A peer that
 	// does not list one is never sent what it would not understand.
 	Features []string
+	// Refused is our extension (metadata key "refused"): identifiers of the
+	// peer's identifierChain that this node does not take from it (its
+	// token does not grant them), so that the peer, a proxy, refuses the
+	// worlds behind it that claim them instead of losing its whole link.
+	Refused []string
 }
 
 // FeatureOwnership is the feature of peers that take part in ownership
@@ -234,6 +239,16 @@ func (l Limits) DecodeMetadata(data json.RawMessage) (Metadata, error) {
 			return md, invalid("features is not an array of at most 32 strings")
 		}
 	}
+	if raw, ok := fields["refused"]; ok && !isNull(raw) {
+		if json.Unmarshal(raw, &md.Refused) != nil || len(md.Refused) > l.MaxChain {
+			return md, invalid("refused is not an array of at most %d identifiers", l.MaxChain)
+		}
+		for _, id := range md.Refused {
+			if err := l.checkID("refused entry", id); err != nil {
+				return md, err
+			}
+		}
+	}
 	if raw, ok := fields["identifierChain"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &md.IdentifierChain); err != nil {
 			return md, invalid("identifierChain is not an array of strings")
@@ -272,14 +287,7 @@ func AppendMetadata(dst []byte, typeName string, md Metadata) []byte {
 	dst = append(dst, typeName...)
 	dst = append(dst, `",{"identifier":`...)
 	dst = appendString(dst, md.Identifier)
-	dst = append(dst, `,"identifierChain":[`...)
-	for i, id := range md.IdentifierChain {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendString(dst, id)
-	}
-	dst = append(dst, ']')
+	dst = appendStrings(append(dst, `,"identifierChain":`...), md.IdentifierChain)
 	if md.Role != "" {
 		dst = append(dst, `,"role":`...)
 		dst = appendString(dst, md.Role)
@@ -288,14 +296,10 @@ func AppendMetadata(dst []byte, typeName string, md Metadata) []byte {
 		dst = appendInterest(dst, md.Interest)
 	}
 	if len(md.Features) > 0 {
-		dst = append(dst, `,"features":[`...)
-		for i, f := range md.Features {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendString(dst, f)
-		}
-		dst = append(dst, ']')
+		dst = appendStrings(append(dst, `,"features":`...), md.Features)
+	}
+	if len(md.Refused) > 0 {
+		dst = appendStrings(append(dst, `,"refused":`...), md.Refused)
 	}
 	if len(md.ResumeTokens) > 0 {
 		dst = append(dst, `,"resumeTokens":{`...)
@@ -315,6 +319,18 @@ func AppendMetadata(dst []byte, typeName string, md Metadata) []byte {
 		dst = append(dst, '}')
 	}
 	return append(dst, "}]"...)
+}
+
+// appendStrings appends a JSON array of strings.
+func appendStrings(dst []byte, ss []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, s)
+	}
+	return append(dst, ']')
 }
 
 // AppendRequest appends a data-less request message such as requestRefresh.

@@ -115,6 +115,10 @@ func TestDecodeMetadata(t *testing.T) {
 		{`{"identifier":"a","identifierChain":"a"}`, "", "", true},
 		{`{"identifier":"a","identifierChain":[""]}`, "", "", true},
 		{`null`, "", "", true},
+		{`{"identifier":"a","refused":["b"]}`, "a", "a", false},
+		{`{"identifier":"a","refused":"b"}`, "", "", true},
+		{`{"identifier":"a","refused":[""]}`, "", "", true},
+		{`{"identifier":"a","refused":[1]}`, "", "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -163,14 +167,14 @@ func TestEncodeRoundTrip(t *testing.T) {
 	if u := wc.Changes[3]; u.Answer || strings.Contains(string(buf), `"id":"u","owner":"o","answer"`) {
 		t.Fatalf("only transfers carry answer: %+v from %s", u, buf)
 	}
-	md := Metadata{Identifier: "a", IdentifierChain: []string{"a", "b"}, Role: "proxy"}
+	md := Metadata{Identifier: "a", IdentifierChain: []string{"a", "b"}, Role: "proxy", Refused: []string{"c", "d"}}
 	for _, name := range []string{TypeMetadata, TypeMetadataChange} {
 		m, err := DecodeMessage(AppendMetadata(nil, name, md))
 		if err != nil || m.Type != name {
 			t.Fatal(m, err)
 		}
 		got, err := lim.DecodeMetadata(m.Data)
-		if err != nil || got.Role != "proxy" || len(got.IdentifierChain) != 2 {
+		if err != nil || got.Role != "proxy" || len(got.IdentifierChain) != 2 || strings.Join(got.Refused, ",") != "c,d" {
 			t.Fatal(got, err)
 		}
 	}

@@ -22,6 +22,8 @@ func FuzzDecode(f *testing.F) {
 		`["worldChange",{"changes":[{"type":"transfer","id":"a","epoch":-1}]}]`,
 		`["worldChange",{"changes":[{"type":"transfer","id":"a","owner":"b","epoch":2,"answer":true},{"type":"transfer","id":"a","answer":"yes"}]}]`,
 		`["metadataChange",{"identifier":"a","features":["ownership"],"resumeTokens":{"a":"t"}}]`,
+		`["metadataChange",{"identifier":"a","refused":["bot-AAAAAAAA-BBBBBBBB"]}]`,
+		`["metadataChange",{"identifier":"a","refused":[""]}]`,
 		`[1]`, `{}`, `"`, `[[[[`,
 	}
 	for _, s := range seeds {

@@ -123,6 +123,7 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	}
 	if ls.kind == ownership.Upstream {
 		n.keepTokensLocked(md)
+		n.upstreamRefusedLocked(md.Refused)
 		ls.chain = make(map[string]bool, len(md.IdentifierChain))
 		for _, id := range md.IdentifierChain {
 			ls.chain[id] = true
@@ -142,13 +143,30 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 		}
 		next[id] = true
 	}
-	for _, id := range md.IdentifierChain {
-		if ls.kind == ownership.Downstream && !ls.grant.Allows(id) {
-			n.log.Info("refused a claim its token does not grant", "identifier", id, "link", l.ID())
-			n.limited("unauthorized")
-			l.Close(peer.StatusUnauthorized, "the token does not grant identifier "+id)
-			return
+	var refused []string
+	if ls.kind == ownership.Downstream {
+		// The peer's own identifier must be granted. A world behind it (a
+		// proxy's client) that its token does not cover is refused alone:
+		// not claimed, so its writes are refused, and the peer is told, so
+		// that it closes that world's link rather than lose its own.
+		kept := md.IdentifierChain[:0:0]
+		for _, id := range md.IdentifierChain {
+			switch {
+			case ls.grant.Allows(id):
+				kept = append(kept, id)
+			case id == md.Identifier:
+				n.log.Info("refused a claim its token does not grant", "identifier", id, "link", l.ID())
+				n.limited("unauthorized")
+				l.Close(peer.StatusUnauthorized, "the token does not grant identifier "+id)
+				return
+			default:
+				n.log.Info("refused a world behind a peer: its token does not grant it", "identifier", id, "link", l.ID(), "peer", md.Identifier)
+				n.limited("unauthorized")
+				refused = append(refused, id)
+				delete(next, id)
+			}
 		}
+		md.IdentifierChain = kept
 	}
 	if id := n.refusedClaim(ls, md); id != "" {
 		n.log.Info("refused a claim to an identifier held by another connection", "identifier", id, "link", l.ID())
@@ -215,8 +233,8 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	if n.interestChangedLocked(ls, md) {
 		changed = true // the union announced upstream and to the mesh
 	}
-	if gained {
-		n.sendTokensLocked(ls)
+	if gained || len(refused) > 0 {
+		n.sendTokensLocked(ls, refused)
 	}
 	first := !ls.ready
 	ls.ready = true

@@ -52,11 +52,33 @@ func (n *Node) refusedClaim(ls *linkState, md peer.Metadata) string {
 
 // sendTokensLocked hands a downstream peer the tokens of the identifiers
 // it holds, in a metadata message of ours. n.mu must be held.
-func (n *Node) sendTokensLocked(ls *linkState) {
-	if ls.kind != ownership.Downstream || ls.link == nil || len(ls.chain) == 0 {
+// refused lists the worlds of its chain the node does not take from it.
+func (n *Node) sendTokensLocked(ls *linkState, refused []string) {
+	if ls.kind != ownership.Downstream || ls.link == nil || len(ls.chain) == 0 && len(refused) == 0 {
 		return
 	}
-	ls.link.SendMetadata(n.tokenMetadataLocked(ls))
+	md := n.tokenMetadataLocked(ls)
+	md.Refused = refused
+	ls.link.SendMetadata(md)
+}
+
+// upstreamRefusedLocked closes the downstream links of worlds the
+// upstream refused (its token does not grant them): one peer's refusal
+// refuses that peer, never its siblings. n.mu must be held.
+func (n *Node) upstreamRefusedLocked(ids []string) {
+	for _, id := range ids {
+		ls := n.claims[id]
+		if ls == nil || ls.kind != ownership.Downstream {
+			continue
+		}
+		n.limited("upstream_refused")
+		if ls.link == nil {
+			n.log.Warn("the upstream does not grant an attached peer's identifier; its objects stay on this node", "identifier", id)
+			continue
+		}
+		n.log.Info("the upstream does not grant an identifier; closing the link that claims it", "identifier", id, "link", ls.link.ID())
+		ls.link.Close(peer.StatusUnauthorized, "the upstream does not grant identifier "+id)
+	}
 }
 
 // tokenMetadataLocked is the node's metadata for a downstream link, with

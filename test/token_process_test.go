@@ -3,6 +3,8 @@ package test
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -123,6 +125,33 @@ func TestAdminEndpoints(t *testing.T) {
 		if got := get(base+path, "", ""); got != 200 {
 			t.Errorf("%s without a token: %d, want 200", path, got)
 		}
+	}
+	// The key never leaves the node: not in the profiles' command line, not
+	// in the log (which warns that it was on the command line).
+	_, cmdline := httpGet(t, "http://"+debug+"/debug/pprof/cmdline?token="+admin)
+	if strings.Contains(cmdline, key) || !strings.Contains(cmdline, "--auth-key\x00<redacted>") {
+		t.Errorf("/debug/pprof/cmdline shows %q", cmdline)
+	}
+	for _, path := range []string{"/api/state", "/metrics"} {
+		if _, body := httpGet(t, base+path+"?token="+admin); strings.Contains(body, key) {
+			t.Errorf("%s shows the key", path)
+		}
+	}
+	if log := p.Log(); strings.Contains(log, key) || !strings.Contains(log, "secrets on the command line are visible") {
+		t.Errorf("the log shows the key, or does not warn that it is on the command line:\n%s", log)
+	}
+	// From a file, the same key: the same tokens work, and no warning.
+	file := filepath.Join(t.TempDir(), "auth.key")
+	os.WriteFile(file, []byte(key+"\n"), 0o600)
+	pf := startProc(t, "--auth-key-file", file)
+	if got := get("http://"+pf.Addr+"/api/state", admin, ""); got != 200 {
+		t.Errorf("an admin token on a node with --auth-key-file: %d, want 200", got)
+	}
+	if got := get("http://"+pf.Addr+"/api/state", "", ""); got != 401 {
+		t.Errorf("no token on a node with --auth-key-file: %d, want 401", got)
+	}
+	if strings.Contains(pf.Log(), "secrets on the command line") {
+		t.Error("a key from a file is warned about")
 	}
 }
 

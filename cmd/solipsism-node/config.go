@@ -61,6 +61,10 @@ type config struct {
 	snapListen    string
 	snapRate      int
 
+	// secretsOnCommandLine names the secret flags given as arguments
+	// (readable by every local user), for a warning at start.
+	secretsOnCommandLine []string
+
 	meshBind     string
 	join         []string
 	meshSecret   []byte
@@ -108,6 +112,8 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		join, secret                  string
 		alloStyle                     string
 		transfers                     string
+		authKeyFile, meshSecretFile   string
+		upstreamTokenFile             string
 	)
 	fs.StringVar(&c.listen, "listen", ":8080", "HTTP listen address")
 	fs.StringVar(&role, "role", "server", "node role: server or proxy")
@@ -150,6 +156,8 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.IntVar(&c.quotas.ObjectBytes, "max-object-bytes", 4<<20, "bytes of all an object's properties; -1 for no limit")
 	fs.StringVar(&c.authKey, "auth-key", "", "turns authentication on: peers must present a JWT signed with this key (an HS256 secret of 32+ bytes in hex or base64, or ed25519:<base64 public key>); see docs/security.md")
 	fs.StringVar(&c.upstreamToken, "upstream-token", "", "proxy: the token presented to an upstream that wants one")
+	fs.StringVar(&authKeyFile, "auth-key-file", "", "a file holding --auth-key (kept out of the command line, which every local user can read)")
+	fs.StringVar(&upstreamTokenFile, "upstream-token-file", "", "a file holding --upstream-token")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate: serve https:// and wss:// (with --tls-key)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.tlsCA, "tls-ca", "", "PEM CA certificates trusted for wss:// upstreams and mesh links, besides the system's")
@@ -159,6 +167,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.StringVar(&c.meshBind, "mesh-bind", "", "server role: host:port for mesh membership (memberlist, UDP and TCP); empty runs a single node")
 	fs.StringVar(&join, "join", "", "comma-separated host:port of mesh members to join")
 	fs.StringVar(&secret, "mesh-secret", "", "32-byte key, hex or base64, that encrypts mesh gossip and authenticates mesh links")
+	fs.StringVar(&meshSecretFile, "mesh-secret-file", "", "a file holding --mesh-secret")
 	fs.StringVar(&c.meshLabel, "mesh-label", "", "mesh label; only members with the same label talk to each other")
 	fs.StringVar(&c.meshProfile, "mesh-profile", "lan", "mesh failure-detection timing: lan, local or wan")
 	fs.StringVar(&c.advertiseURL, "advertise-url", "", "ws:// URL other mesh members dial to reach this node (default: from --listen or --mesh-bind)")
@@ -178,13 +187,36 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		}
 		if v := getenv(envName(f.Name)); v != "" {
 			if err := fs.Set(f.Name, v); err != nil {
-				envErr = errors.Join(envErr, fmt.Errorf("%s=%q (--%s): %w%s", envName(f.Name), v, f.Name, err, expect(f)))
+				shown := fmt.Sprintf("%q", v)
+				if secretFlags[f.Name] {
+					shown = "(secret, not shown)"
+				}
+				envErr = errors.Join(envErr, fmt.Errorf("%s=%s (--%s): %w%s", envName(f.Name), shown, f.Name, err, expect(f)))
 			}
 		}
 	})
 	if envErr != nil {
 		return c, envErr
 	}
+	for _, sf := range []struct {
+		name, file string
+		v          *string
+	}{{"auth-key", authKeyFile, &c.authKey}, {"mesh-secret", meshSecretFile, &secret}, {"upstream-token", upstreamTokenFile, &c.upstreamToken}} {
+		if sf.file == "" {
+			continue
+		}
+		if *sf.v != "" {
+			return c, fmt.Errorf("--%s and --%s-file: give one of them", sf.name, sf.name)
+		}
+		b, err := os.ReadFile(sf.file)
+		if err != nil {
+			return c, fmt.Errorf("--%s-file: %w", sf.name, err)
+		}
+		if *sf.v = strings.TrimSpace(string(b)); *sf.v == "" {
+			return c, fmt.Errorf("--%s-file: %s is empty", sf.name, sf.file)
+		}
+	}
+	c.secretsOnCommandLine = secretArgs(args)
 	var err error
 	if c.role, err = ownership.ParseRole(role); err != nil || c.role == ownership.Client {
 		return c, fmt.Errorf("--role: want server or proxy, got %q", role)
@@ -270,6 +302,52 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		return c, fmt.Errorf("--mesh-profile: want lan, local or wan, got %q", c.meshProfile)
 	}
 	return c, nil
+}
+
+// secretFlags are the flags whose values are secrets: never printed, and
+// kept out of /debug/pprof/cmdline.
+var secretFlags = map[string]bool{"auth-key": true, "mesh-secret": true, "upstream-token": true}
+
+// secretArgs returns the secret flags that args give a value.
+func secretArgs(args []string) []string {
+	var out []string
+	for _, a := range args {
+		if name, ok := secretFlagOf(a); ok {
+			out = append(out, "--"+name)
+		}
+	}
+	return out
+}
+
+// secretFlagOf reports whether the argument a names a secret flag
+// ("--auth-key", "-auth-key=…"), and which.
+func secretFlagOf(a string) (string, bool) {
+	if !strings.HasPrefix(a, "-") {
+		return "", false
+	}
+	name := strings.TrimLeft(a, "-")
+	name, _, _ = strings.Cut(name, "=")
+	return name, secretFlags[name]
+}
+
+// redactArgs returns args with the values of secret flags replaced.
+func redactArgs(args []string) []string {
+	out := make([]string, len(args))
+	hide := false
+	for i, a := range args {
+		switch name, secret := secretFlagOf(a); {
+		case hide:
+			out[i], hide = "<redacted>", false
+		case secret && strings.Contains(a, "="):
+			out[i] = a[:strings.Index(a, "=")+1] + "<redacted>"
+		case secret:
+			out[i], hide = a, true
+			_ = name
+		default:
+			out[i] = a
+		}
+	}
+	return out
 }
 
 // parseKey accepts a 16-, 24- or 32-byte key written in hex or base64.

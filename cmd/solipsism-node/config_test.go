@@ -5,6 +5,8 @@ import (
 	"flag"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +24,11 @@ func TestParseConfig(t *testing.T) {
 		}
 		return func(k string) string { return m[k] }
 	}
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key")
+	os.WriteFile(keyFile, []byte(strings.Repeat("ab", 32)+"\n"), 0o600)
+	emptyFile := filepath.Join(dir, "empty")
+	os.WriteFile(emptyFile, nil, 0o600)
 	tests := []struct {
 		name    string
 		args    []string
@@ -78,11 +85,29 @@ func TestParseConfig(t *testing.T) {
 		{"negative tick", []string{"--tick", "-1s"}, env(), nil, "--tick"},
 		{"bad level", []string{"--log-level", "loud"}, env(), nil, "--log-level"},
 		{"stray argument", []string{"extra"}, env(), nil, "unexpected arguments"},
+		{"secrets from files", []string{"--auth-key-file", keyFile, "--mesh-bind", "127.0.0.1:0", "--mesh-secret-file", keyFile,
+			"--role", "server"}, env("SOLIPSISM_UPSTREAM_TOKEN_FILE", keyFile), func(t *testing.T, c config) {
+			if c.authKey != strings.Repeat("ab", 32) || len(c.meshSecret) != 32 || c.upstreamToken != strings.Repeat("ab", 32) || len(c.secretsOnCommandLine) != 0 {
+				t.Fatalf("%+v", c)
+			}
+		}, ""},
+		{"secret on the command line", []string{"--auth-key=" + strings.Repeat("ab", 32)}, env(), func(t *testing.T, c config) {
+			if len(c.secretsOnCommandLine) != 1 || c.secretsOnCommandLine[0] != "--auth-key" {
+				t.Fatalf("%+v", c.secretsOnCommandLine)
+			}
+		}, ""},
+		{"secret and its file", []string{"--auth-key", "x", "--auth-key-file", keyFile}, env(), nil, "give one of them"},
+		{"missing secret file", []string{"--auth-key-file", filepath.Join(dir, "nope")}, env(), nil, "--auth-key-file"},
+		{"empty secret file", []string{"--auth-key-file", emptyFile}, env(), nil, "is empty"},
+		{"a bad secret in the environment is not printed", []string{"--mesh-bind", "127.0.0.1:0"}, env("SOLIPSISM_MESH_SECRET", "hunter2-secret"), nil, "--mesh-secret"},
 		{"backoff order", []string{"--backoff-min", "2s", "--backoff-max", "1s"}, env(), nil, "--backoff-min"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := parseConfig(tt.args, tt.env, io.Discard)
+			if err != nil && strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("the error shows the secret: %v", err)
+			}
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want one mentioning %q", err, tt.wantErr)
@@ -97,7 +122,25 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
+func TestRedactArgs(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"node --auth-key SECRET --tick 1s", "node --auth-key <redacted> --tick 1s"},
+		{"node -auth-key=SECRET --mesh-secret=S2", "node -auth-key=<redacted> --mesh-secret=<redacted>"},
+		{"node --upstream-token T --auth-key-file /k", "node --upstream-token <redacted> --auth-key-file /k"},
+		{"node --listen :8080", "node --listen :8080"},
+	} {
+		if got := strings.Join(redactArgs(strings.Fields(c.in)), " "); got != c.want {
+			t.Errorf("redactArgs(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
 func TestMeshAdvertise(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key")
+	os.WriteFile(keyFile, []byte(strings.Repeat("ab", 32)+"\n"), 0o600)
+	emptyFile := filepath.Join(dir, "empty")
+	os.WriteFile(emptyFile, nil, 0o600)
 	tests := []struct {
 		listen, bind, adv, want string
 		err                     bool

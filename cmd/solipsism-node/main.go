@@ -13,6 +13,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -63,11 +64,19 @@ func main() {
 func debugMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/cmdline", cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// cmdline is pprof.Cmdline with the values of secret flags redacted: an
+// admin token must not reveal the key that signs tokens.
+func cmdline(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprint(w, strings.Join(redactArgs(os.Args), "\x00"))
 }
 
 // run starts the node and serves until ctx is done.
@@ -209,6 +218,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "url", web, "ws", ws, "tls", cfg.tlsCert != "", "auth", authn != nil, "mesh", meshMode,
 		"role", cfg.role.String(), "identifier", node.Identifier(), "store", cfg.dataDir != "", "tick", cfg.tick.String())
+	if len(cfg.secretsOnCommandLine) > 0 {
+		log.Warn("secrets on the command line are visible to every user of this machine (ps, /proc); give them in files (--auth-key-file, --mesh-secret-file, --upstream-token-file) or the environment",
+			"flags", strings.Join(cfg.secretsOnCommandLine, ","))
+	}
+	if cfg.upstreamToken != "" && authn == nil {
+		log.Warn("this proxy presents a token upstream but checks none itself (no --auth-key): anyone who reaches it acts under its token's grants; see docs/security.md")
+	}
 
 	if cfg.debug != "" {
 		dln, err := net.Listen("tcp", cfg.debug)

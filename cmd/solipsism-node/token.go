@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -20,20 +21,31 @@ func runToken(args []string, now time.Time, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("solipsism-node token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	key := fs.String("key", "", "the signing key: the HS256 secret the node's --auth-key names (hex or base64, decoded to its bytes before signing, as the node decodes it), or ed25519:<base64 private key> for a node started with ed25519:<public key>")
+	keyFile := fs.String("key-file", "", "a file holding --key (e.g. the node's --auth-key-file)")
 	sub := fs.String("sub", "", "an identifier the token grants (the JWT subject), e.g. client-8f3KQ2ab-Lm0c9Xz1")
 	ids := fs.String("id", "", "more identifiers, comma-separated")
 	prefixes := fs.String("prefix", "", "comma-separated prefixes: the token grants every identifier prefix-XXXXXXXX-XXXXXXXX of them (what clients that make up their identifier need)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
 	admin := fs.Bool("admin", false, "let the holder read the admin endpoints (/api/state, /inspect, /metrics, profiles)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: solipsism-node token --key K [--sub ID] [--id ID,...] [--prefix P,...] [--admin] [--ttl 24h]")
+		fmt.Fprintln(stderr, "Usage: solipsism-node token --key K|--key-file F [--sub ID] [--id ID,...] [--prefix P,...] [--admin] [--ttl 24h]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *keyFile != "" {
+		if *key != "" {
+			return errors.New("token: --key and --key-file: give one of them")
+		}
+		b, err := os.ReadFile(*keyFile)
+		if err != nil {
+			return fmt.Errorf("token: --key-file: %w", err)
+		}
+		*key = strings.TrimSpace(string(b))
+	}
 	if *key == "" {
-		return errors.New("token: --key is required")
+		return errors.New("token: --key (or --key-file) is required")
 	}
 	grants := split(*ids)
 	if *sub != "" {
