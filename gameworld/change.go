@@ -54,6 +54,15 @@ func ParseChangeType(s string) (ChangeType, bool) {
 // produce new maps (copy on write), so it may be shared freely.
 type Properties map[string]json.RawMessage
 
+// Size returns the bytes of p's names and values.
+func (p Properties) Size() int64 {
+	var n int64
+	for k, v := range p {
+		n += int64(len(k) + len(v))
+	}
+	return n
+}
+
 // Merge returns a new map holding p overlaid with q. Neither input is
 // modified.
 func (p Properties) Merge(q Properties) Properties {

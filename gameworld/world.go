@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -77,6 +78,9 @@ type World struct {
 	// slots again, and what links index by slot stays small.
 	free     slotHeap
 	nextSlot uint32
+	// count and size (the bytes of every property name and value) follow
+	// the world for Size, which an Authorizer may call.
+	count, size atomic.Int64
 }
 
 // New returns an empty world with the given identifier.
@@ -100,6 +104,14 @@ func (w *World) Len() int {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	return len(w.objs)
+}
+
+// Size returns the number of objects and the bytes of all their property
+// names and values. Unlike the other methods it takes no lock, so an
+// Authorizer may call it (it then includes the batch's changes applied so
+// far).
+func (w *World) Size() (objects int, bytes int64) {
+	return int(w.count.Load()), w.size.Load()
 }
 
 // Get returns a snapshot of the object with the given id.
@@ -242,6 +254,8 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		}
 		o = &Object{ID: c.ID, Owner: c.Owner, Properties: props, Epoch: c.Epoch, Version: 1, Revision: w.rev, Created: now, Updated: now, Slot: slot}
 		w.objs[c.ID] = o
+		w.count.Add(1)
+		w.size.Add(props.Size())
 		return Record{Change: Change{Type: Add, ID: c.ID, Owner: c.Owner, Properties: props, Epoch: c.Epoch}, Version: 1, Revision: w.rev, After: props, Slot: slot}, true
 	case Transfer:
 		if o == nil {
@@ -260,6 +274,7 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		}
 		o.Owner, o.Epoch = c.Owner, c.Epoch
 		if c.Properties != nil {
+			w.size.Add(c.Properties.Size() - o.Properties.Size())
 			o.Properties = c.Properties.Merge(nil)
 		}
 		o.Version++
@@ -278,6 +293,8 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		}
 		w.rev++
 		delete(w.objs, c.ID)
+		w.count.Add(-1)
+		w.size.Add(-o.Properties.Size())
 		if len(w.objs) == 0 {
 			// Empty: every slot is free again, and the heap's memory goes.
 			w.free, w.nextSlot = nil, 0
@@ -300,6 +317,18 @@ func (w *World) update(o *Object, props Properties, now time.Time) Record {
 			delta = make(Properties, len(props))
 		}
 		delta[k] = v
+	}
+	if len(delta) > 0 {
+		var grown int64
+		for k, v := range delta {
+			if old, ok := o.Properties[k]; ok {
+				grown -= int64(len(k) + len(old))
+			}
+			if v != nil {
+				grown += int64(len(k) + len(v))
+			}
+		}
+		w.size.Add(grown)
 	}
 	if len(delta) == 0 {
 		return Record{}

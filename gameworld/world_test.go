@@ -239,3 +239,27 @@ func TestSlotsReusedLowestFirst(t *testing.T) {
 		t.Fatalf("an empty world gave slot %d", res.Records[0].Slot)
 	}
 }
+
+// TestWorldSize: Size follows adds, updates, transfers and removes.
+func TestWorldSize(t *testing.T) {
+	w := New("w")
+	size := func() (int, int64) { return w.Size() }
+	check := func(what string, wantN int, wantB int64) {
+		t.Helper()
+		if n, b := size(); n != wantN || b != wantB {
+			t.Fatalf("%s: size %d objects, %d bytes; want %d, %d", what, n, b, wantN, wantB)
+		}
+	}
+	w.Apply([]Change{{Type: Add, ID: "a", Owner: "o", Properties: Properties{"x": []byte("12")}}}, nil)
+	check("add", 1, 3)
+	w.Apply([]Change{{Type: Update, ID: "a", Properties: Properties{"x": []byte("1234"), "yy": []byte("1")}}}, nil)
+	check("update", 1, 8)
+	w.Apply([]Change{{Type: Add, ID: "a", Owner: "o", Properties: Properties{"x": []byte("1234")}}}, nil)
+	check("add of an existing id that changes nothing", 1, 8)
+	w.Apply([]Change{{Type: Transfer, ID: "a", Owner: "p", Epoch: 1, Properties: Properties{"z": []byte("1")}}}, nil)
+	check("transfer with the whole object", 1, 2)
+	w.Apply([]Change{{Type: Add, ID: "b", Owner: "o", Properties: Properties{"k": []byte("true")}}, {Type: Remove, ID: "a"}}, nil)
+	check("add and remove", 1, 5)
+	w.Apply([]Change{{Type: Remove, ID: "b"}}, nil)
+	check("empty", 0, 0)
+}

@@ -68,7 +68,7 @@ func limitedCounter(labels prometheus.Labels) *prometheus.CounterVec {
 		Name: "solipsism_limited_total", ConstLabels: labels,
 		Help: "Peers' actions stopped by a limit: connections_per_ip, objects_per_owner, object_size (properties or bytes), unauthorized, identity_taken.",
 	}, []string{"limit"})
-	for _, l := range []string{"connections_per_ip", "objects_per_owner", "object_size", "unauthorized", "identity_taken", "upstream_refused"} {
+	for _, l := range []string{"connections_per_ip", "objects_per_owner", "object_size", "unauthorized", "identity_taken", "upstream_refused", "world_objects", "world_bytes"} {
 		c.WithLabelValues(l)
 	}
 	return c

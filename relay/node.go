@@ -71,7 +71,9 @@ type Node struct {
 	// batchAdds counts the adds a batch being applied has let in so far,
 	// per owner (quota.go).
 	batchAdds map[string]int
-	perIP     map[string]int
+	// worldWarned is when a write over the world's bounds was last logged.
+	worldWarned time.Time
+	perIP       map[string]int
 	// asked are the transfer requests waiting for the upstream's answer,
 	// and held the answers a mesh server holds for its members'
 	// acknowledgements, by object (answers.go).

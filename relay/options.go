@@ -118,6 +118,15 @@ type Quotas struct {
 	// ObjectBytes (all of an object's properties). Defaults 1,024, 256 KiB
 	// and 4 MiB.
 	PropertiesPerObject, ValueBytes, ObjectBytes int
+	// WorldObjects and WorldBytes bound what the node accepts from its
+	// upstream and its mesh members, whose worlds no per-owner quota
+	// covers: their new objects are refused once the world holds
+	// WorldObjects objects, and their writes that would take the world's
+	// properties (names and values) past WorldBytes. The per-object quotas
+	// apply to them too. Defaults 500,000 and 256 MiB (a node then stays
+	// within about 1 GiB).
+	WorldObjects int
+	WorldBytes   int64
 }
 
 func (q *Quotas) defaults() {
@@ -144,4 +153,11 @@ func (q *Quotas) defaults() {
 	def(&q.PropertiesPerObject, 1024)
 	def(&q.ValueBytes, 256<<10)
 	def(&q.ObjectBytes, 4<<20)
+	def(&q.WorldObjects, 500000)
+	switch {
+	case q.WorldBytes == 0:
+		q.WorldBytes = 256 << 20
+	case q.WorldBytes < 0:
+		q.WorldBytes = math.MaxInt64
+	}
 }

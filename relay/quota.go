@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/solipsism/mesh/gameworld"
 )
@@ -31,6 +32,54 @@ func (n *Node) checkQuota(c gameworld.Change, existing *gameworld.Object, owner 
 		}
 		n.batchAdds[owner]++
 	}
+	return n.checkObjectSize(c, existing)
+}
+
+// checkTrusted bounds what the node accepts from its upstream and its mesh
+// members, whose owners no per-owner quota covers: a broken or hostile
+// upstream flooding distinct objects of many owners must not take the
+// node's memory. Beyond the bounds their writes are refused (counted and
+// logged); the node keeps serving what it has. n.mu must be held.
+func (n *Node) checkTrusted(ls *linkState, c gameworld.Change, existing *gameworld.Object) error {
+	q := &n.opts.Quotas
+	if c.Type == gameworld.Remove {
+		return nil
+	}
+	objects, bytes := n.world.Size()
+	grows := c.Properties.Size()
+	if existing == nil {
+		if objects >= q.WorldObjects {
+			return n.overWorld(ls, "world_objects", fmt.Errorf("%w: the world holds %d objects (limit %d)", ErrQuota, objects, q.WorldObjects))
+		}
+	} else {
+		for k := range c.Properties {
+			if old, ok := existing.Properties[k]; ok {
+				grows -= int64(len(k) + len(old))
+			}
+		}
+	}
+	if grows > 0 && bytes+grows > q.WorldBytes {
+		return n.overWorld(ls, "world_bytes", fmt.Errorf("%w: the world's properties would take %d bytes (limit %d)", ErrQuota, bytes+grows, q.WorldBytes))
+	}
+	return n.checkObjectSize(c, existing)
+}
+
+// overWorld counts and logs (at most every 10 s) a write refused for the
+// world's bounds, and returns err. n.mu must be held.
+func (n *Node) overWorld(ls *linkState, limit string, err error) error {
+	n.limited(limit)
+	if now := time.Now(); now.Sub(n.worldWarned) > 10*time.Second {
+		n.worldWarned = now
+		n.log.Warn("refusing objects from a trusted link: the world is at its bound (--max-world-objects, --max-world-bytes); serving what it has",
+			"kind", ls.kind.String(), "err", err)
+	}
+	return err
+}
+
+// checkObjectSize refuses a write that would take an object over the
+// per-object quotas. n.mu must be held.
+func (n *Node) checkObjectSize(c gameworld.Change, existing *gameworld.Object) error {
+	q := &n.opts.Quotas
 	count, size := 0, 0
 	if existing != nil {
 		for k, v := range existing.Properties {

@@ -79,7 +79,7 @@ func (n *Node) authorize(ls *linkState, kind ownership.LinkKind, c gameworld.Cha
 	if kind == ownership.Downstream {
 		return n.checkQuota(c, existing, owner)
 	}
-	return nil
+	return n.checkTrusted(ls, c, existing)
 }
 
 // mayTransfer decides a transfer of the existing object ex. n.mu must be

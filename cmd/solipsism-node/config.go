@@ -114,6 +114,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		transfers                     string
 		authKeyFile, meshSecretFile   string
 		upstreamTokenFile             string
+		worldBytes                    string
 	)
 	fs.StringVar(&c.listen, "listen", ":8080", "HTTP listen address")
 	fs.StringVar(&role, "role", "server", "node role: server or proxy")
@@ -154,6 +155,8 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.IntVar(&c.quotas.PropertiesPerObject, "max-props-per-object", 1024, "properties per object; -1 for no limit")
 	fs.IntVar(&c.quotas.ValueBytes, "max-value-bytes", 256<<10, "bytes of one property value; -1 for no limit")
 	fs.IntVar(&c.quotas.ObjectBytes, "max-object-bytes", 4<<20, "bytes of all an object's properties; -1 for no limit")
+	fs.IntVar(&c.quotas.WorldObjects, "max-world-objects", 500000, "objects the node accepts from its upstream and mesh members (further new ones are refused); -1 for no limit")
+	fs.StringVar(&worldBytes, "max-world-bytes", "256MiB", "bytes of properties the node accepts from its upstream and mesh members (bytes, or with KiB/MiB/GiB); -1 for no limit")
 	fs.StringVar(&c.authKey, "auth-key", "", "turns authentication on: peers must present a JWT signed with this key (an HS256 secret of 32+ bytes in hex or base64, or ed25519:<base64 public key>); see docs/security.md")
 	fs.StringVar(&c.upstreamToken, "upstream-token", "", "proxy: the token presented to an upstream that wants one")
 	fs.StringVar(&authKeyFile, "auth-key-file", "", "a file holding --auth-key (kept out of the command line, which every local user can read)")
@@ -229,6 +232,11 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	}
 	if c.readRate, err = parseSize(readRate, math.MaxInt32); err != nil {
 		return c, fmt.Errorf("--read-rate: %w", err)
+	}
+	if strings.TrimSpace(worldBytes) == "-1" {
+		c.quotas.WorldBytes = -1
+	} else if c.quotas.WorldBytes, err = parseSize(worldBytes, math.MaxInt64); err != nil {
+		return c, fmt.Errorf("--max-world-bytes: %w", err)
 	}
 	if c.alloStyle, err = alloverse.ParsePatchStyle(alloStyle); err != nil {
 		return c, fmt.Errorf("--allo-patch-style: %w", err)
