@@ -91,7 +91,8 @@ func (l *Link) Offer(recs []*Record, verdict func(i int) Verdict, full func(i in
 	}
 	var direct *item
 	var q *queue
-	if unique && !l.writing && len(l.outbox) == 0 && !time.Now().Before(l.dueLocked()) {
+	// A burst goes through the queue, which sends it a slice at a time.
+	if unique && len(recs) <= sliceEntries && !l.writing && len(l.outbox) == 0 && !time.Now().Before(l.dueLocked()) {
 		direct = &item{recs: *recsPool.Get().(*[]*Record)}
 	}
 	for i, r := range recs {
@@ -212,7 +213,7 @@ func (l *Link) MarkRefreshed() {
 		return
 	}
 	if q := l.openQueueLocked(); q != nil {
-		q.refreshed = true
+		q.markRefreshed()
 		l.startWriterLocked()
 	}
 }

@@ -159,13 +159,34 @@ func (s slotSet) len() int {
 // while the link keeps up. Guarded by the link's outMu.
 type queue struct {
 	entries map[uint32]*entry
-	order   []uint32 // slots with pending changes, in first-push order
+	// order lists the entries by when they last became pending: an entry
+	// changed again after a slice was drained moves to the end. Positions
+	// whose entry has gone, or moved, are stale and skipped; order[:head]
+	// are all stale, order[fresh:] came after the last slice.
+	order       []qpos
+	head, fresh int
+	nextAt      uint64
 	// orphans are removes still pending for objects whose slot has since
 	// been reused by another object.
 	orphans []*Record
-	// refreshed is set when a refresh answer has been queued; the next
-	// drain marks its last frame.
-	refreshed bool
+	// removes maps the ids of pending removes to their slots, so that a
+	// slice that sends an id's add in another slot sends its remove too.
+	removes map[string]uint32
+	// refreshed is set when a refresh answer has been queued; beforeMark
+	// counts the entries queued before it that are still pending: the
+	// drain that sends the last of them marks its last frame.
+	refreshed  bool
+	beforeMark int
+	refreshSeq uint64
+	// nextSeq numbers entries in the order they were first pushed.
+	nextSeq uint64
+}
+
+// qpos is a position in a queue's order: the entry in slot, if its at is
+// still at.
+type qpos struct {
+	slot uint32
+	at   uint64
 }
 
 // entry is the pending state of the object id in one slot: knew records
@@ -174,14 +195,30 @@ type queue struct {
 // pending state if the object exists at the end of the sequence.
 type entry struct {
 	id      string
+	seq, at uint64
 	knew    bool
 	removed *Record
 	rec     *Record
 }
 
-func (q *queue) len() int { return len(q.order) + len(q.orphans) }
+func (q *queue) len() int { return len(q.entries) + len(q.orphans) }
 
 func (q *queue) empty() bool { return q.len() == 0 && !q.refreshed }
+
+// place puts e (in slot) at the end of the order.
+func (q *queue) place(slot uint32, e *entry) {
+	e.at = q.nextAt
+	q.nextAt++
+	q.order = append(q.order, qpos{slot, e.at})
+}
+
+// at returns the entry at position p, or nil if p is stale.
+func (q *queue) at(p qpos) *entry {
+	if e := q.entries[p.slot]; e != nil && e.at == p.at {
+		return e
+	}
+	return nil
+}
 
 // push queues r; known is the link's set of known slots, updated to what
 // the peer will know once the queue is sent.
@@ -195,25 +232,61 @@ func (q *queue) push(r *Record, known *slotSet) {
 		// was pushed before the slot could be reused); keep that remove.
 		if e.removed != nil {
 			q.orphans = append(q.orphans, e.removed)
+			q.forgetRemove(e.removed.ID, r.Slot)
+		}
+		if q.refreshed && e.seq < q.refreshSeq {
+			q.beforeMark-- // what it owed the refresh answer is the orphan
 		}
 		e.id, e.removed, e.rec = r.ID, nil, nil
 		e.knew = known.has(r.Slot)
+		e.seq = q.nextSeq
+		q.nextSeq++
+		q.place(r.Slot, e)
 	}
 	if e == nil {
-		e = &entry{id: r.ID, knew: known.has(r.Slot)}
+		e = &entry{id: r.ID, seq: q.nextSeq, knew: known.has(r.Slot)}
+		q.nextSeq++
 		q.entries[r.Slot] = e
-		q.order = append(q.order, r.Slot)
+		q.place(r.Slot, e)
+	} else if q.fresh > 0 && q.indexOf(e) < q.fresh {
+		// Changed again since the last slice: live, not backlog.
+		q.place(r.Slot, e)
 	}
 	if r.Type == gameworld.Remove {
 		e.rec = nil
 		if e.knew {
 			e.removed = r
+			if q.removes == nil {
+				q.removes = make(map[string]uint32)
+			}
+			q.removes[r.ID] = r.Slot
 		}
 		known.remove(r.Slot)
 		return
 	}
 	e.rec = Coalesce(e.rec, r)
 	known.add(r.Slot)
+}
+
+// indexOf returns the index in q.order of e's position (found by binary
+// search: positions are in increasing at).
+func (q *queue) indexOf(e *entry) int {
+	lo, hi := q.head, len(q.order)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if q.order[m].at < e.at {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+func (q *queue) forgetRemove(id string, slot uint32) {
+	if s, ok := q.removes[id]; ok && s == slot {
+		delete(q.removes, id)
+	}
 }
 
 // Batch is what one drain of a queue sends: First goes out before Second,
@@ -234,6 +307,101 @@ func (b *Batch) reset() {
 	b.First, b.Second, b.Refreshed = b.First[:0], b.Second[:0], false
 }
 
+// markRefreshed marks the end of a refresh answer: every entry queued so far
+// belongs to it.
+func (q *queue) markRefreshed() {
+	q.refreshed = true
+	q.refreshSeq = q.nextSeq
+	q.beforeMark = len(q.entries)
+}
+
+// liveEntries is how many entries an owner may have among those that came
+// since the last slice for them to count as live rather than bulk.
+const liveEntries = 16
+
+// drainSlice moves at most max entries of the queue into b (all of them if
+// max is not positive) and reports whether entries are left. A queue that
+// has fallen behind by a burst (a flood, a large refresh answer) is sent a
+// slice at a time, so that what arrives meanwhile still coalesces into it
+// (an add and the remove that follows cancel out), and each slice takes
+// first what changed since the last one, of owners with few such changes:
+// live changes of other peers overtake the bulk of one, which then goes
+// oldest first. Order is kept where the protocol needs it: a remove of an
+// id goes in the slice of, or before, its add in another slot; removes of
+// reused slots go in the next slice; the refresh marker goes with the
+// slice that sends the last entry queued before it.
+func (q *queue) drainSlice(b *Batch, max int) (more bool) {
+	if max <= 0 || len(q.entries) <= max {
+		q.drain(b)
+		return false
+	}
+	slice := &queue{entries: make(map[uint32]*entry, max), orphans: q.orphans}
+	q.orphans = nil
+	var take func(slot uint32, e *entry)
+	take = func(slot uint32, e *entry) {
+		delete(q.entries, slot)
+		slice.entries[slot] = e
+		slice.order = append(slice.order, qpos{slot, e.at})
+		if q.refreshed && e.seq < q.refreshSeq {
+			q.beforeMark--
+		}
+		if e.removed != nil {
+			q.forgetRemove(e.removed.ID, slot)
+		}
+		if e.rec != nil {
+			if s, ok := q.removes[e.rec.ID]; ok && s != slot {
+				if r := q.entries[s]; r != nil {
+					take(s, r)
+				}
+			}
+		}
+	}
+	fresh := q.order[q.fresh:]
+	owners := make(map[string]int)
+	for _, p := range fresh {
+		if e := q.at(p); e != nil {
+			owners[e.owner()]++
+		}
+	}
+	for _, p := range fresh {
+		if len(slice.entries) >= max {
+			break
+		}
+		if e := q.at(p); e != nil && owners[e.owner()] <= liveEntries {
+			take(p.slot, e)
+		}
+	}
+	for i := q.head; i < len(q.order) && len(slice.entries) < max; i++ {
+		if e := q.at(q.order[i]); e != nil {
+			take(q.order[i].slot, e)
+		}
+	}
+	for q.head < len(q.order) && q.at(q.order[q.head]) == nil {
+		q.head++
+	}
+	if q.head > len(q.order)/2 {
+		q.order = append(q.order[:0:0], q.order[q.head:]...)
+		q.head = 0
+	}
+	q.fresh = len(q.order)
+	if q.refreshed && q.beforeMark <= 0 {
+		slice.refreshed, q.refreshed = true, false
+	}
+	slice.drain(b)
+	return q.len() > 0 || q.refreshed
+}
+
+// owner is the owner of the entry's pending change.
+func (e *entry) owner() string {
+	switch {
+	case e.rec != nil:
+		return e.rec.Owner
+	case e.removed != nil:
+		return e.removed.Owner
+	}
+	return ""
+}
+
 // drain empties the queue into b.
 func (q *queue) drain(b *Batch) {
 	// An object removed and added again may have come back in another
@@ -246,8 +414,8 @@ func (q *queue) drain(b *Batch) {
 		}
 		removed[r.ID] = true
 	}
-	for _, slot := range q.order {
-		if e := q.entries[slot]; e.removed != nil {
+	for _, p := range q.order[q.head:] {
+		if e := q.at(p); e != nil && e.removed != nil {
 			if removed == nil {
 				removed = map[string]bool{}
 			}
@@ -255,8 +423,11 @@ func (q *queue) drain(b *Batch) {
 		}
 	}
 	b.First = append(b.First, q.orphans...)
-	for _, slot := range q.order {
-		e := q.entries[slot]
+	for _, p := range q.order[q.head:] {
+		e := q.at(p)
+		if e == nil {
+			continue
+		}
 		switch {
 		case e.removed != nil && e.rec != nil, e.removed == nil && e.rec != nil && removed[e.rec.ID]:
 			if e.removed != nil {

@@ -219,3 +219,135 @@ func TestSlotSetGivesMemoryBack(t *testing.T) {
 		t.Fatalf("after the flood left: %d slots in a set of capacity %d words", s.len(), cap(s))
 	}
 }
+
+// owned is an add of id by owner in slot.
+func owned(owner, id string, slot uint32) *Record {
+	return NewRecord(gameworld.Change{Type: gameworld.Add, ID: id, Owner: owner, Properties: gameworld.Properties{"x": json.RawMessage("1")}}, slot)
+}
+
+func ids(rs []*Record) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Type.String()+" "+r.ID)
+	}
+	return out
+}
+
+// TestDrainSlice: a queue that fell behind by a burst goes a slice at a
+// time; live changes of other owners go first, the bulk oldest first; the
+// protocol's order holds across slices.
+func TestDrainSlice(t *testing.T) {
+	const max = 4
+	t.Run("live changes overtake the bulk", func(t *testing.T) {
+		var q queue
+		var known slotSet
+		for i := range 20 {
+			q.push(owned("flood", fmt.Sprint("f", i), uint32(i)), &known)
+		}
+		q.push(owned("alice", "a", 100), &known)
+		var b Batch
+		if !q.drainSlice(&b, max) {
+			t.Fatal("nothing left after the first slice")
+		}
+		if got := ids(b.First); fmt.Sprint(got) != "[add a add f0 add f1 add f2]" {
+			t.Fatalf("first slice %v", got)
+		}
+		b.reset()
+		// Arrives while the bulk is pending: next slice, first.
+		q.push(owned("bob", "b", 101), &known)
+		// A pending bulk entry changed again is live too.
+		q.push(NewRecord(gameworld.Change{Type: gameworld.Update, ID: "f19", Owner: "flood", Properties: gameworld.Properties{"x": json.RawMessage("2")}}, 19), &known)
+		q.drainSlice(&b, max)
+		if got := ids(b.First); fmt.Sprint(got) != "[add b add f19 add f3 add f4]" {
+			t.Fatalf("second slice %v", got)
+		}
+		b.reset()
+		n := 8
+		for q.drainSlice(&b, max) {
+			n += len(b.First)
+			b.reset()
+		}
+		n += len(b.First)
+		if n != 22 || q.len() != 0 {
+			t.Fatalf("sent %d records in all, %d left; want 22, 0", n, q.len())
+		}
+	})
+	t.Run("an add and the remove that follows cancel out while pending", func(t *testing.T) {
+		var q queue
+		var known slotSet
+		for i := range 20 {
+			q.push(owned("flood", fmt.Sprint("f", i), uint32(i)), &known)
+		}
+		var b Batch
+		q.drainSlice(&b, max) // f0..f3 sent: known
+		b.reset()
+		for i := range 20 {
+			q.push(NewRecord(gameworld.Change{Type: gameworld.Remove, ID: fmt.Sprint("f", i), Owner: "flood"}, uint32(i)), &known)
+		}
+		var sent []string
+		for more := true; more; b.reset() {
+			more = q.drainSlice(&b, max)
+			sent = append(sent, ids(b.First)...)
+		}
+		if fmt.Sprint(sent) != "[remove f0 remove f1 remove f2 remove f3]" {
+			t.Fatalf("sent %v; want only the removes of what the peer was sent", sent)
+		}
+	})
+	t.Run("a remove goes with or before the add of its id in another slot", func(t *testing.T) {
+		var q queue
+		var known slotSet
+		q.push(owned("w", "x", 1), &known)
+		var b Batch
+		q.drain(&b) // the peer knows x in slot 1
+		b.reset()
+		for i := range 10 {
+			q.push(owned("flood", fmt.Sprint("f", i), uint32(10+i)), &known)
+		}
+		q.push(NewRecord(gameworld.Change{Type: gameworld.Remove, ID: "x", Owner: "w"}, 1), &known)
+		q.push(owned("w", "x", 50), &known) // back, in another slot
+		var msgs [][]string
+		for more := true; more; b.reset() {
+			more = q.drainSlice(&b, max)
+			msgs = append(msgs, ids(b.First))
+			if len(b.Second) > 0 {
+				msgs = append(msgs, ids(b.Second))
+			}
+		}
+		removed, added := -1, -1
+		for i, m := range msgs {
+			for _, r := range m {
+				switch r {
+				case "remove x":
+					removed = i
+				case "add x":
+					added = i
+				}
+			}
+		}
+		if removed < 0 || added <= removed {
+			t.Fatalf("messages %v: the remove of x must come in a message before its add", msgs)
+		}
+	})
+	t.Run("the refresh marker goes with the last entry queued before it", func(t *testing.T) {
+		var q queue
+		var known slotSet
+		for i := range 10 {
+			q.push(owned("w", fmt.Sprint("r", i), uint32(i)), &known)
+		}
+		q.markRefreshed()
+		var b Batch
+		var marks []bool
+		for more := true; more; b.reset() {
+			more = q.drainSlice(&b, max)
+			marks = append(marks, b.Refreshed)
+			// Live changes keep coming; they do not hold the marker back.
+			q.push(owned("live", fmt.Sprint("l", len(marks)), uint32(100+len(marks))), &known)
+			if len(marks) > 10 {
+				break
+			}
+		}
+		if fmt.Sprint(marks[:3]) != "[false false true]" {
+			t.Fatalf("markers by slice %v; want the third slice (r8, r9) marked", marks)
+		}
+	})
+}

@@ -26,6 +26,7 @@ func (l *Link) writeOut() {
 	}()
 	var batch Batch
 	var timer *time.Timer
+	bursting := false
 	for {
 		l.outMu.Lock()
 		if l.closed {
@@ -39,7 +40,7 @@ func (l *Link) writeOut() {
 			return
 		}
 		it := l.outbox[0]
-		if it.q != nil {
+		if it.q != nil && !bursting {
 			if wait := time.Until(l.dueLocked()); wait > 0 {
 				// Not due yet: what arrives meanwhile coalesces into it.
 				l.outMu.Unlock()
@@ -56,10 +57,22 @@ func (l *Link) writeOut() {
 				continue
 			}
 		}
-		l.outbox[0] = nil
-		l.outbox = l.outbox[1:]
+		more := false
 		if it.q != nil {
-			it.q.drain(&batch)
+			more = it.q.drainSlice(&batch, sliceEntries)
+		}
+		// The rest of a burst follows as soon as the peer has read this
+		// slice: the wait for its answer paces it.
+		bursting = more
+		if more {
+			// The rest of the queue stays at the head of the outbox (and
+			// goes on coalescing what arrives for it); its control
+			// messages went with this slice.
+			it = &item{flags: it.flags, md: it.md, q: it.q}
+			l.outbox[0].flags = 0
+		} else {
+			l.outbox[0] = nil
+			l.outbox = l.outbox[1:]
 		}
 		if it.recs != nil || it.q != nil {
 			l.lastFlush = time.Now()
@@ -72,11 +85,42 @@ func (l *Link) writeOut() {
 			recs := it.recs[:0]
 			recsPool.Put(&recs)
 		}
+		if err == nil && more {
+			err = l.awaitPeer()
+		}
 		if err != nil {
 			l.closeWith(err)
 			return
 		}
 	}
+}
+
+// sliceEntries is how many objects' changes a link sends at once from a
+// queue that has fallen behind; see queue.drainSlice.
+const sliceEntries = 2048
+
+// awaitPeer waits until the peer has read everything written so far (the
+// answer to a ping follows it), so that a burst is paced by what the peer
+// takes in rather than piled up in socket buffers ahead of live changes.
+// It waits at most the stall timeout; a peer that is merely slow then gets
+// the rest unpaced, and one that stopped reading is cut off by the stall
+// timer of a blocked write or by the keepalive, as without pacing.
+func (l *Link) awaitPeer() error {
+	p, ok := l.conn.(Pinger)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StallTimeout)
+	defer cancel()
+	if err := p.Ping(ctx); err != nil {
+		select {
+		case <-l.done:
+			return l.Err()
+		default:
+		}
+		l.logger().Debug("peer slow to read a burst; sending on unpaced", "waited", l.opts.StallTimeout)
+	}
+	return nil
 }
 
 // pingDelay is the ping interval with ±25% jitter: links opened together

@@ -383,6 +383,13 @@ func (p *Peer) WaitClosed(timeout time.Duration) (websocket.StatusCode, string) 
 	return -1, p.closed.Error()
 }
 
+// Len returns the number of objects in the peer's view, without copying it.
+func (p *Peer) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.objects)
+}
+
 // Objects returns a copy of the peer's view.
 func (p *Peer) Objects() map[string]Object {
 	p.mu.Lock()

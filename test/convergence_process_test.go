@@ -1,0 +1,203 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/internal/wiretest"
+	"github.com/solipsism/mesh/relay"
+)
+
+// worldOf returns a node process's world from its inspector API: each
+// object's owner and properties.
+func worldOf(t testing.TB, p *proc) map[string]wiretest.Object {
+	t.Helper()
+	_, body := httpGet(t, "http://"+p.Addr+"/api/state?limit=1000000")
+	var st relay.State
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatalf("/api/state: %v", err)
+	}
+	out := make(map[string]wiretest.Object, len(st.Objects))
+	for _, o := range st.Objects {
+		props := map[string]json.RawMessage{}
+		for k, v := range o.Properties {
+			props[k] = v
+		}
+		out[o.ID] = wiretest.Object{Owner: o.Owner, Properties: props}
+	}
+	return out
+}
+
+// differs describes how a peer's view differs from its node's world less
+// the peer's own objects ("" if it does not).
+func differs(view, node map[string]wiretest.Object, self string) string {
+	var diffs []string
+	for id, o := range node {
+		if o.Owner == self {
+			continue
+		}
+		v, ok := view[id]
+		switch {
+		case !ok:
+			diffs = append(diffs, "lacks "+id)
+		case v.Owner != o.Owner:
+			diffs = append(diffs, fmt.Sprintf("%s owned by %s, not %s", id, v.Owner, o.Owner))
+		case !maps.EqualFunc(v.Properties, o.Properties, func(a, b json.RawMessage) bool { return string(a) == string(b) }):
+			diffs = append(diffs, id+" has other properties")
+		}
+	}
+	for id := range view {
+		if _, ok := node[id]; !ok {
+			diffs = append(diffs, "has "+id+", gone from the node")
+		}
+	}
+	slices.Sort(diffs)
+	if len(diffs) > 5 {
+		diffs = append(diffs[:5], fmt.Sprintf("and %d more", len(diffs)-5))
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// peerAt is a peer and the node process it is connected to.
+type peerAt struct {
+	peer *wiretest.Peer
+	node *proc
+}
+
+// waitConverged waits until every peer's view equals its node's world,
+// and fails with the differences if that does not happen in time.
+func waitConverged(t *testing.T, peers []peerAt, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		// Counts first: copying every view while peers catch up would
+		// take the CPU they need.
+		counts := map[*proc]map[string]int{}
+		settled := true
+		for _, pa := range peers {
+			c, ok := counts[pa.node]
+			if !ok {
+				c = map[string]int{}
+				for _, o := range worldOf(t, pa.node) {
+					c[o.Owner]++
+				}
+				counts[pa.node] = c
+			}
+			want := 0
+			for owner, n := range c {
+				if owner != pa.peer.ID {
+					want += n
+				}
+			}
+			settled = settled && pa.peer.Len() == want
+		}
+		if !settled && time.Now().Before(deadline) {
+			time.Sleep(time.Second)
+			continue
+		}
+		worlds := map[*proc]map[string]wiretest.Object{}
+		var bad []string
+		for _, pa := range peers {
+			w, ok := worlds[pa.node]
+			if !ok {
+				w = worldOf(t, pa.node)
+				worlds[pa.node] = w
+			}
+			if d := differs(pa.peer.Objects(), w, pa.peer.ID); d != "" {
+				bad = append(bad, pa.peer.ID+": "+d)
+			}
+		}
+		if len(bad) == 0 {
+			for _, pa := range peers {
+				pa.peer.CheckClean()
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d peers differ from their node after %s:\n%s", len(bad), len(peers), timeout, strings.Join(bad, "\n"))
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// waitAsked waits until the node has sent the peer its first message (it
+// asks for metadata), so that what the peer sends next is not refused as
+// coming before its metadata.
+func waitAsked(t *testing.T, p *wiretest.Peer) {
+	waitUntil(t, p.ID+" asked for metadata", 10*time.Second, func() bool { return len(p.Messages()) > 0 })
+}
+
+// burst sends n adds in one message from a new peer on node, waits a
+// little, and leaves (its objects are removed).
+func burst(t *testing.T, node *proc, id string, n int, stay time.Duration) {
+	t.Helper()
+	b := wiretest.Dial(t, node.URL(), id, wiretest.Options{})
+	waitAsked(t, b)
+	time.Sleep(50 * time.Millisecond)
+	recs := make([]map[string]any, n)
+	for i := range recs {
+		recs[i] = wiretest.Add(fmt.Sprintf("%s-%d", id, i), id, map[string]any{"i": i, "position": []int{i % 100, 0, i / 100}})
+	}
+	b.Change(recs...)
+	time.Sleep(stay)
+	b.Close()
+}
+
+// TestBurstsConverge: a mesh of two members, a proxy chain of depth 2 under
+// one of them. A peer on the deepest proxy sends 5,000 objects in one
+// message and leaves after a second; right after, 12 peers join on every
+// node, each with an object; then a burst on a mesh member. At the end every
+// peer's world equals its node's, and no 2016 peer was sent what crashes it.
+func TestBurstsConverge(t *testing.T) {
+	secret := strings.Repeat("cd", 32)
+	common := []string{"--mesh-bind", "127.0.0.1:0", "--mesh-secret", secret, "--mesh-label", "burst", "--mesh-profile", "local"}
+	a := startProc(t, common...)
+	b := startProc(t, append(common, "--join", meshAddr(t, a))...)
+	waitMesh(t, []*proc{a, b})
+	p1 := startProc(t, "--role", "proxy", "--upstream", b.URL())
+	p2 := startProc(t, "--role", "proxy", "--upstream", p1.URL())
+	nodes := []*proc{a, b, p1, p2}
+	waitUntil(t, "the proxies ready", 10*time.Second, func() bool {
+		for _, p := range []*proc{p1, p2} {
+			if code, _ := httpGet(t, "http://"+p.Addr+"/readyz"); code != 200 {
+				return false
+			}
+		}
+		return true
+	})
+
+	burst(t, p2, "burst-AAAAAAAA-AAAAAAAA", 5000, time.Second)
+	peers := make([]peerAt, 12)
+	var wg sync.WaitGroup
+	for i := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			node := nodes[i%len(nodes)]
+			id := fmt.Sprintf("client-%08d-cccccccc", i)
+			p := wiretest.Dial(t, node.URL(), id, wiretest.Options{})
+			waitAsked(t, p)
+			p.Change(wiretest.Add("obj-"+id, id, map[string]any{"n": i}))
+			peers[i] = peerAt{p, node}
+		}()
+	}
+	wg.Wait()
+	burst(t, a, "burst-BBBBBBBB-BBBBBBBB", 5000, 200*time.Millisecond)
+	for _, pa := range peers[:4] {
+		pa.peer.Change(wiretest.Update("obj-"+pa.peer.ID, pa.peer.ID, map[string]any{"n": -1}))
+	}
+	t0 := time.Now()
+	waitConverged(t, peers, 120*time.Second)
+	t.Logf("converged %s after the last burst", time.Since(t0).Round(time.Millisecond))
+	for _, n := range nodes {
+		if got := len(worldOf(t, n)); got != len(peers) {
+			t.Errorf("%s holds %d objects, want %d", n.Addr, got, len(peers))
+		}
+	}
+}
