@@ -54,6 +54,17 @@ func ParseChangeType(s string) (ChangeType, bool) {
 // produce new maps (copy on write), so it may be shared freely.
 type Properties map[string]json.RawMessage
 
+// Hash returns the sum of PropertyHash over p: the same for equal
+// properties whatever their order, and kept up to date property by
+// property as they change.
+func (p Properties) Hash() uint64 {
+	var h uint64
+	for k, v := range p {
+		h += PropertyHash(k, v)
+	}
+	return h
+}
+
 // Size returns the bytes of p's names and values.
 func (p Properties) Size() int64 {
 	var n int64

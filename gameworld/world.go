@@ -33,6 +33,13 @@ type Object struct {
 	// reused after the object is removed: views keep per-object state in
 	// slices indexed by it instead of maps.
 	Slot uint32
+	// Digest is a hash of the object's id, owner, epoch and properties (see
+	// ObjectDigest): two copies of an object are alike when their digests
+	// are. IDHash is a hash of its id alone (see IDHash).
+	Digest, IDHash uint64
+	// props is the sum of PropertyHash over the properties, kept as they
+	// change.
+	props uint64
 }
 
 // Authorizer decides whether a change may be applied. existing is the stored
@@ -252,7 +259,9 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 			slot = w.nextSlot
 			w.nextSlot++
 		}
-		o = &Object{ID: c.ID, Owner: c.Owner, Properties: props, Epoch: c.Epoch, Version: 1, Revision: w.rev, Created: now, Updated: now, Slot: slot}
+		o = &Object{ID: c.ID, Owner: c.Owner, Properties: props, Epoch: c.Epoch, Version: 1, Revision: w.rev, Created: now, Updated: now, Slot: slot,
+			IDHash: IDHash(c.ID), props: props.Hash()}
+		o.Digest = ObjectDigest(o.IDHash, o.Owner, o.Epoch, o.props)
 		w.objs[c.ID] = o
 		w.count.Add(1)
 		w.size.Add(props.Size())
@@ -276,7 +285,9 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		if c.Properties != nil {
 			w.size.Add(c.Properties.Size() - o.Properties.Size())
 			o.Properties = c.Properties.Merge(nil)
+			o.props = o.Properties.Hash()
 		}
+		o.Digest = ObjectDigest(o.IDHash, o.Owner, o.Epoch, o.props)
 		o.Version++
 		o.Revision = w.rev
 		o.Updated = now
@@ -323,12 +334,13 @@ func (w *World) update(o *Object, props Properties, now time.Time) Record {
 		for k, v := range delta {
 			if old, ok := o.Properties[k]; ok {
 				grown -= int64(len(k) + len(old))
+				o.props -= PropertyHash(k, old)
 			}
-			if v != nil {
-				grown += int64(len(k) + len(v))
-			}
+			grown += int64(len(k) + len(v))
+			o.props += PropertyHash(k, v)
 		}
 		w.size.Add(grown)
+		o.Digest = ObjectDigest(o.IDHash, o.Owner, o.Epoch, o.props)
 	}
 	if len(delta) == 0 {
 		return Record{}

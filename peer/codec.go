@@ -56,7 +56,8 @@ type Message struct {
 func known(t string) bool {
 	switch t {
 	case TypeWorldChange, TypeRequestRefresh, TypeRequestMetadata, TypeMetadata,
-		TypeMetadataChange, TypeRequestLessData, TypeRequestMoreData:
+		TypeMetadataChange, TypeRequestLessData, TypeRequestMoreData,
+		TypeDigest, TypeRequestRepair, TypeRepairing, TypeRepaired:
 		return true
 	}
 	return false
@@ -194,6 +195,11 @@ type Metadata struct {
 	// worlds behind it that claim them instead of losing its whole link.
 	Refused []string
 }
+
+// FeatureDigest is the feature of peers that take part in anti-entropy:
+// they are sent digest, repairing and repaired messages and may send
+// requestRepair (see digest.go). Others are never sent them.
+const FeatureDigest = "digest"
 
 // FeatureOwnership is the feature of peers that take part in ownership
 // transfers: they are sent "transfer" records and "epoch" keys, and may

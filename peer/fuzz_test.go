@@ -105,3 +105,45 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDigest: what the anti-entropy decoders accept encodes to what they
+// decode the same.
+func FuzzDigest(f *testing.F) {
+	for _, s := range []string{
+		`{"count":3,"buckets":["00000000000000ff","0123456789abcdef"]}`,
+		`{"count":0,"buckets":[]}`,
+		`{"of":4,"buckets":[0,3]}`,
+		`{"of":4,"buckets":[3,0]}`,
+		`{"of":0}`,
+		`{"count":-1,"buckets":["x"]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if d, err := DecodeDigest(b); err == nil {
+			m, err := DecodeMessage(AppendDigest(nil, d))
+			if err != nil || m.Type != TypeDigest {
+				t.Fatalf("re-encoded digest: %v", err)
+			}
+			d2, err := DecodeDigest(m.Data)
+			if err != nil || d2.Count != d.Count || len(d2.Buckets) != len(d.Buckets) {
+				t.Fatalf("digest round trip: %+v %+v %v", d, d2, err)
+			}
+			for i := range d.Buckets {
+				if d.Buckets[i] != d2.Buckets[i] {
+					t.Fatalf("bucket %d: %x != %x", i, d.Buckets[i], d2.Buckets[i])
+				}
+			}
+		}
+		if r, err := DecodeRepair(b); err == nil {
+			m, err := DecodeMessage(AppendRepair(nil, TypeRequestRepair, r))
+			if err != nil || m.Type != TypeRequestRepair {
+				t.Fatalf("re-encoded repair: %v", err)
+			}
+			r2, err := DecodeRepair(m.Data)
+			if err != nil || r2.Of != r.Of || len(r2.Buckets) != len(r.Buckets) {
+				t.Fatalf("repair round trip: %+v %+v %v", r, r2, err)
+			}
+		}
+	})
+}

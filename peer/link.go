@@ -185,8 +185,10 @@ type Link struct {
 type item struct {
 	flags uint8
 	md    Metadata // with flagSendMD
-	recs  []*Record
-	q     *queue
+	// msgs are encoded control messages, sent after the flags' messages.
+	msgs [][]byte
+	recs []*Record
+	q    *queue
 }
 
 // maxOutbox bounds a link's outbox. Only control messages add items, and a

@@ -164,6 +164,24 @@ func (l *Link) handle(m Message) error {
 		l.h.HandleMetadata(l, md)
 	case TypeRequestLessData, TypeRequestMoreData:
 		l.scaleInterval(m.Type == TypeRequestLessData)
+	case TypeDigest, TypeRequestRepair, TypeRepairing, TypeRepaired:
+		dh, ok := l.h.(DigestHandler)
+		if !ok {
+			return nil
+		}
+		if m.Type == TypeDigest {
+			d, err := DecodeDigest(m.Data)
+			if err != nil {
+				return err
+			}
+			dh.HandleDigest(l, d)
+			return nil
+		}
+		r, err := DecodeRepair(m.Data)
+		if err != nil {
+			return err
+		}
+		dh.HandleRepair(l, m.Type, r)
 	case TypeWorldChange:
 	default:
 		// Ignored and counted: newer peers may speak types we lack.

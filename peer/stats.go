@@ -13,11 +13,12 @@ const (
 	KindMetadata
 	KindRequestLessData
 	KindRequestMoreData
+	KindDigest // digest, requestRepair, repairing, repaired
 	KindUnknown
 	NumKinds
 )
 
-var kindNames = [NumKinds]string{"worldChange", "requestRefresh", "requestMetadata", "metadata", "requestLessData", "requestMoreData", "unknown"}
+var kindNames = [NumKinds]string{"worldChange", "requestRefresh", "requestMetadata", "metadata", "requestLessData", "requestMoreData", "digest", "unknown"}
 
 // String returns the kind's name, as used in metric labels.
 func (k MessageKind) String() string { return kindNames[k] }
@@ -36,6 +37,8 @@ func kindOf(t string) MessageKind {
 		return KindRequestLessData
 	case TypeRequestMoreData:
 		return KindRequestMoreData
+	case TypeDigest, TypeRequestRepair, TypeRepairing, TypeRepaired:
+		return KindDigest
 	}
 	return KindUnknown
 }

@@ -68,8 +68,8 @@ func (l *Link) writeOut() {
 			// The rest of the queue stays at the head of the outbox (and
 			// goes on coalescing what arrives for it); its control
 			// messages went with this slice.
-			it = &item{flags: it.flags, md: it.md, q: it.q}
-			l.outbox[0].flags = 0
+			it = &item{flags: it.flags, md: it.md, msgs: it.msgs, q: it.q}
+			l.outbox[0].flags, l.outbox[0].msgs = 0, nil
 		} else {
 			l.outbox[0] = nil
 			l.outbox = l.outbox[1:]
@@ -170,6 +170,11 @@ func (l *Link) flush(bp *[]byte, it *item, batch *Batch) error {
 	}
 	if it.flags&flagReqRefresh != 0 {
 		if err := l.write(AppendRequest((*bp)[:0], TypeRequestRefresh), KindRequestRefresh); err != nil {
+			return err
+		}
+	}
+	for _, msg := range it.msgs {
+		if err := l.write(msg, KindDigest); err != nil {
 			return err
 		}
 	}

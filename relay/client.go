@@ -37,6 +37,9 @@ type ClientOptions struct {
 	FailoverURLs []string
 	// Dial configures the WebSocket handshake.
 	Dial peer.DialOptions
+	// DigestInterval is as in Options: how often the client sends the
+	// node a digest of its objects there.
+	DigestInterval time.Duration
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -83,7 +86,7 @@ func NewClient(url string, opts ClientOptions) (*Client, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = "client"
 	}
-	node, err := New(Options{Role: ownership.Client, Identifier: opts.Identifier, Prefix: opts.Prefix, Tick: opts.Tick, Logger: opts.Logger})
+	node, err := New(Options{Role: ownership.Client, Identifier: opts.Identifier, Prefix: opts.Prefix, Tick: opts.Tick, DigestInterval: opts.DigestInterval, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}

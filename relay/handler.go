@@ -48,6 +48,9 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	case ownership.Upstream, ownership.Mesh:
 		wc.Changes, answered = n.takeAnswersLocked(ls, wc.Changes)
 	}
+	if ls.digest.repair != nil {
+		n.seeRepairLocked(ls, wc.Changes)
+	}
 	res := n.world.Apply(wc.Changes, func(c gameworld.Change, existing *gameworld.Object) error {
 		return n.authorize(ls, ls.kind, c, existing)
 	})
@@ -267,7 +270,7 @@ func (n *Node) LocalMetadata(l *peer.Link) peer.Metadata {
 // localMetadataLocked is LocalMetadata for a link of the given kind. n.mu
 // must be held.
 func (n *Node) localMetadataLocked(kind ownership.LinkKind) peer.Metadata {
-	md := peer.Metadata{Identifier: n.id, IdentifierChain: []string{n.id}, Role: n.role.String(), Features: []string{peer.FeatureOwnership}}
+	md := peer.Metadata{Identifier: n.id, IdentifierChain: []string{n.id}, Role: n.role.String(), Features: []string{peer.FeatureOwnership, peer.FeatureDigest}}
 	if kind == ownership.Downstream {
 		return md
 	}

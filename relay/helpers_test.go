@@ -30,10 +30,20 @@ func startNode(t testing.TB, opts Options) (*Node, string) {
 	if opts.Logger == nil {
 		opts.Logger = testLogger()
 	}
+	if opts.DigestInterval == 0 {
+		// Every test is an anti-entropy check too: links compare digests
+		// often, and a healthy run repairs nothing.
+		opts.DigestInterval = testDigestInterval
+	}
 	n, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if r := n.Repairs(); !repairsAllowed[n] && r[RepairMissing]+r[RepairStale]+r[RepairExtra] > 0 {
+			t.Errorf("node %s repaired divergences in a run without faults: %v", n.Identifier(), r)
+		}
+	})
 	mux := http.NewServeMux()
 	mux.Handle("/ws", n)
 	srv := httptest.NewServer(mux)
@@ -47,6 +57,12 @@ func startNode(t testing.TB, opts Options) (*Node, string) {
 	})
 	return n, wiretest.WSURL(srv)
 }
+
+// testDigestInterval is the DigestInterval of test nodes.
+const testDigestInterval = 150 * time.Millisecond
+
+// repairsAllowed lists the nodes of tests that cause divergence on purpose.
+var repairsAllowed = map[*Node]bool{}
 
 // waitWorld waits until cond holds for the node's world.
 func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {

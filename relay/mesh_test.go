@@ -59,10 +59,18 @@ func startMeshNodeWith(t testing.TB, join string, mo MeshOptions, opts Options) 
 	t.Helper()
 	logs := &syncBuffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if opts.DigestInterval == 0 {
+		opts.DigestInterval = testDigestInterval
+	}
 	n, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if r := n.Repairs(); !repairsAllowed[n] && r[RepairMissing]+r[RepairStale]+r[RepairExtra] > 0 {
+			t.Errorf("mesh node %s repaired divergences in a run without faults: %v\n%s", n.Identifier(), r, logs)
+		}
+	})
 	mux := http.NewServeMux()
 	mux.Handle("/ws", n)
 	srv := httptest.NewServer(mux)

@@ -42,6 +42,7 @@ type nodeMetrics struct {
 	tick     prometheus.Histogram
 	delivery prometheus.Histogram
 	limited  *prometheus.CounterVec
+	repairs  *prometheus.CounterVec
 }
 
 func newNodeMetrics(role string) *nodeMetrics {
@@ -58,7 +59,20 @@ func newNodeMetrics(role string) *nodeMetrics {
 			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16), // 100µs … ~3.3s
 		}),
 		limited: limitedCounter(labels),
+		repairs: repairsCounter(labels),
 	}
+}
+
+// repairsCounter is solipsism_repairs_total with every kind present at zero.
+func repairsCounter(labels prometheus.Labels) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "solipsism_repairs_total", ConstLabels: labels,
+		Help: "Objects anti-entropy repaired, by kind: missing (a peer had not sent one it should have), stale (our copy differed), extra (we held one the peer no longer has). Zero in a healthy deployment.",
+	}, []string{"kind"})
+	for _, k := range repairKinds {
+		c.WithLabelValues(k)
+	}
+	return c
 }
 
 // limitedCounter is solipsism_limited_total with every limit present at

@@ -71,6 +71,8 @@ type Node struct {
 	// batchAdds counts the adds a batch being applied has let in so far,
 	// per owner (quota.go).
 	batchAdds map[string]int
+	// repairs counts what anti-entropy repaired (digest.go).
+	repairs repairCounts
 	// worldWarned is when a write over the world's bounds was last logged.
 	worldWarned time.Time
 	perIP       map[string]int
@@ -126,6 +128,8 @@ type linkState struct {
 	grant *auth.Grant
 	// release frees the link's place in the per-address count.
 	release func()
+	// digest is the link's anti-entropy schedule (digest.go).
+	digest digestState
 }
 
 // New returns a node. Call Close to stop it.
@@ -159,6 +163,9 @@ func New(opts Options) (*Node, error) {
 	}
 	if opts.Tick == 0 {
 		opts.Tick = peer.DefaultTick
+	}
+	if opts.DigestInterval == 0 {
+		opts.DigestInterval = DefaultDigestInterval
 	}
 	if opts.ReclaimGrace == 0 {
 		opts.ReclaimGrace = DefaultReclaimGrace
@@ -206,7 +213,7 @@ func New(opts Options) (*Node, error) {
 	}
 	if opts.Registerer != nil {
 		n.metrics = newNodeMetrics(n.role.String())
-		for _, c := range []prometheus.Collector{newCollector(n), n.metrics.tick, n.metrics.delivery, n.metrics.limited} {
+		for _, c := range []prometheus.Collector{newCollector(n), n.metrics.tick, n.metrics.delivery, n.metrics.limited, n.metrics.repairs} {
 			if err := opts.Registerer.Register(c); err != nil {
 				cancel()
 				return nil, fmt.Errorf("relay: registering metrics: %w", err)
@@ -216,6 +223,10 @@ func New(opts Options) (*Node, error) {
 	if opts.Tick != peer.Immediate {
 		n.wg.Add(1)
 		go n.tickLoop()
+	}
+	if n.opts.DigestInterval > 0 {
+		n.wg.Add(1)
+		go n.digestLoop()
 	}
 	return n, nil
 }

@@ -93,6 +93,13 @@ type Options struct {
 	// OriginPatterns lists the browser origins accepted besides the
 	// node's own (see peer.AcceptOptions).
 	OriginPatterns []string
+	// DigestInterval is how often each link whose peer speaks anti-entropy
+	// (peer.FeatureDigest: our nodes and Go clients) is sent a digest of
+	// what this node has sent it, so that the peer can find and repair
+	// divergence (see docs/protocol.md). Zero means
+	// DefaultDigestInterval; negative turns digests off (the node still
+	// answers its peers' digests).
+	DigestInterval time.Duration
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger
 	// Registerer, if set, receives the node's Prometheus metrics.

@@ -156,12 +156,15 @@ func burst(t *testing.T, node *proc, id string, n int, stay time.Duration) {
 // peer's world equals its node's, and no 2016 peer was sent what crashes it.
 func TestBurstsConverge(t *testing.T) {
 	secret := strings.Repeat("cd", 32)
-	common := []string{"--mesh-bind", "127.0.0.1:0", "--mesh-secret", secret, "--mesh-label", "burst", "--mesh-profile", "local"}
+	// Links between the nodes compare digests every 300 ms: at the end,
+	// none may have needed a repair.
+	digests := []string{"--digest-interval", "300ms"}
+	common := append([]string{"--mesh-bind", "127.0.0.1:0", "--mesh-secret", secret, "--mesh-label", "burst", "--mesh-profile", "local"}, digests...)
 	a := startProc(t, common...)
 	b := startProc(t, append(common, "--join", meshAddr(t, a))...)
 	waitMesh(t, []*proc{a, b})
-	p1 := startProc(t, "--role", "proxy", "--upstream", b.URL())
-	p2 := startProc(t, "--role", "proxy", "--upstream", p1.URL())
+	p1 := startProc(t, append(digests, "--role", "proxy", "--upstream", b.URL())...)
+	p2 := startProc(t, append(digests, "--role", "proxy", "--upstream", p1.URL())...)
 	nodes := []*proc{a, b, p1, p2}
 	waitUntil(t, "the proxies ready", 10*time.Second, func() bool {
 		for _, p := range []*proc{p1, p2} {
@@ -195,9 +198,27 @@ func TestBurstsConverge(t *testing.T) {
 	t0 := time.Now()
 	waitConverged(t, peers, 120*time.Second)
 	t.Logf("converged %s after the last burst", time.Since(t0).Round(time.Millisecond))
+	time.Sleep(time.Second) // a few more digests
 	for _, n := range nodes {
 		if got := len(worldOf(t, n)); got != len(peers) {
 			t.Errorf("%s holds %d objects, want %d", n.Addr, got, len(peers))
 		}
+		_, m := httpGet(t, "http://"+n.Addr+"/metrics")
+		if r := repairsOf(m); r != 0 {
+			t.Errorf("%s repaired %v objects: a divergence\n%s", n.Addr, r, n.Log())
+		}
 	}
+}
+
+// repairsOf sums solipsism_repairs_total in a node's metrics.
+func repairsOf(metrics string) float64 {
+	sum := 0.0
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, "solipsism_repairs_total{") {
+			var v float64
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			sum += v
+		}
+	}
+	return sum
 }

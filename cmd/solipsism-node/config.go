@@ -43,6 +43,7 @@ type config struct {
 	ping       time.Duration
 	debug      string
 	grace      time.Duration
+	digest     time.Duration
 	dataDir    string
 
 	alloHeartbeat time.Duration
@@ -133,6 +134,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.DurationVar(&c.stall, "stall-timeout", peer.DefaultStallTimeout, "close a link whose peer has not read for this long (its queue keeps only the latest state per object meanwhile)")
 	fs.DurationVar(&c.ping, "ping-interval", peer.DefaultPingInterval, "how often each link pings its peer to find dead connections")
 	fs.DurationVar(&c.grace, "reclaim-grace", relay.DefaultReclaimGrace, "how long the objects of a peer whose connection broke are kept for it to reconnect; 0 removes them at once")
+	fs.DurationVar(&c.digest, "digest-interval", relay.DefaultDigestInterval, "how often each link to a peer that speaks anti-entropy (our nodes and Go clients) is sent a digest of what it was sent, to find and repair divergence; 0 turns it off")
 	fs.StringVar(&c.debug, "debug-listen", "", "host:port for net/http/pprof (e.g. 127.0.0.1:6060); off when empty, never on --listen")
 	fs.DurationVar(&c.alloHeartbeat, "allo-heartbeat", alloverse.DefaultHeartbeat, "how often Alloverse clients (/alloverse) are sent the world's state")
 	fs.IntVar(&c.alloHistory, "allo-history", alloverse.DefaultHistory, "how many revisions back an Alloverse client's acknowledgement still gets a diff instead of a full set")
@@ -258,6 +260,9 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	}
 	if c.grace < 0 {
 		return c, fmt.Errorf("--reclaim-grace: must not be negative")
+	}
+	if c.digest < 0 {
+		return c, fmt.Errorf("--digest-interval: must not be negative")
 	}
 	if c.stall <= 0 || c.ping <= 0 {
 		return c, fmt.Errorf("--stall-timeout and --ping-interval must be positive")
@@ -393,6 +398,14 @@ func (c config) meshAdvertise(listenAddr string) (string, error) {
 		host = bindHost
 	}
 	return "ws://" + net.JoinHostPort(host, port) + "/ws", nil
+}
+
+// nodeDigest is --digest-interval as relay.Options wants it.
+func (c config) nodeDigest() time.Duration {
+	if c.digest == 0 {
+		return -1
+	}
+	return c.digest
 }
 
 // nodeGrace maps the flag's "0 removes at once" to the Options convention.

@@ -112,7 +112,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Role: cfg.role, Prefix: cfg.prefix, Tick: cfg.nodeTick(),
 		Limits:   peer.Limits{MaxRecordBytes: int(cfg.readLimit)},
 		ReadRate: int(cfg.readRate), OriginPatterns: cfg.origins,
-		ReclaimGrace: cfg.nodeGrace(), Interest: cfg.interest,
+		ReclaimGrace: cfg.nodeGrace(), Interest: cfg.interest, DigestInterval: cfg.nodeDigest(),
 		StallTimeout: cfg.stall, PingInterval: cfg.ping,
 		Logger: log, Registerer: reg,
 	})

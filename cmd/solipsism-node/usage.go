@@ -14,7 +14,7 @@ var flagGroups = []struct {
 	flags []string
 }{
 	{"Serving", []string{"listen", "role", "prefix", "tick", "origin", "data-dir"}},
-	{"Proxies and sharding", []string{"upstream", "upstream-token", "upstream-token-file", "backoff-min", "backoff-max", "interest", "reclaim-grace"}},
+	{"Proxies and sharding", []string{"upstream", "upstream-token", "upstream-token-file", "backoff-min", "backoff-max", "interest", "reclaim-grace", "digest-interval"}},
 	{"Mesh", []string{"mesh-bind", "join", "mesh-secret", "mesh-secret-file", "mesh-label", "mesh-profile", "advertise-url"}},
 	{"Security", []string{"auth-key", "auth-key-file", "tls-cert", "tls-key", "tls-ca", "transfers"}},
 	{"Limits", []string{"read-limit", "read-rate", "stall-timeout", "ping-interval", "max-conns-per-ip", "max-msgs-per-sec", "max-records-per-sec",

@@ -1,0 +1,386 @@
+package relay
+
+import (
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+// Anti-entropy (see peer/digest.go for the messages). Every link whose peer
+// speaks it compares, each DigestInterval, what this side has sent the
+// peer with what the peer holds from it, and repairs only the buckets that
+// differ. A healthy link never repairs: a repair is a divergence found, and
+// counted (Repairs, solipsism_repairs_total) and logged at WARN the first
+// time of each kind.
+
+// DefaultDigestInterval is the default Options.DigestInterval.
+const DefaultDigestInterval = 30 * time.Second
+
+// Repair kinds: an object the peer lacked, one whose copy differed, and one
+// it held that it should not have.
+const (
+	RepairMissing = "missing"
+	RepairStale   = "stale"
+	RepairExtra   = "extra"
+)
+
+var repairKinds = []string{RepairMissing, RepairStale, RepairExtra}
+
+// repairCounts counts repairs by kind.
+type repairCounts struct {
+	missing, stale, extra atomic.Uint64
+	warned                map[string]bool // guarded by Node.mu
+}
+
+func (c *repairCounts) of(kind string) *atomic.Uint64 {
+	switch kind {
+	case RepairMissing:
+		return &c.missing
+	case RepairStale:
+		return &c.stale
+	}
+	return &c.extra
+}
+
+// Repairs returns how many objects anti-entropy has repaired here, by kind
+// (RepairMissing, RepairStale, RepairExtra).
+func (n *Node) Repairs() map[string]uint64 {
+	out := make(map[string]uint64, len(repairKinds))
+	for _, k := range repairKinds {
+		out[k] = n.repairs.of(k).Load()
+	}
+	return out
+}
+
+// repairState is a repair under way on a link: the buckets asked for, and
+// the objects the answer has brought so far.
+type repairState struct {
+	r     peer.Repair
+	seen  map[string]bool
+	since time.Time
+}
+
+// repairTimeout is how long a repair asked for may go unanswered before
+// the link compares digests again (a peer may drop a request it got too
+// soon after another).
+const repairTimeout = 10 * time.Second
+
+// digestState is a link's anti-entropy schedule.
+type digestState struct {
+	next time.Time
+	// asked is when a repair was last asked for; failed counts digests
+	// that still differed right after a repair (the peer refused what was
+	// sent, say), which space the next requests out.
+	asked  time.Time
+	failed int
+	repair *repairState
+	// differed are the buckets that differed in the last digest: a
+	// bucket is repaired only when it differs in two digests in a row, so
+	// that changes crossing in flight (an ownership transfer decided
+	// between the two sides' views) are not taken for divergence.
+	differed map[int]bool
+	of       int // buckets of the last digest
+	// lastIn and lastAsked are when the peer's last digest and repair
+	// request were handled: each costs a pass over the world, so a peer
+	// gets at most one of each per minDigestGap.
+	lastIn, lastAsked time.Time
+}
+
+// minDigestGap is the least time between two digests, or two repair
+// requests, a node handles from one link.
+const minDigestGap = 100 * time.Millisecond
+
+// transfersInFlight reports whether ownership changes are being decided
+// (requests waiting for an upstream, answers held for mesh members): the
+// two sides of a link may then see an object on either side of it. n.mu
+// must be held.
+func (n *Node) transfersInFlight(ls *linkState) bool {
+	return len(n.asked) > 0 || len(n.held) > 0 || len(ls.answers) > 0
+}
+
+// digestBuckets is the number of buckets for a digest of n objects: about
+// 16 objects a bucket, a power of two, at most 1,024.
+func digestBuckets(n int) int {
+	b := 1
+	for b < 1024 && b*16 < n {
+		b *= 2
+	}
+	return b
+}
+
+// speaksDigest reports whether ls's peer takes part in anti-entropy.
+func speaksDigest(ls *linkState) bool {
+	if ls.link == nil || !ls.ready {
+		return false
+	}
+	md, ok := ls.link.Metadata()
+	return ok && md.Has(peer.FeatureDigest)
+}
+
+// sentOver reports whether an object of this owner is one this node sends
+// ls's peer (rather than one the peer sent it). n.mu must be held.
+func (n *Node) sentOver(ls *linkState, owner string) bool {
+	rel := n.relation(ls, owner)
+	if !ownership.MaySend(n.role, ls.kind, rel) {
+		// (The peer may have been sent it under an owner it has since
+		// left for a third world, which now sends it.)
+		return false
+	}
+	if ls.kind == ownership.Upstream {
+		return rel.Local
+	}
+	return !rel.InLinkChain
+}
+
+// digestLoop sends due digests until the node closes.
+func (n *Node) digestLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(min(time.Second, n.opts.DigestInterval/4))
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		n.mu.Lock()
+		if !n.closed {
+			n.sendDigestsLocked(time.Now())
+		}
+		n.mu.Unlock()
+	}
+}
+
+// sendDigestsLocked sends every link whose digest is due the digest of
+// what this node has sent it. The log is flushed first, so that what the
+// world holds is what the links were offered. n.mu must be held.
+func (n *Node) sendDigestsLocked(now time.Time) {
+	due := false
+	for _, ls := range n.order {
+		if speaksDigest(ls) && !now.Before(ls.digest.next) {
+			due = true
+			break
+		}
+	}
+	if !due {
+		return
+	}
+	n.flushLocked()
+	for _, ls := range n.order {
+		if !speaksDigest(ls) || now.Before(ls.digest.next) {
+			continue
+		}
+		if ls.digest.next.IsZero() {
+			// Links opened together digest apart.
+			ls.digest.next = now.Add(rand.N(n.opts.DigestInterval) + 1)
+			continue
+		}
+		if n.transfersInFlight(ls) {
+			continue // at the next check, once decided
+		}
+		ls.digest.next = now.Add(n.opts.DigestInterval)
+		known := ls.link.KnownSet()
+		var objs []gameworld.Object
+		n.world.Range(func(o gameworld.Object) bool {
+			if known(o.Slot) && n.sentOver(ls, o.Owner) {
+				objs = append(objs, o)
+			}
+			return true
+		})
+		d := peer.Digest{Count: len(objs), Buckets: make([]uint64, digestBuckets(len(objs)))}
+		for _, o := range objs {
+			d.Buckets[o.IDHash%uint64(len(d.Buckets))] ^= o.Digest
+		}
+		ls.link.SendDigest(d)
+	}
+}
+
+// heldFrom reports whether an object of this owner came to this node over
+// ls (the peer sent it). n.mu must be held.
+func (n *Node) heldFrom(ls *linkState, owner string) bool {
+	rel := n.relation(ls, owner)
+	if ls.kind == ownership.Upstream {
+		return !rel.Local
+	}
+	return rel.InLinkChain
+}
+
+// HandleDigest implements peer.DigestHandler: the peer's digest of what it
+// sent us is compared with what we hold from it, and the buckets that
+// differ are asked for.
+func (n *Node) HandleDigest(l *peer.Link, d peer.Digest) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ls := n.links[l]
+	if ls != nil && ls.digest.repair != nil && time.Since(ls.digest.repair.since) > repairTimeout {
+		ls.digest.repair = nil
+	}
+	if ls == nil || n.closed || !ls.ready || ls.sweep != nil || ls.digest.repair != nil || n.transfersInFlight(ls) {
+		return // a reconnect's sweep, a repair or a transfer is under way
+	}
+	if now := time.Now(); now.Sub(ls.digest.lastIn) < minDigestGap {
+		return
+	} else {
+		ls.digest.lastIn = now
+	}
+	mine := make([]uint64, len(d.Buckets))
+	count := 0
+	n.world.Range(func(o gameworld.Object) bool {
+		if n.heldFrom(ls, o.Owner) {
+			mine[o.IDHash%uint64(len(mine))] ^= o.Digest
+			count++
+		}
+		return true
+	})
+	var differ []int
+	differed := ls.digest.differed
+	ls.digest.differed = nil
+	for i := range mine {
+		if mine[i] == d.Buckets[i] {
+			continue
+		}
+		if ls.digest.differed == nil {
+			ls.digest.differed = map[int]bool{}
+		}
+		ls.digest.differed[i] = true
+		if differed[i] && len(differed) > 0 && len(mine) == ls.digest.of {
+			differ = append(differ, i)
+		}
+	}
+	ls.digest.of = len(mine)
+	if len(differ) == 0 {
+		if len(ls.digest.differed) == 0 {
+			ls.digest.failed = 0
+		}
+		return
+	}
+	now := time.Now()
+	if !ls.digest.asked.IsZero() && now.Sub(ls.digest.asked) < time.Duration(ls.digest.failed)*n.opts.DigestInterval {
+		return
+	}
+	if !ls.digest.asked.IsZero() && now.Sub(ls.digest.asked) < 2*n.opts.DigestInterval {
+		ls.digest.failed = min(ls.digest.failed+1, 16)
+	}
+	ls.digest.asked = now
+	n.log.Debug("digest differs; asking for a repair", "link", l.ID(), "buckets", len(differ), "of", len(mine), "peer count", d.Count, "held", count)
+	r := peer.Repair{Of: len(mine), Buckets: differ}
+	ls.digest.repair = &repairState{r: r, seen: map[string]bool{}, since: now}
+	l.SendRepair(peer.TypeRequestRepair, r)
+}
+
+// HandleRepair implements peer.DigestHandler.
+func (n *Node) HandleRepair(l *peer.Link, typ string, r peer.Repair) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ls := n.links[l]
+	if ls == nil || n.closed || !ls.ready {
+		return
+	}
+	switch typ {
+	case peer.TypeRequestRepair:
+		if now := time.Now(); now.Sub(ls.digest.lastAsked) >= minDigestGap {
+			ls.digest.lastAsked = now
+			n.answerRepairLocked(ls, r)
+		}
+	case peer.TypeRepairing:
+		// Our request's answer begins; its records follow.
+	case peer.TypeRepaired:
+		rs := ls.digest.repair
+		if rs == nil {
+			return
+		}
+		ls.digest.repair = nil
+		var extra []string
+		n.world.Range(func(o gameworld.Object) bool {
+			if r.Has(o.IDHash) && rs.r.Has(o.IDHash) && !rs.seen[o.ID] && n.heldFrom(ls, o.Owner) {
+				extra = append(extra, o.ID)
+			}
+			return true
+		})
+		if len(extra) > 0 {
+			n.repaired(ls, RepairExtra, extra)
+			set := make(map[string]bool, len(extra))
+			for _, id := range extra {
+				set[id] = true
+			}
+			n.removeWhere(func(o gameworld.Object) bool { return set[o.ID] }, nil)
+		}
+	}
+}
+
+// answerRepairLocked sends ls's peer every object of the buckets asked for
+// that it should hold from us, between repairing and repaired. n.mu must
+// be held.
+func (n *Node) answerRepairLocked(ls *linkState, r peer.Repair) {
+	n.flushLocked()
+	known := ls.link.KnownSet()
+	var recs []*peer.Record
+	n.world.Range(func(o gameworld.Object) bool {
+		if !r.Has(o.IDHash) || !n.sentOver(ls, o.Owner) {
+			return true
+		}
+		if ls.region != nil && !known(o.Slot) {
+			if p, ok := n.positionOf(o.Properties); ok && !inRegion(ls.region.boxes, p, 0) {
+				return true
+			}
+		}
+		recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties}, o.Slot))
+		return true
+	})
+	ls.link.SendRepair(peer.TypeRepairing, r)
+	if len(recs) > 0 {
+		ls.link.Offer(recs, func(int) peer.Verdict { return peer.Send }, nil, false)
+	}
+	ls.link.SendRepair(peer.TypeRepaired, r)
+}
+
+// seeRepairLocked notes the records of a repair answer before they are
+// applied, counting what they repair. n.mu must be held.
+func (n *Node) seeRepairLocked(ls *linkState, changes []gameworld.Change) {
+	rs := ls.digest.repair
+	var missing, stale []string
+	for _, c := range changes {
+		if c.Type != gameworld.Add {
+			continue
+		}
+		rs.seen[c.ID] = true
+		o, ok := n.world.Get(c.ID)
+		switch {
+		case !ok:
+			missing = append(missing, c.ID)
+		case o.Digest != gameworld.ObjectDigest(o.IDHash, c.Owner, c.Epoch, c.Properties.Hash()):
+			stale = append(stale, c.ID)
+		}
+	}
+	if len(missing) > 0 {
+		n.repaired(ls, RepairMissing, missing)
+	}
+	if len(stale) > 0 {
+		n.repaired(ls, RepairStale, stale)
+	}
+}
+
+// repaired counts repaired objects of a kind, and logs the first repair of
+// each kind at WARN: in a healthy deployment there are none, so one is a
+// divergence found. n.mu must be held.
+func (n *Node) repaired(ls *linkState, kind string, ids []string) {
+	n.repairs.of(kind).Add(uint64(len(ids)))
+	if n.metrics != nil {
+		n.metrics.repairs.WithLabelValues(kind).Add(float64(len(ids)))
+	}
+	if n.repairs.warned == nil {
+		n.repairs.warned = map[string]bool{}
+	}
+	first := slices.Clone(ids[:min(len(ids), 5)])
+	if !n.repairs.warned[kind] {
+		n.repairs.warned[kind] = true
+		n.log.Warn("anti-entropy repaired a divergence", "kind", kind, "objects", len(ids), "first", first, "link", ls.link.ID(), "link_kind", ls.kind.String())
+		return
+	}
+	n.log.Info("anti-entropy repaired a divergence", "kind", kind, "objects", len(ids), "first", first, "link", ls.link.ID())
+}

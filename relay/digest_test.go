@@ -1,0 +1,106 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+)
+
+// TestAntiEntropyRepairs: divergence is made on purpose, by changing a
+// world behind its node's back, on either side of a link; the digests find
+// it and the repairs undo it, counted by kind, touching only what differed.
+func TestAntiEntropyRepairs(t *testing.T) {
+	s, url := startNode(t, Options{Tick: 5 * time.Millisecond})
+	repairsAllowed[s] = true
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dial := func() *Client {
+		c, err := Dial(ctx, url, ClientOptions{Tick: 5 * time.Millisecond, DigestInterval: testDigestInterval})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	a, b := dial(), dial()
+	x, _ := a.Create(map[string]any{"n": 1})
+	z, _ := b.Create(map[string]any{"n": 2})
+	has := func(c *Client, id, prop, want string) func() bool {
+		return func() bool {
+			o, ok := c.World().Get(id)
+			if want == "" {
+				return !ok
+			}
+			return ok && string(o.Properties[prop]) == want
+		}
+	}
+	waitFor(t, "b sees x", 5*time.Second, has(b, x, "n", "1"))
+	waitFor(t, "a sees z", 5*time.Second, has(a, z, "n", "2"))
+	time.Sleep(3 * testDigestInterval) // handshakes and refresh answers done
+	behindItsBack := func(w *gameworld.World, c gameworld.Change) {
+		t.Helper()
+		if res := w.Apply([]gameworld.Change{c}, nil); len(res.Records) != 1 {
+			t.Fatalf("could not change the world: %+v", res)
+		}
+	}
+	repairs := func(n *Node, kind string) uint64 { return n.Repairs()[kind] }
+	bn := b.node
+
+	// b loses x: missing.
+	behindItsBack(b.World(), gameworld.Change{Type: gameworld.Remove, ID: x})
+	waitFor(t, "x back at b", 10*time.Second, has(b, x, "n", "1"))
+	if got := repairs(bn, RepairMissing); got != 1 {
+		t.Fatalf("b repaired %d missing objects, want 1", got)
+	}
+	// b's copy of x differs: stale.
+	behindItsBack(b.World(), gameworld.Change{Type: gameworld.Update, ID: x, Properties: gameworld.Properties{"n": json.RawMessage("7")}})
+	waitFor(t, "x right at b", 10*time.Second, has(b, x, "n", "1"))
+	if got := repairs(bn, RepairStale); got != 1 {
+		t.Fatalf("b repaired %d stale objects, want 1", got)
+	}
+	// b holds an object of a's that a never had: extra.
+	behindItsBack(b.World(), gameworld.Change{Type: gameworld.Add, ID: "ghost-00000000", Owner: a.Identifier(), Properties: gameworld.Properties{"n": json.RawMessage("0")}})
+	waitFor(t, "the ghost gone from b", 10*time.Second, has(b, "ghost-00000000", "", ""))
+	if got := repairs(bn, RepairExtra); got != 1 {
+		t.Fatalf("b repaired %d extra objects, want 1", got)
+	}
+	// The node loses b's object: b's digest finds it, b sends it again, and
+	// a sees it again too.
+	behindItsBack(s.World(), gameworld.Change{Type: gameworld.Remove, ID: z})
+	waitFor(t, "z back at the node", 10*time.Second, func() bool { _, ok := s.World().Get(z); return ok })
+	if got := repairs(s, RepairMissing); got != 1 {
+		t.Fatalf("the node repaired %d missing objects, want 1", got)
+	}
+	waitFor(t, "z back at a", 10*time.Second, has(a, z, "n", "2"))
+	// Nothing else was repaired, and nothing after. While the node lacked
+	// z, a held it: a may have dropped it (and got it back as the node routed it anew).
+	time.Sleep(5 * testDigestInterval)
+	aExtra := repairs(a.node, RepairExtra)
+	if aExtra > 1 {
+		t.Errorf("a dropped %d objects, want at most z", aExtra)
+	}
+	for _, c := range []struct {
+		n    *Node
+		want map[string]uint64
+	}{
+		{a.node, map[string]uint64{RepairMissing: 0, RepairStale: 0, RepairExtra: aExtra}},
+		{bn, map[string]uint64{RepairMissing: 1, RepairStale: 1, RepairExtra: 1}},
+		{s, map[string]uint64{RepairMissing: 1, RepairStale: 0, RepairExtra: 0}},
+	} {
+		if got := c.n.Repairs(); !equalCounts(got, c.want) {
+			t.Errorf("%s repaired %v, want %v", c.n.Identifier(), got, c.want)
+		}
+	}
+}
+
+func equalCounts(a, b map[string]uint64) bool {
+	for k, v := range b {
+		if a[k] != v {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
