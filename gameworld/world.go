@@ -88,6 +88,25 @@ type World struct {
 	// count and size (the bytes of every property name and value) follow
 	// the world for Size, which an Authorizer may call.
 	count, size atomic.Int64
+	// digests holds, by slot, what RangeDigests reports: a dense array
+	// that a pass over every object reads in order, without chasing a
+	// pointer per object.
+	digests []slotDigest
+}
+
+// slotDigest is an object's owner and hashes, by slot.
+type slotDigest struct {
+	owner          string
+	idHash, digest uint64
+	used           bool
+}
+
+// noteDigest records o in the dense digest array. w.mu must be held.
+func (w *World) noteDigest(o *Object) {
+	for int(o.Slot) >= len(w.digests) {
+		w.digests = append(w.digests, slotDigest{})
+	}
+	w.digests[o.Slot] = slotDigest{owner: o.Owner, idHash: o.IDHash, digest: o.Digest, used: true}
 }
 
 // New returns an empty world with the given identifier.
@@ -152,6 +171,19 @@ func (w *World) Range(fn func(o Object) bool) {
 	defer w.mu.RUnlock()
 	for _, o := range w.objs {
 		if !fn(*o) {
+			return
+		}
+	}
+}
+
+// RangeDigests calls fn with every object's slot, owner, IDHash and Digest,
+// without copying the objects, until fn returns false. fn must not call
+// back into the World.
+func (w *World) RangeDigests(fn func(slot uint32, owner string, idHash, digest uint64) bool) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	for slot, d := range w.digests {
+		if d.used && !fn(uint32(slot), d.owner, d.idHash, d.digest) {
 			return
 		}
 	}
@@ -262,6 +294,7 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		o = &Object{ID: c.ID, Owner: c.Owner, Properties: props, Epoch: c.Epoch, Version: 1, Revision: w.rev, Created: now, Updated: now, Slot: slot,
 			IDHash: IDHash(c.ID), props: props.Hash()}
 		o.Digest = ObjectDigest(o.IDHash, o.Owner, o.Epoch, o.props)
+		w.noteDigest(o)
 		w.objs[c.ID] = o
 		w.count.Add(1)
 		w.size.Add(props.Size())
@@ -288,6 +321,7 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 			o.props = o.Properties.Hash()
 		}
 		o.Digest = ObjectDigest(o.IDHash, o.Owner, o.Epoch, o.props)
+		w.noteDigest(o)
 		o.Version++
 		o.Revision = w.rev
 		o.Updated = now
@@ -306,9 +340,20 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		delete(w.objs, c.ID)
 		w.count.Add(-1)
 		w.size.Add(-o.Properties.Size())
+		w.digests[o.Slot] = slotDigest{}
+		if n := len(w.digests); int(o.Slot) == n-1 {
+			// Trim unused slots at the end, and let a flood's memory go.
+			for n > 0 && !w.digests[n-1].used {
+				n--
+			}
+			w.digests = w.digests[:n]
+			if cap(w.digests) > 1024 && n < cap(w.digests)/4 {
+				w.digests = append([]slotDigest(nil), w.digests...)
+			}
+		}
 		if len(w.objs) == 0 {
 			// Empty: every slot is free again, and the heap's memory goes.
-			w.free, w.nextSlot = nil, 0
+			w.free, w.nextSlot, w.digests = nil, 0, nil
 		} else {
 			heap.Push(&w.free, o.Slot)
 		}
@@ -341,6 +386,7 @@ func (w *World) update(o *Object, props Properties, now time.Time) Record {
 		}
 		w.size.Add(grown)
 		o.Digest = ObjectDigest(o.IDHash, o.Owner, o.Epoch, o.props)
+		w.noteDigest(o)
 	}
 	if len(delta) == 0 {
 		return Record{}

@@ -263,3 +263,34 @@ func TestWorldSize(t *testing.T) {
 	w.Apply([]Change{{Type: Remove, ID: "b"}}, nil)
 	check("empty", 0, 0)
 }
+
+// TestRangeDigests: the dense digest array agrees with the objects through
+// adds, updates, transfers and removes, and every digest is
+// ObjectDigest of what the object is.
+func TestRangeDigests(t *testing.T) {
+	w := New("w")
+	var changes []Change
+	for i := range 50 {
+		changes = append(changes, Change{Type: Add, ID: fmt.Sprint("o", i), Owner: "a", Properties: Properties{"x": []byte(fmt.Sprint(i))}})
+	}
+	w.Apply(changes, nil)
+	w.Apply([]Change{{Type: Update, ID: "o3", Properties: Properties{"x": []byte("99"), "y": []byte("true")}}, {Type: Remove, ID: "o49"}, {Type: Remove, ID: "o7"},
+		{Type: Transfer, ID: "o5", Owner: "b", Epoch: 2}}, nil)
+	want := map[uint32]Object{}
+	w.Range(func(o Object) bool { want[o.Slot] = o; return true })
+	got := 0
+	w.RangeDigests(func(slot uint32, owner string, idHash, digest uint64) bool {
+		o, ok := want[slot]
+		if !ok || o.Owner != owner || o.IDHash != idHash || o.Digest != digest {
+			t.Errorf("slot %d: %s %x %x, want %+v", slot, owner, idHash, digest, o)
+		}
+		if d := ObjectDigest(IDHash(o.ID), o.Owner, o.Epoch, o.Properties.Hash()); d != digest {
+			t.Errorf("%s: digest %x, want %x", o.ID, digest, d)
+		}
+		got++
+		return true
+	})
+	if got != len(want) || got != 48 {
+		t.Fatalf("RangeDigests saw %d objects, the world holds %d", got, len(want))
+	}
+}

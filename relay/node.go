@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/solipsism/mesh/auth"
 	"github.com/solipsism/mesh/gameworld"
@@ -71,8 +72,10 @@ type Node struct {
 	// batchAdds counts the adds a batch being applied has let in so far,
 	// per owner (quota.go).
 	batchAdds map[string]int
-	// repairs counts what anti-entropy repaired (digest.go).
-	repairs repairCounts
+	// repairs counts what anti-entropy repaired (digest.go), and
+	// digestBudget bounds what digests cost.
+	repairs      repairCounts
+	digestBudget *rate.Limiter
 	// worldWarned is when a write over the world's bounds was last logged.
 	worldWarned time.Time
 	perIP       map[string]int
@@ -206,6 +209,8 @@ func New(opts Options) (*Node, error) {
 		links:   make(map[*peer.Link]*linkState),
 		claims:  make(map[string]*linkState),
 		started: time.Now(),
+		// A burst as large as the largest world a node takes.
+		digestBudget: rate.NewLimiter(digestVisitsPerSecond, max(digestVisitsPerSecond, min(opts.Quotas.WorldObjects, 10_000_000))),
 	}
 	if opts.Store != nil {
 		n.openStoreLocked(opts.Store, stored)
