@@ -20,4 +20,9 @@
 // sends a peer anything known to crash the JavaScript library: unknown
 // message types, a remove of an id the peer was never told about, or an add
 // and a remove of one id in one message.
+//
+// A queue that has fallen behind by a burst is sent a slice at a time,
+// paced by the peer's answer to a ping, live changes first (queue.go); the
+// anti-entropy messages (digest.go) go only to peers that list
+// FeatureDigest.
 package peer

@@ -20,6 +20,13 @@
 // asker once the other members have acknowledged the grant. Persistent
 // objects fall to the node when their owner leaves.
 //
+// Every link between our peers proves convergence (digest.go): each side
+// periodically sends the other a digest of what it sent it, and the
+// buckets that differ are repaired and counted (Node.Repairs). What the
+// node accepts from its upstream and mesh members is bounded (quota.go),
+// and a world behind a proxy that the upstream does not grant is refused
+// alone (identity.go).
+//
 // Concurrency: a Node serialises applying and routing under one mutex, so
 // every link sees changes in the same order the world applied them. Links
 // write on goroutines of their own, started while they have something to
