@@ -128,7 +128,7 @@ func TestMeshProcessWrongSecret(t *testing.T) {
 }
 
 // waitMesh waits until every member of procs links to every other.
-func waitMesh(t *testing.T, procs []*proc) {
+func waitMesh(t testing.TB, procs []*proc) {
 	t.Helper()
 	want := len(procs) * (len(procs) - 1)
 	deadline := time.Now().Add(15 * time.Second)
