@@ -195,17 +195,20 @@ func TestFollowWorld(t *testing.T) {
 	caughtUp(t, p, c)
 }
 
-// burst drops in runs: run out of every period calls, 20% for 10 of 50.
+// burst drops in runs: run out of every period calls, 20% for 20 of 100.
 func burst(run, period int) func() bool {
 	var n atomic.Int64
 	return func() bool { return int(n.Add(1)%int64(period)) < run }
 }
 
 // TestLoss: a client that loses 20% of its state packets and 20% of its
-// acknowledgements (in runs longer than the history) over 2,000 heartbeats
-// keeps converging, and gets sets when its base has left history.
+// acknowledgements (in runs longer than the history) over 1,000 heartbeats
+// keeps converging, and gets sets when its base has left history. The
+// heartbeat (10 ms) leaves a client under the race detector on a slow
+// machine time to take each packet in, so that its sets come from the lost
+// runs, not from falling behind.
 func TestLoss(t *testing.T) {
-	p := startPlace(t, Options{Heartbeat: 2 * time.Millisecond, History: 8})
+	p := startPlace(t, Options{Heartbeat: 10 * time.Millisecond, History: 16})
 	alice := p.solipsist(t, "alice")
 	var ids []string
 	for i := range 20 {
@@ -216,7 +219,7 @@ func TestLoss(t *testing.T) {
 	var rmu = make(chan struct{}, 1)
 	rmu <- struct{}{}
 	dropState := func() bool { <-rmu; defer func() { rmu <- struct{}{} }(); return r.IntN(5) == 0 }
-	c := p.agent(t, ClientOptions{DropState: dropState, DropAck: burst(10, 50)})
+	c := p.agent(t, ClientOptions{DropState: dropState, DropAck: burst(20, 100)})
 	start := p.bridge.beats.Load()
 	ctx, cancel := context.WithCancel(context.Background())
 	moved := make(chan struct{})
@@ -230,7 +233,7 @@ func TestLoss(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}()
-	waitFor(t, "2,000 heartbeats", 60*time.Second, func() bool { return p.bridge.beats.Load()-start >= 2000 })
+	waitFor(t, "1,000 heartbeats", 60*time.Second, func() bool { return p.bridge.beats.Load()-start >= 1000 })
 	cancel()
 	<-moved
 	caughtUp(t, p, c)
@@ -239,7 +242,7 @@ func TestLoss(t *testing.T) {
 	if st.Sets < 2 {
 		t.Errorf("no set after the first (%+v): the base never left history", st)
 	}
-	if st.Merges+st.Applies < 500 {
+	if st.Merges+st.Applies < 250 {
 		t.Errorf("too few diffs: %+v", st)
 	}
 }
