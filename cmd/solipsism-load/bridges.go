@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/solipsism/mesh/bridge/alloverse"
@@ -25,16 +27,30 @@ type bridged struct {
 	lastDiff string
 }
 
-// bridgedClient is one Alloverse or snapshot client.
+// bridgedClient is one Alloverse or snapshot client. A connection the node
+// closes (a client starved of CPU misses its deadlines and is rightly
+// dropped) is replaced, as a real client would: its view starts over.
 type bridgedClient struct {
+	dial func(ctx context.Context) (*bridgedConn, error)
+	cur  atomic.Pointer[bridgedConn]
+}
+
+// bridgedConn is one connection of a bridged client.
+type bridgedConn struct {
 	own string // the object it writes
 	// view returns its current copy of the world: object id to its "t"
 	// value; ok is false while it has none.
-	view  func() (map[string]string, bool)
-	close func()
-	// gone reports why the client's connection ended, or nil while up.
+	view    func() (map[string]string, bool)
+	write   func(t int64) error
+	changed func() <-chan struct{}
+	close   func()
+	done    <-chan struct{}
+	// gone reports why the connection ended, or nil while up.
 	gone func() error
 }
+
+func (bc *bridgedClient) view() (map[string]string, bool) { return bc.cur.Load().view() }
+func (bc *bridgedClient) gone() error                     { return bc.cur.Load().gone() }
 
 // bridgedCheck counts the bridged clients whose view differs from the
 // node's world.
@@ -44,15 +60,15 @@ type bridgedCheck struct{ allo, snaps int }
 func startBridged(ctx context.Context, cfg *config, rate float64, st *stats, wg *sync.WaitGroup) (*bridged, error) {
 	b := &bridged{}
 	for k := range cfg.allo {
-		bc, err := startAllo(ctx, cfg, k, rate, st, wg)
-		if err != nil {
+		bc := &bridgedClient{dial: func(ctx context.Context) (*bridgedConn, error) { return dialAllo(ctx, cfg) }}
+		if err := bc.start(ctx, rate, st, &st.alloLat, wg); err != nil {
 			return nil, fmt.Errorf("alloverse client %d: %w", k, err)
 		}
 		b.allo = append(b.allo, bc)
 	}
 	for k := range cfg.snapshots {
-		bc, err := startSnapshot(ctx, cfg, k, rate, st, wg)
-		if err != nil {
+		bc := &bridgedClient{dial: func(ctx context.Context) (*bridgedConn, error) { return dialSnapshot(ctx, cfg, k) }}
+		if err := bc.start(ctx, rate, st, &st.snapLat, wg); err != nil {
 			return nil, fmt.Errorf("snapshot client %d: %w", k, err)
 		}
 		b.snaps = append(b.snaps, bc)
@@ -60,9 +76,9 @@ func startBridged(ctx context.Context, cfg *config, rate float64, st *stats, wg 
 	return b, nil
 }
 
-// startAllo connects an Alloverse client, announces it (its avatar is the
-// entity it writes), and runs it until ctx ends.
-func startAllo(ctx context.Context, cfg *config, k int, rate float64, st *stats, wg *sync.WaitGroup) (*bridgedClient, error) {
+// dialAllo connects an Alloverse client and announces it (its avatar is
+// the entity it writes).
+func dialAllo(ctx context.Context, cfg *config) (*bridgedConn, error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c, err := alloverse.DialClient(dctx, cfg.alloURL, alloverse.ClientOptions{Token: cfg.token})
@@ -97,13 +113,11 @@ func startAllo(ctx context.Context, cfg *config, k int, rate float64, st *stats,
 		_, err := c.Request(ctx, "change_components", avatar, "add_or_change", map[string]any{"t": t})
 		return err
 	}
-	bc := &bridgedClient{own: avatar, view: view, close: func() { c.Close() }, gone: doneErr(c.Done(), c.Err)}
-	bc.run(ctx, rate, st, &st.alloLat, c.Changed, write, wg)
-	return bc, nil
+	return &bridgedConn{own: avatar, view: view, write: write, changed: c.Changed, close: func() { c.Close() }, done: c.Done(), gone: doneErr(c.Done(), c.Err)}, nil
 }
 
-// startSnapshot connects a snapshot client and runs it until ctx ends.
-func startSnapshot(ctx context.Context, cfg *config, k int, rate float64, st *stats, wg *sync.WaitGroup) (*bridgedClient, error) {
+// dialSnapshot connects a snapshot client and writes its object.
+func dialSnapshot(ctx context.Context, cfg *config, k int) (*bridgedConn, error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c, err := snapshot.Dial(dctx, cfg.snapshotAddr, snapshot.ClientOptions{Token: cfg.token})
@@ -124,34 +138,56 @@ func startSnapshot(ctx context.Context, cfg *config, k int, rate float64, st *st
 		c.Close()
 		return nil, err
 	}
-	bc := &bridgedClient{own: own, view: view, close: func() { c.Close() }, gone: doneErr(c.Done(), c.Err)}
-	bc.run(ctx, rate, st, &st.snapLat, c.Changed, write, wg)
-	return bc, nil
+	return &bridgedConn{own: own, view: view, write: write, changed: c.Changed, close: func() { c.Close() }, done: c.Done(), gone: doneErr(c.Done(), c.Err)}, nil
 }
 
-// run writes the client's object at rate and, on every change of its
-// view, records how old the load clients' newly seen changes are.
-func (bc *bridgedClient) run(ctx context.Context, rate float64, st *stats, lat *[]time.Duration,
-	changed func() <-chan struct{}, write func(int64) error, wg *sync.WaitGroup) {
+// start connects the client and runs it until ctx ends: it writes its
+// object at rate, records on every change of its view how old the load
+// clients' newly seen changes are, and connects again when the node drops
+// it.
+func (bc *bridgedClient) start(ctx context.Context, rate float64, st *stats, lat *[]time.Duration, wg *sync.WaitGroup) error {
+	c, err := bc.dial(ctx)
+	if err != nil {
+		return err
+	}
+	bc.cur.Store(c)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		defer bc.close()
+		defer func() { bc.cur.Load().close() }()
 		seen := map[string]string{}
+		backoff := 100 * time.Millisecond
 		for {
+			c := bc.cur.Load()
 			select {
 			case <-ctx.Done():
 				return
-			case <-changed():
+			case <-c.done:
+				// Dropped: connect again, with backoff.
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(backoff + rand.N(backoff)):
+				}
+				if nc, err := bc.dial(ctx); err == nil {
+					bc.cur.Store(nc)
+					st.reconnects.Add(1)
+					backoff = 100 * time.Millisecond
+					clear(seen)
+				} else {
+					backoff = min(2*backoff, 3*time.Second)
+				}
+				continue
+			case <-c.changed():
 			}
 			now := time.Now().UnixNano()
-			view, ok := bc.view()
+			view, ok := c.view()
 			if !ok || !st.measuring.Load() {
 				continue
 			}
 			var fresh []time.Duration
 			for id, t := range view {
-				if id == bc.own || seen[id] == t {
+				if id == c.own || seen[id] == t {
 					continue
 				}
 				seen[id] = t
@@ -178,17 +214,19 @@ func (bc *bridgedClient) run(ctx context.Context, rate float64, st *stats, lat *
 			if st.stopSending.Load() {
 				continue
 			}
-			if err := write(time.Now().UnixNano()); err != nil {
-				if ctx.Err() == nil {
+			c := bc.cur.Load()
+			if err := c.write(time.Now().UnixNano()); err != nil {
+				if ctx.Err() == nil && c.gone() == nil {
 					st.fail(fmt.Errorf("bridged client write: %w", err))
 				}
-				return
+				continue // a dropped connection is replaced
 			}
 			if st.measuring.Load() {
 				st.sent.Add(1)
 			}
 		}
 	}()
+	return nil
 }
 
 // check compares every bridged client's view with the node's world.

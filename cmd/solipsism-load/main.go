@@ -376,7 +376,14 @@ func isClosed(err error) bool {
 // returns false if the run ended first.
 func (cl *client) reconnect(ctx context.Context) bool {
 	cl.ready.Store(false)
-	backoff := 50 * time.Millisecond
+	// A first wait too: a node that dropped clients for being slow is busy,
+	// and a thousand clients back at once would keep it so.
+	backoff := 250 * time.Millisecond
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(rand.N(2 * backoff)):
+	}
 	for {
 		if ctx.Err() != nil || cl.leaving.Load() {
 			return false
@@ -404,7 +411,7 @@ func (cl *client) reconnect(ctx context.Context) bool {
 			return false
 		case <-time.After(backoff + rand.N(backoff)):
 		}
-		backoff = min(2*backoff, 2*time.Second)
+		backoff = min(2*backoff, 3*time.Second)
 	}
 }
 
