@@ -156,11 +156,9 @@ func (l *Link) controlMessage(msg []byte) {
 	if l.closed {
 		return
 	}
-	it := l.tailLocked()
-	if it == nil || it.recs != nil || it.q != nil {
-		if it = l.appendLocked(&item{}); it == nil {
-			return
-		}
+	it := l.barrierLocked()
+	if it == nil {
+		return
 	}
 	it.msgs = append(it.msgs, msg)
 	l.startWriterLocked()

@@ -27,18 +27,25 @@ func (l *Link) control(f uint8, md Metadata) {
 	if l.closed {
 		return
 	}
-	it := l.tailLocked()
-	if it == nil || it.recs != nil || it.q != nil {
-		it = l.appendLocked(&item{})
-		if it == nil {
-			return
-		}
+	it := l.barrierLocked()
+	if it == nil {
+		return
 	}
 	it.flags |= f
 	if f == flagSendMD {
 		it.md = md
 	}
 	l.startWriterLocked()
+}
+
+// barrierLocked returns the item at the outbox's tail for control messages,
+// adding one after records or a queue: what is offered later goes after
+// them. It returns nil if the link was cut off. outMu must be held.
+func (l *Link) barrierLocked() *item {
+	if it := l.tailLocked(); it != nil && it.recs == nil && it.q == nil {
+		return it
+	}
+	return l.appendLocked(&item{})
 }
 
 func (l *Link) tailLocked() *item {

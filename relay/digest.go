@@ -140,20 +140,13 @@ func (n *Node) sentOver(ls *linkState, owner string) bool {
 // digestLoop sends due digests until the node closes.
 func (n *Node) digestLoop() {
 	defer n.wg.Done()
-	t := time.NewTicker(min(time.Second, n.opts.DigestInterval/4))
-	defer t.Stop()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-t.C:
-		}
+	Every(n.ctx, min(time.Second, n.opts.DigestInterval/4), func() {
 		n.mu.Lock()
+		defer n.mu.Unlock()
 		if !n.closed {
 			n.sendDigestsLocked(time.Now())
 		}
-		n.mu.Unlock()
-	}
+	})
 }
 
 // sendDigestsLocked sends every link whose digest is due the digest of
