@@ -209,8 +209,8 @@ func New(opts Options) (*Node, error) {
 		links:   make(map[*peer.Link]*linkState),
 		claims:  make(map[string]*linkState),
 		started: time.Now(),
-		// A burst as large as the largest world a node takes.
-		digestBudget: rate.NewLimiter(digestVisitsPerSecond, max(digestVisitsPerSecond, min(opts.Quotas.WorldObjects, 10_000_000))),
+		// A burst as large as the largest world a digest may cover.
+		digestBudget: rate.NewLimiter(digestVisitsPerSecond, 10_000_000),
 	}
 	if opts.Store != nil {
 		n.openStoreLocked(opts.Store, stored)
