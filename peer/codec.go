@@ -196,6 +196,11 @@ type Metadata struct {
 	Refused []string
 }
 
+// FeatureRefused is the feature of peers (our proxies) that take a
+// "refused" list in metadata: a node refuses a world behind them that
+// their token does not grant, alone, instead of closing their link.
+const FeatureRefused = "refused"
+
 // FeatureDigest is the feature of peers that take part in anti-entropy:
 // they are sent digest, repairing and repaired messages and may send
 // requestRepair (see digest.go). Others are never sent them.

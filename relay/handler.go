@@ -148,16 +148,20 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	}
 	var refused []string
 	if ls.kind == ownership.Downstream {
-		// The peer's own identifier must be granted. A world behind it (a
-		// proxy's client) that its token does not cover is refused alone:
-		// not claimed, so its writes are refused, and the peer is told, so
-		// that it closes that world's link rather than lose its own.
+		// The peer's own identifier must be granted. A world behind a peer
+		// that speaks refusals (a proxy's client) that its token does not
+		// cover is refused alone: not claimed, so its writes are refused,
+		// and the peer is told, so that it closes that world's link rather
+		// than lose its own.
 		kept := md.IdentifierChain[:0:0]
 		for _, id := range md.IdentifierChain {
 			switch {
 			case ls.grant.Allows(id):
 				kept = append(kept, id)
-			case id == md.Identifier:
+			case id == md.Identifier || !md.Has(peer.FeatureRefused):
+				// (A peer that would not understand a refusal of one of
+				// its worlds, a browser's worker speaking for its page
+				// say, is refused whole, as it can tell its user.)
 				n.log.Info("refused a claim its token does not grant", "identifier", id, "link", l.ID())
 				n.limited("unauthorized")
 				l.Close(peer.StatusUnauthorized, "the token does not grant identifier "+id)
@@ -270,7 +274,7 @@ func (n *Node) LocalMetadata(l *peer.Link) peer.Metadata {
 // localMetadataLocked is LocalMetadata for a link of the given kind. n.mu
 // must be held.
 func (n *Node) localMetadataLocked(kind ownership.LinkKind) peer.Metadata {
-	md := peer.Metadata{Identifier: n.id, IdentifierChain: []string{n.id}, Role: n.role.String(), Features: []string{peer.FeatureOwnership, peer.FeatureDigest}}
+	md := peer.Metadata{Identifier: n.id, IdentifierChain: []string{n.id}, Role: n.role.String(), Features: []string{peer.FeatureOwnership, peer.FeatureDigest, peer.FeatureRefused}}
 	if kind == ownership.Downstream {
 		return md
 	}
