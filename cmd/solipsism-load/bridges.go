@@ -216,7 +216,7 @@ func (bc *bridgedClient) start(ctx context.Context, rate float64, st *stats, lat
 			}
 			c := bc.cur.Load()
 			if err := c.write(time.Now().UnixNano()); err != nil {
-				if ctx.Err() == nil && c.gone() == nil {
+				if ctx.Err() == nil && c.gone() == nil && !isClosed(err) {
 					st.fail(fmt.Errorf("bridged client write: %w", err))
 				}
 				continue // a dropped connection is replaced
