@@ -294,3 +294,13 @@ func TestRangeDigests(t *testing.T) {
 		t.Fatalf("RangeDigests saw %d objects, the world holds %d", got, len(want))
 	}
 }
+
+// The hashes the world computes on every change allocate nothing.
+func TestDigestAllocations(t *testing.T) {
+	v := []byte(`[1,2,3]`)
+	if n := testing.AllocsPerRun(100, func() {
+		_ = ObjectDigest(IDHash("Zk3pQ0aa-9bLm2Xc1"), "client-8f3KQ2ab-Lm0c9Xz1", 3, PropertyHash("position", v))
+	}); n != 0 {
+		t.Fatalf("%v allocations per digest", n)
+	}
+}
