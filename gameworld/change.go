@@ -110,6 +110,11 @@ type Change struct {
 	// node counts its peers' answers as acknowledgements (docs/protocol.md).
 	// Worlds ignore it.
 	Answer bool
+	// Stated marks a Transfer whose Epoch is the sender's word, even 0 (an
+	// upstream telling what an object is), as opposed to a request, whose
+	// zero Epoch asks for the next one. It is not sent on the wire: a
+	// node sets it on what its upstream and mesh members send.
+	Stated bool
 }
 
 // Beats reports whether a claim (epoch, owner) to an object wins over the

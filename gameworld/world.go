@@ -311,7 +311,7 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		}
 		w.rev++
 		prev := o.Owner
-		if c.Epoch == 0 {
+		if c.Epoch == 0 && !c.Stated {
 			c.Epoch = o.Epoch + 1 // a request: the next epoch
 		}
 		o.Owner, o.Epoch = c.Owner, c.Epoch

@@ -278,6 +278,10 @@ func (l *Link) Kind() ownership.LinkKind { return l.opts.Kind }
 // RemoteAddr describes the peer.
 func (l *Link) RemoteAddr() string { return l.conn.RemoteAddr() }
 
+// Transfers reports whether the peer's metadata lists FeatureOwnership:
+// it may be sent transfer records.
+func (l *Link) Transfers() bool { return l.transfers.Load() }
+
 // Stats returns the link's live counters.
 func (l *Link) Stats() *Stats { return &l.stats }
 

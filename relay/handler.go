@@ -48,6 +48,13 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	case ownership.Upstream, ownership.Mesh:
 		wc.Changes, answered = n.takeAnswersLocked(ls, wc.Changes)
 	}
+	if ls.kind == ownership.Upstream {
+		// The upstream's transfers state owners and epochs; none is a
+		// request (an object never transferred is told with epoch 0).
+		for i := range wc.Changes {
+			wc.Changes[i].Stated = wc.Changes[i].Type == gameworld.Transfer
+		}
+	}
 	if ls.digest.repair != nil {
 		n.seeRepairLocked(ls, wc.Changes)
 	}
@@ -68,9 +75,13 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	switch ls.kind {
 	case ownership.Downstream:
 		// A refused claim from a proxy is answered too: the proxy takes
-		// our word over its own.
+		// our word over its own. So is a write to an object the peer
+		// believes its own but someone else holds (an id it created
+		// while another peer did): told who owns it, the peer stops
+		// believing so, where otherwise it would for good.
+		speaks := ls.link.Transfers()
 		for _, rf := range res.Refused {
-			if rf.Change.Type == gameworld.Transfer {
+			if rf.Change.Type == gameworld.Transfer || (speaks && n.misbelievedLocked(ls, rf)) {
 				if requests == nil {
 					requests = map[string]bool{}
 				}

@@ -82,6 +82,18 @@ func (n *Node) authorize(ls *linkState, kind ownership.LinkKind, c gameworld.Cha
 	return n.checkTrusted(ls, c, existing)
 }
 
+// misbelievedLocked reports whether a write refused from the downstream
+// link ls shows that its peer believes it owns an object someone else
+// holds: an add or update in the name of a world behind ls, of an object
+// owned outside it. n.mu must be held.
+func (n *Node) misbelievedLocked(ls *linkState, rf gameworld.Refusal) bool {
+	if rf.Change.Type != gameworld.Add && rf.Change.Type != gameworld.Update || !errors.Is(rf.Err, ownership.ErrNotOwner) {
+		return false
+	}
+	o, ok := n.world.Get(rf.Change.ID)
+	return ok && n.relation(ls, rf.Change.Owner).InLinkChain && !n.relation(ls, o.Owner).InLinkChain
+}
+
 // mayTransfer decides a transfer of the existing object ex. n.mu must be
 // held.
 func (n *Node) mayTransfer(ls *linkState, kind ownership.LinkKind, c gameworld.Change, ex *gameworld.Object) error {

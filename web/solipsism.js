@@ -254,7 +254,9 @@ export class GameWorld extends EventTarget {
         // A change of owner: a transfer carries the whole object.
         const prev = existing.owner;
         existing.owner = c.owner;
-        existing.epoch = epoch || existing.epoch + 1;
+        // From a link, the epoch is the upstream's word (0 for an object
+        // never transferred); only a local request asks for the next.
+        existing.epoch = from ? epoch : epoch || existing.epoch + 1;
         if (c.properties && typeof c.properties === "object") existing.properties = { ...props };
         existing.updatedAt = Date.now();
         applied.push({ rec: { type: "transfer", id: existing.id, owner: existing.owner, epoch: existing.epoch, properties: { ...existing.properties } }, object: existing, previousOwner: prev, answer: c.answer === true });

@@ -185,6 +185,13 @@ func (p *Peer) handle(m Message) {
 			if c.Owner == "" {
 				p.violations = append(p.violations, c.Type+" without owner")
 			}
+			if _, mine := p.owned[c.ID]; mine && c.Type == "remove" && p.objects[c.ID] == nil {
+				// The library holds its own objects in the same world: a
+				// remove of one (it was taken, or its creation lost to
+				// another's) is of an id it knows, and drops it.
+				delete(p.owned, c.ID)
+				continue
+			}
 			if problem := applyLikeJS(p.objects, c); problem != "" {
 				p.violations = append(p.violations, problem)
 			}

@@ -1,0 +1,106 @@
+package relay
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/internal/wiretest"
+)
+
+// worldDiff describes how world w differs from the node's world ref ("" if
+// it does not): every object, its owner, epoch and properties.
+func worldDiff(w, ref *gameworld.World) string {
+	var diffs []string
+	ref.Range(func(o gameworld.Object) bool {
+		v, ok := w.Get(o.ID)
+		switch {
+		case !ok:
+			diffs = append(diffs, "lacks "+o.ID)
+		case v.Owner != o.Owner || v.Epoch != o.Epoch:
+			diffs = append(diffs, fmt.Sprintf("%s owned by %s at epoch %d, not %s at %d", o.ID, v.Owner, v.Epoch, o.Owner, o.Epoch))
+		case v.Digest != o.Digest:
+			diffs = append(diffs, o.ID+" has other properties")
+		}
+		return true
+	})
+	w.Range(func(o gameworld.Object) bool {
+		if _, ok := ref.Get(o.ID); !ok {
+			diffs = append(diffs, "has "+o.ID+", which the node has not")
+		}
+		return true
+	})
+	slices.Sort(diffs)
+	return strings.Join(diffs, "; ")
+}
+
+// TestCreatedTwice: two clients create an object with one id at about the
+// same time (the first tab of a demo puts the shared ball down). The node
+// keeps the first and refuses the second; the second client, which
+// believed the object its own, is told who owns it and ends with the
+// node's world, directly and through a proxy. A 2016-style peer that does
+// the same is sent nothing it does not understand.
+func TestCreatedTwice(t *testing.T) {
+	for _, viaProxy := range []bool{false, true} {
+		t.Run(fmt.Sprint("proxy=", viaProxy), func(t *testing.T) {
+			// A slow tick at the node: the second creator has not heard
+			// of the first's object when it creates its own.
+			srv, url := startNode(t, Options{Tick: 300 * time.Millisecond})
+			first := dialClient(t, url, "first")
+			second, secondURL := (*Client)(nil), url
+			var proxy *Node
+			if viaProxy {
+				proxy, secondURL = startProxy(t, url, Options{Tick: 2 * time.Millisecond})
+			}
+			second = dialClient(t, secondURL, "second")
+			legacy := wiretest.Dial(t, secondURL, "legacy-AAAAAAAA-BBBBBBBB", wiretest.Options{})
+
+			var id string
+			for attempt := 0; ; attempt++ {
+				id = fmt.Sprint("ball-", attempt)
+				if err := first.CreateWithID(id, map[string]any{"by": "first"}); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "the node holds the first's object", 5*time.Second, func() bool { _, ok := srv.World().Get(id); return ok })
+				if _, ok := second.World().Get(id); ok {
+					if attempt == 5 {
+						t.Fatal("the second client always heard of the object before creating its own")
+					}
+					continue
+				}
+				if err := second.CreateWithID(id, map[string]any{"by": "second"}); err != nil {
+					t.Fatal(err)
+				}
+				legacy.Change(map[string]any{"type": "add", "id": id, "owner": "legacy-AAAAAAAA-BBBBBBBB", "properties": map[string]any{"by": "legacy"}})
+				break
+			}
+			ownerIs(t, id, first.Identifier(), srv.World(), first.World(), second.World())
+			worlds := map[string]*gameworld.World{"first": first.World(), "second": second.World()}
+			if proxy != nil {
+				worlds["proxy"] = proxy.World()
+			}
+			waitFor(t, "every world is the node's", 5*time.Second, func() bool {
+				for _, w := range worlds {
+					if worldDiff(w, srv.World()) != "" {
+						return false
+					}
+				}
+				return true
+			})
+			if o, _ := second.World().Get(id); string(o.Properties["by"]) != `"first"` {
+				t.Fatalf("the second client holds %s, want the first's properties", o.Properties["by"])
+			}
+			if v := legacy.Violations(); len(v) > 0 {
+				t.Fatalf("the 2016-style peer was sent what would crash it: %v", v)
+			}
+			for _, m := range legacy.Messages() {
+				if strings.Contains(string(m.Data), `"transfer"`) {
+					t.Fatalf("the 2016-style peer was sent a transfer: %s", m.Data)
+				}
+			}
+		})
+	}
+}
