@@ -104,3 +104,27 @@ func TestCreatedTwice(t *testing.T) {
 		})
 	}
 }
+
+// TestCreatedTwiceAcrossMesh: clients of two mesh members create an object
+// with one id before either member hears of the other's. Each member
+// first keeps its own client's; both end with the same one, the greater
+// owner's (as of equal epochs in transfers), and so do both clients.
+func TestCreatedTwiceAcrossMesh(t *testing.T) {
+	nodes := startMeshWith(t, 2, MeshOptions{}, Options{Tick: 300 * time.Millisecond})
+	a, b := dialClient(t, nodes[0].url, "a"), dialClient(t, nodes[1].url, "b")
+	const id = "ball"
+	for _, c := range []*Client{a, b} {
+		if err := c.CreateWithID(id, map[string]any{"by": c.Identifier()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	winner := max(a.Identifier(), b.Identifier())
+	ownerIs(t, id, winner, nodes[0].node.World(), nodes[1].node.World(), a.World(), b.World())
+	waitFor(t, "every world is its node's", 5*time.Second, func() bool {
+		return worldDiff(nodes[1].node.World(), nodes[0].node.World()) == "" &&
+			worldDiff(a.World(), nodes[0].node.World()) == "" && worldDiff(b.World(), nodes[1].node.World()) == ""
+	})
+	if o, _ := a.World().Get(id); string(o.Properties["by"]) != `"`+winner+`"` {
+		t.Fatalf("the object holds %s, want the winner's properties", o.Properties["by"])
+	}
+}

@@ -48,6 +48,9 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	case ownership.Upstream, ownership.Mesh:
 		wc.Changes, answered = n.takeAnswersLocked(ls, wc.Changes)
 	}
+	if ls.kind == ownership.Mesh {
+		n.settleCreationsLocked(ls, wc.Changes)
+	}
 	if ls.kind == ownership.Upstream {
 		// The upstream's transfers state owners and epochs; none is a
 		// request (an object never transferred is told with epoch 0).

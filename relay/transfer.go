@@ -94,6 +94,26 @@ func (n *Node) misbelievedLocked(ls *linkState, rf gameworld.Refusal) bool {
 	return ok && n.relation(ls, rf.Change.Owner).InLinkChain && !n.relation(ls, o.Owner).InLinkChain
 }
 
+// settleCreationsLocked decides ids that were created twice, on two mesh
+// members, before either heard of the other's object: each member first
+// keeps its own, at epoch 0, and neither claim is a transfer. Of the two
+// the greater owner's wins, as of equal epochs in transfers, so every
+// member ends with the same object: an add from member m that ties so and
+// wins here is applied as a transfer at epoch 0 (Stated), and the loser's
+// creator is told like any old owner. n.mu must be held.
+func (n *Node) settleCreationsLocked(m *linkState, changes []gameworld.Change) {
+	for i, c := range changes {
+		if c.Type != gameworld.Add || c.Epoch != 0 {
+			continue
+		}
+		ex, ok := n.world.Get(c.ID)
+		if !ok || ex.Epoch != 0 || c.Owner <= ex.Owner || !n.relation(m, c.Owner).InLinkChain || n.relation(m, ex.Owner).InLinkChain {
+			continue
+		}
+		changes[i].Type, changes[i].Stated = gameworld.Transfer, true
+	}
+}
+
 // mayTransfer decides a transfer of the existing object ex. n.mu must be
 // held.
 func (n *Node) mayTransfer(ls *linkState, kind ownership.LinkKind, c gameworld.Change, ex *gameworld.Object) error {
@@ -114,6 +134,8 @@ func (n *Node) mayTransfer(ls *linkState, kind ownership.LinkKind, c gameworld.C
 	switch {
 	case c.Owner == ex.Owner:
 		return ownership.ErrAlreadyOwner
+	case c.Stated && kind == ownership.Mesh:
+		return nil // settleCreationsLocked decided
 	case c.Epoch == 0 && kind != ownership.Downstream:
 		// Only a requester asks for the next epoch; nodes pass theirs on.
 		return ownership.ErrStaleClaim
