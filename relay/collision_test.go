@@ -2,13 +2,19 @@ package relay
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
 )
 
 // worldDiff describes how world w differs from the node's world ref ("" if
@@ -126,5 +132,42 @@ func TestCreatedTwiceAcrossMesh(t *testing.T) {
 	})
 	if o, _ := a.World().Get(id); string(o.Properties["by"]) != `"`+winner+`"` {
 		t.Fatalf("the object holds %s, want the winner's properties", o.Properties["by"])
+	}
+}
+
+// TestMeshMemberIdentifierForm: a mesh link whose member presents an
+// identifier no node makes (New refuses them) is closed with 1008 and
+// claims nothing; a well-formed one is served.
+func TestMeshMemberIdentifierForm(t *testing.T) {
+	n, _ := startNode(t, Options{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, err := peer.Accept(w, r, peer.AcceptOptions{})
+		if err != nil {
+			return
+		}
+		n.goRun(n.attach(conn, ownership.Mesh, "", "member"))
+	}))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{
+		{"bot-AAAAAAAA-BBBBBBBB/../x", false},
+		{"server-AAAAAAAA-BBBB", false},
+		{"server-", false},
+		{strings.Repeat("s", 120) + "-AAAAAAAA-BBBBBBBB", false},
+		{"server-AAAAAAAA-BBBBBBBB", true},
+	} {
+		p := wiretest.Dial(t, wiretest.WSURL(srv), tc.id, wiretest.Options{Owned: []map[string]any{{"type": "add", "id": "o-" + tc.id, "owner": tc.id}}})
+		if !tc.want {
+			if code, _ := p.WaitClosed(5 * time.Second); code != websocket.StatusPolicyViolation {
+				t.Fatalf("%q: closed with %v, want 1008", tc.id, code)
+			}
+			if _, ok := n.World().Get("o-" + tc.id); ok {
+				t.Fatalf("%q: its object was taken", tc.id)
+			}
+			continue
+		}
+		waitFor(t, "the member's object", 5*time.Second, func() bool { _, ok := n.World().Get("o-" + tc.id); return ok })
 	}
 }

@@ -152,6 +152,13 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 		}
 		return
 	}
+	if ls.kind == ownership.Mesh && !gameworld.IsIdentifier(md.Identifier) {
+		// Every node's identifier has the form (New refuses others): a
+		// member that presents another is not one of ours.
+		n.log.Warn("refused a mesh member whose identifier is not a node's", "identifier", md.Identifier, "link", l.ID())
+		l.Close(peer.StatusPolicy, "a mesh member's identifier must be of the form prefix-XXXXXXXX-XXXXXXXX")
+		return
+	}
 	next := make(map[string]bool, len(md.IdentifierChain))
 	for _, id := range md.IdentifierChain {
 		if id == n.id {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/solipsism/mesh/gameworld"
 )
 
 // Backup format: one JSON document (docs/operations.md).
@@ -113,6 +115,10 @@ func Import(r io.Reader) (State, error) {
 	case b.Version != BackupVersion:
 		return State{}, fmt.Errorf("store: %w: version %d, this node reads version %d", ErrBadBackup, b.Version, BackupVersion)
 	}
+	if b.Identifier != "" && !gameworld.IsIdentifier(b.Identifier) {
+		// The node takes it as its own: the form nodes make.
+		return State{}, fmt.Errorf("store: %w: identifier %q is not of the form prefix-XXXXXXXX-XXXXXXXX", ErrBadBackup, b.Identifier)
+	}
 	seen := make(map[string]bool, len(b.Objects))
 	for i, o := range b.Objects {
 		switch {
@@ -122,6 +128,9 @@ func Import(r io.Reader) (State, error) {
 			return State{}, fmt.Errorf("store: %w: object %q appears twice", ErrBadBackup, o.ID)
 		case o.Owner == "":
 			return State{}, fmt.Errorf("store: %w: object %q has no owner", ErrBadBackup, o.ID)
+		case len(o.Owner) > 256:
+			// The bound every peer's identifier has on the wire.
+			return State{}, fmt.Errorf("store: %w: object %q has an owner over 256 bytes", ErrBadBackup, o.ID)
 		}
 		seen[o.ID] = true
 		for k, v := range o.Properties {

@@ -174,6 +174,8 @@ func TestBackupRoundTrip(t *testing.T) {
 		"twice":                    `{"format":"solipsism-world","version":1,"objects":[{"id":"a","owner":"o"},{"id":"a","owner":"o"}]}`,
 		"properties list":          `{"format":"solipsism-world","version":1,"objects":[{"id":"a","owner":"o","properties":[]}]}`,
 		"two documents":            `{"format":"solipsism-world","version":1,"objects":[]} {}`,
+		"identifier not a node's":  `{"format":"solipsism-world","version":1,"identifier":"server-X-Y/../x","objects":[]}`,
+		"long owner":               `{"format":"solipsism-world","version":1,"objects":[{"id":"a","owner":"` + strings.Repeat("o", 257) + `"}]}`,
 		"invalid UTF-8":            "{\"format\":\"solipsism-world\",\"version\":1,\"objects\":[{\"id\":\"a\xff\",\"owner\":\"o\"}]}",
 		"invalid UTF-8 in a value": "{\"format\":\"solipsism-world\",\"version\":1,\"objects\":[{\"id\":\"a\",\"owner\":\"o\",\"properties\":{\"x\":\"\xc3\"}}]}",
 	}
@@ -187,7 +189,7 @@ func TestBackupRoundTrip(t *testing.T) {
 }
 
 func FuzzImport(f *testing.F) {
-	f.Add([]byte(`{"format":"solipsism-world","version":1,"identifier":"x","objects":[{"id":"a","owner":"o","epoch":2,"properties":{"x":1}}],"values":{"k":"v"}}`))
+	f.Add([]byte(`{"format":"solipsism-world","version":1,"identifier":"server-AAAAAAAA-BBBBBBBB","objects":[{"id":"a","owner":"o","epoch":2,"properties":{"x":1}}],"values":{"k":"v"}}`))
 	f.Add([]byte(`{"format":"solipsism-world","version":1,"objects":null}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
