@@ -70,7 +70,14 @@ func (b *Bridge) Handler(opts HandlerOptions) http.Handler {
 		s.Close()
 		wc.Close(StatusNormal, "")
 		<-wc.writerDone()
-		b.log.Debug("client left", "remote", r.RemoteAddr)
+		wc.mu.Lock()
+		werr := wc.writeErr
+		wc.mu.Unlock()
+		if werr != nil {
+			b.log.Info("closed a client that did not take what it was sent", "remote", r.RemoteAddr, "write_timeout", opts.WriteTimeout, "err", werr)
+		} else {
+			b.log.Debug("client left", "remote", r.RemoteAddr)
+		}
 	})
 }
 
@@ -89,6 +96,9 @@ type wsConn struct {
 	reason  string
 	wake    chan struct{}
 	done    chan struct{}
+	// writeErr is why the writer gave up (a client that did not take a
+	// frame within the write timeout), for the log.
+	writeErr error
 }
 
 // Describe implements Described.
@@ -169,6 +179,9 @@ func (w *wsConn) writeLoop() {
 			err := w.c.Write(ctx, websocket.MessageText, frame)
 			cancel()
 			if err != nil {
+				w.mu.Lock()
+				w.writeErr = err
+				w.mu.Unlock()
 				w.c.CloseNow()
 				return
 			}

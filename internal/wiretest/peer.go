@@ -39,6 +39,11 @@ type Options struct {
 	// Owned are add records of objects the peer owns from the start; it
 	// offers them only in refresh answers.
 	Owned []map[string]any
+	// ReadDelay is a pause after each message read: a slow link.
+	ReadDelay time.Duration
+	// Forget keeps only the first 16 messages for Messages (a long-lived
+	// peer's view stays; the log of what built it does not).
+	Forget bool
 }
 
 // Peer is a raw protocol peer over a real WebSocket connection.
@@ -136,6 +141,9 @@ func (p *Peer) readLoop() {
 		}
 		m.At = time.Now()
 		p.handle(m)
+		if p.opts.ReadDelay > 0 {
+			time.Sleep(p.opts.ReadDelay)
+		}
 	}
 }
 
@@ -162,7 +170,9 @@ func (p *Peer) handle(m Message) {
 		}
 	}()
 	p.mu.Lock()
-	p.messages = append(p.messages, m)
+	if !p.opts.Forget || len(p.messages) < 16 {
+		p.messages = append(p.messages, m)
+	}
 	switch m.Type {
 	case "worldChange":
 		var wc struct {
@@ -299,10 +309,16 @@ func (p *Peer) own(changes []map[string]any) {
 // peer's own objects so it can answer requestRefresh.
 func (p *Peer) Change(changes ...map[string]any) {
 	p.t.Helper()
-	p.own(changes)
-	if err := p.Send("worldChange", map[string]any{"timestamp": time.Now().UnixMilli(), "changes": changes}); err != nil {
+	if err := p.TryChange(changes...); err != nil {
 		p.t.Fatalf("wiretest: %s: send: %v", p.ID, err)
 	}
+}
+
+// TryChange is Change that returns the error of a send (on a connection
+// that closed, say), for tests where connections may break.
+func (p *Peer) TryChange(changes ...map[string]any) error {
+	p.own(changes)
+	return p.Send("worldChange", map[string]any{"timestamp": time.Now().UnixMilli(), "changes": changes})
 }
 
 // Add returns an add record owned by owner.
@@ -449,6 +465,22 @@ func applyLikeJS(objs map[string]*Object, c wireChange) string {
 	return ""
 }
 
+// Owned returns add records of the objects the peer owns now, for a peer
+// that connects again in its name (Options.Owned).
+func (p *Peer) Owned() []map[string]any {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]map[string]any, 0, len(p.owned))
+	for id, o := range p.owned {
+		props := map[string]any{}
+		for k, v := range o.Properties {
+			props[k] = v
+		}
+		out = append(out, map[string]any{"type": "add", "id": id, "owner": o.Owner, "properties": props})
+	}
+	return out
+}
+
 // Messages returns the messages received so far.
 func (p *Peer) Messages() []Message {
 	p.mu.Lock()
@@ -482,6 +514,13 @@ func (p *Peer) RefreshBeforeMetadata() bool {
 
 // Close closes the connection normally.
 func (p *Peer) Close() { p.conn.Close(websocket.StatusNormalClosure, "bye") }
+
+// Closed returns why the connection ended, or nil while it is up.
+func (p *Peer) Closed() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
 
 // Drop closes the TCP connection without a close handshake.
 func (p *Peer) Drop() { p.conn.CloseNow() }
