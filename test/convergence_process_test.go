@@ -110,6 +110,9 @@ func waitConverged(t *testing.T, peers []peerAt, timeout time.Duration) {
 				worlds[pa.node] = w
 			}
 			if d := differs(pa.peer.Objects(), w, pa.peer.ID); d != "" {
+				if err := pa.peer.Closed(); err != nil {
+					d += fmt.Sprintf(" (its connection closed: %v)", err)
+				}
 				bad = append(bad, pa.peer.ID+": "+d)
 			}
 		}

@@ -315,6 +315,11 @@ func TestSoak(t *testing.T) {
 			return true
 		})
 		var last string
+		defer func() {
+			if t.Failed() {
+				t.Logf("%s: the bridged clients' last difference: %s", phase, last)
+			}
+		}()
 		waitUntil(t, phase+": the bridged clients hold the world", 60*time.Second, func() bool {
 			if err := br.revive(ctx); err != nil {
 				last = err.Error()
