@@ -74,48 +74,25 @@ type peerAt struct {
 // and fails with the differences if that does not happen in time.
 func waitConverged(t *testing.T, peers []peerAt, timeout time.Duration) {
 	t.Helper()
+	waitConvergedEach(t, func() []peerAt { return peers }, timeout)
+}
+
+// waitConvergedEach is waitConverged over the peers that current returns
+// each time it looks (a test may connect peers again meanwhile; nil
+// means they are not ready to be compared).
+func waitConvergedEach(t *testing.T, current func() []peerAt, timeout time.Duration) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		// Counts first: copying every view while peers catch up would
-		// take the CPU they need.
-		counts := map[*proc]map[string]int{}
-		settled := true
-		for _, pa := range peers {
-			c, ok := counts[pa.node]
-			if !ok {
-				c = map[string]int{}
-				for _, o := range worldOf(t, pa.node) {
-					c[o.Owner]++
-				}
-				counts[pa.node] = c
-			}
-			want := 0
-			for owner, n := range c {
-				if owner != pa.peer.ID {
-					want += n
-				}
-			}
-			settled = settled && pa.peer.Len() == want
-		}
-		if !settled && time.Now().Before(deadline) {
+		peers := current() // nil: not ready to be compared yet
+		if (peers == nil || !settled(t, peers)) && time.Now().Before(deadline) {
 			time.Sleep(time.Second)
 			continue
 		}
-		worlds := map[*proc]map[string]wiretest.Object{}
-		var bad []string
-		for _, pa := range peers {
-			w, ok := worlds[pa.node]
-			if !ok {
-				w = worldOf(t, pa.node)
-				worlds[pa.node] = w
-			}
-			if d := differs(pa.peer.Objects(), w, pa.peer.ID); d != "" {
-				if err := pa.peer.Closed(); err != nil {
-					d += fmt.Sprintf(" (its connection closed: %v)", err)
-				}
-				bad = append(bad, pa.peer.ID+": "+d)
-			}
+		if peers == nil {
+			t.Fatalf("the peers were not all connected after %s", timeout)
 		}
+		bad := divergent(t, peers)
 		if len(bad) == 0 {
 			for _, pa := range peers {
 				pa.peer.CheckClean()
@@ -127,6 +104,54 @@ func waitConverged(t *testing.T, peers []peerAt, timeout time.Duration) {
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// settled reports whether every peer holds as many objects as its node
+// holds of others: counts first, as copying every view while peers catch
+// up would take the CPU they need.
+func settled(t *testing.T, peers []peerAt) bool {
+	counts := map[*proc]map[string]int{}
+	for _, pa := range peers {
+		c, ok := counts[pa.node]
+		if !ok {
+			c = map[string]int{}
+			for _, o := range worldOf(t, pa.node) {
+				c[o.Owner]++
+			}
+			counts[pa.node] = c
+		}
+		want := 0
+		for owner, n := range c {
+			if owner != pa.peer.ID {
+				want += n
+			}
+		}
+		if pa.peer.Len() != want {
+			return false
+		}
+	}
+	return true
+}
+
+// divergent describes the peers whose view differs from their node's
+// world.
+func divergent(t *testing.T, peers []peerAt) []string {
+	worlds := map[*proc]map[string]wiretest.Object{}
+	var bad []string
+	for _, pa := range peers {
+		w, ok := worlds[pa.node]
+		if !ok {
+			w = worldOf(t, pa.node)
+			worlds[pa.node] = w
+		}
+		if d := differs(pa.peer.Objects(), w, pa.peer.ID); d != "" {
+			if err := pa.peer.Closed(); err != nil {
+				d += fmt.Sprintf(" (its connection closed: %v)", err)
+			}
+			bad = append(bad, pa.peer.ID+": "+d)
+		}
+	}
+	return bad
 }
 
 // waitAsked waits until the node has sent the peer its first message (it

@@ -280,30 +280,39 @@ func TestSoak(t *testing.T) {
 		t.Helper()
 		peersMu.Lock()
 		defer peersMu.Unlock()
-		// Peers the nodes closed connect again, until all have stayed
-		// connected for two seconds. (A 2016 peer takes its identifier
-		// back only once its node has seen the old connection go, after
-		// the reclaim grace: before that it is closed with 4004.)
-		waitUntil(t, phase+": every peer connected", 60*time.Second, func() bool {
+		// Peers the nodes closed (they could not keep up) connect again,
+		// as long as it takes; a 2016 peer takes its identifier back only
+		// once its node has seen the old connection go, after the
+		// reclaim grace: before that it is closed with 4004.
+		at := func() []peerAt {
+			var out []peerAt
 			for _, sp := range peers {
 				if sp.revive(t) {
 					t.Logf("%s: %s connects again", phase, sp.id)
 				}
+				out = append(out, peerAt{sp.peer(), sp.node.proc()})
 			}
-			time.Sleep(2 * time.Second)
-			for _, sp := range peers {
-				if sp.peer().Closed() != nil {
+			return out
+		}
+		waitUntil(t, phase+": every peer connected", 60*time.Second, func() bool {
+			for _, pa := range at() {
+				if pa.peer.Closed() != nil {
+					time.Sleep(time.Second)
 					return false
 				}
 			}
 			return true
 		})
-		var at []peerAt
-		for _, sp := range peers {
-			at = append(at, peerAt{sp.peer(), sp.node.proc()})
-		}
 		t0 := time.Now()
-		waitConverged(t, at, 120*time.Second)
+		waitConvergedEach(t, func() []peerAt {
+			out := at()
+			for _, pa := range out {
+				if pa.peer.Closed() != nil {
+					return nil // not yet connected again: not settled
+				}
+			}
+			return out
+		}, 120*time.Second)
 		ref := worldOf(t, a.proc())
 		waitUntil(t, phase+": every node holds a's world", 60*time.Second, func() bool {
 			ref = worldOf(t, a.proc())
@@ -339,7 +348,7 @@ func TestSoak(t *testing.T) {
 		})
 		t.Logf("bridged clients connected again %d times", br.revived.Load())
 		t.Logf("%s: %d peers, 6 nodes and 2 bridged clients hold the same %d objects (%s after the chaos)",
-			phase, len(at), len(ref), time.Since(t0).Round(time.Millisecond))
+			phase, len(peers), len(ref), time.Since(t0).Round(time.Millisecond))
 	}
 	repairs := func() map[string]float64 {
 		out := map[string]float64{}
