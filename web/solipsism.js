@@ -109,8 +109,10 @@ export function beats(epoch, owner, curEpoch, curOwner) {
  * "add" when an object appears, "update" when properties change (changed
  * holds them), "remove" when it goes away, "transfer" when it changes
  * owner (detail.previousOwner), and then "gained" when this world became
- * its owner or "lost" when it stopped being. Events fire for everyone's
- * objects, this world's own included.
+ * its owner or "lost" when it stopped being (taken by another, or created
+ * under an id another world had already taken: the node keeps the first
+ * and tells the others). Events fire for everyone's objects, this world's
+ * own included.
  */
 export class GameWorld extends EventTarget {
   /** @param {{identifier?: string, prefix?: string}} [options] */
