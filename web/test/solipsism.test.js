@@ -135,6 +135,36 @@ test("ownership: take, refuse, write as the new owner, release, with gained and 
   await node.stop();
 });
 
+test("an id created twice: the later creator hears it lost and ends with the first's object", async () => {
+  // A slow tick at the node: b has not heard of a's object when it
+  // creates its own under the same id.
+  const node = await startNode(await freePort(), ["--tick", "300ms"]);
+  const a = connect({ url: node.url, worker: false });
+  const b = connect({ url: node.url, worker: false });
+  await Promise.all([connected(a), connected(b)]);
+  const lost = [];
+  b.world.addEventListener("lost", (e) => lost.push(e.detail.object.id));
+  let id;
+  for (let attempt = 0; ; attempt++) {
+    id = `shared-ball-${attempt}`;
+    a.world.create({ by: "a" }, id);
+    await new Promise((r) => setTimeout(r, 100));
+    if (!b.world.get(id)) break;
+    assert.ok(attempt < 5, "b always heard of a's object before creating its own");
+  }
+  b.world.create({ by: "b" }, id);
+  await waitFor("b takes the node's word", () => b.world.get(id).owner === a.world.identifier);
+  const o = b.world.get(id);
+  assert.deepEqual(o.properties, { by: "a" });
+  assert.equal(o.epoch, 0);
+  assert.equal(o.owned, false);
+  assert.deepEqual(lost, [id]);
+  assert.equal(a.world.get(id).owner, a.world.identifier);
+  a.close();
+  b.close();
+  await node.stop();
+});
+
 test("a region: only what is inside arrives, moves in and out, and the region moves", async () => {
   const node = await startNode(await freePort());
   const a = connect({ url: node.url, worker: false });
