@@ -337,7 +337,8 @@ func TestSoak(t *testing.T) {
 			allo, snap := br.clients()
 			node := worldOf(t, a.proc())
 			if last = bridgedDiff(alloView(allo), node); last != "" {
-				last = "Alloverse: " + last
+				_, rev, _ := allo.Document()
+				last = fmt.Sprintf("Alloverse: %s (client at revision %d, %+v)", last, rev, allo.Stats())
 				return false
 			}
 			if last = bridgedDiff(snapView(snap), node); last != "" {

@@ -43,6 +43,12 @@ type report struct {
 	// Reconnects counts connections the node closed (a client starved of
 	// CPU misses its keepalive) that the client replaced.
 	Reconnects int64 `json:"reconnects"`
+	// DialRetries counts churn joins whose connection could not be made
+	// (a node too busy to answer the handshake in 5 s) and was tried
+	// again after a backoff, as a user's client would.
+	DialRetries int64 `json:"dial_retries"`
+	// FirstDialError says why the first of those failed.
+	FirstDialError string `json:"first_dial_error,omitempty"`
 	// FirstError says what the first error was.
 	FirstError string `json:"first_error,omitempty"`
 	// Checked and Inconsistent count the clients whose copy of the world
@@ -138,6 +144,8 @@ type stats struct {
 	errors      atomic.Int64
 	firstError  atomic.Value // string
 	reconnects  atomic.Int64
+	dialRetries atomic.Int64
+	firstDial   atomic.Value // string
 	mu          sync.Mutex
 	latencies   []time.Duration
 	// Latencies seen by the Alloverse and snapshot clients.
@@ -297,7 +305,8 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 		r := report{Clients: n, Seconds: secs, Sent: st.sent.Load(), Delivered: st.delivered.Load(),
 			DeliveredPerS: float64(st.delivered.Load()) / secs, LatencySamples: p.samples,
 			P50ms: p.p50, P95ms: p.p95, P99ms: p.p99, MaxMs: p.max, BytesPerS: float64(st.bytes.Load()) / secs,
-			Errors: st.errors.Load(), Reconnects: st.reconnects.Load(), FirstError: firstError(&st), Checked: checked, Inconsistent: inconsistent}
+			Errors: st.errors.Load(), Reconnects: st.reconnects.Load(), FirstError: firstError(&st),
+			DialRetries: st.dialRetries.Load(), FirstDialError: loadString(&st.firstDial), Checked: checked, Inconsistent: inconsistent}
 		bridged.fill(&r, &st, bc)
 		if cfg.outJSON {
 			b, _ := json.Marshal(r)
@@ -337,6 +346,12 @@ type client struct {
 	ownKey   []byte // `"id":"<obj>"`, to tell the client's own records
 	wmu      sync.Mutex
 	ready    atomic.Bool
+}
+
+// loadString reads a string kept in an atomic.Value ("" if none).
+func loadString(v *atomic.Value) string {
+	s, _ := v.Load().(string)
+	return s
 }
 
 func firstError(st *stats) string {
@@ -719,6 +734,7 @@ func printTable(r report) {
 	fmt.Fprintf(w, "latency p50 / p95 / p99 / max\t%.1f / %.1f / %.1f / %.1f ms (%d samples)\n", r.P50ms, r.P95ms, r.P99ms, r.MaxMs, r.LatencySamples)
 	fmt.Fprintf(w, "errors\t%d\n", r.Errors)
 	fmt.Fprintf(w, "reconnects\t%d\n", r.Reconnects)
+	fmt.Fprintf(w, "dial retries\t%d\n", r.DialRetries)
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "first error\t%s\n", r.FirstError)
 	}
@@ -738,10 +754,17 @@ func churn(ctx context.Context, cfg *config, k int, st *stats) {
 		c, _, err := websocket.Dial(dctx, cfg.url, cfg.dialOpts)
 		cancel()
 		if err != nil {
-			if ctx.Err() == nil {
-				st.fail(fmt.Errorf("churn: %w", err))
+			if ctx.Err() != nil {
+				return
 			}
-			return
+			st.dialRetries.Add(1)
+			st.firstDial.CompareAndSwap(nil, "churn: "+err.Error())
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(250*time.Millisecond + rand.N(250*time.Millisecond)):
+			}
+			continue
 		}
 		stay := time.After(time.Duration(500+k*37%1500) * time.Millisecond)
 		read := make(chan []byte, 16)
