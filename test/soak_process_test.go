@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -327,6 +328,7 @@ func TestSoak(t *testing.T) {
 		defer func() {
 			if t.Failed() {
 				t.Logf("%s: the bridged clients' last difference: %s", phase, last)
+				t.Logf("node a's Alloverse goroutines:\n%s", bridgeStacks(a.proc()))
 			}
 		}()
 		waitUntil(t, phase+": the bridged clients hold the world", 60*time.Second, func() bool {
@@ -378,6 +380,23 @@ func TestSoak(t *testing.T) {
 	ready()
 	check("after kill -9 of a member and a proxy")
 	t.Logf("repairs after the faults (allowed): %v", repairs())
+}
+
+// bridgeStacks makes the node dump its goroutines (SIGQUIT; it exits)
+// and returns those in the Alloverse bridge.
+func bridgeStacks(p *proc) string {
+	p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+	}
+	var out []string
+	for _, block := range strings.Split(p.Log(), "\n\n") {
+		if strings.Contains(block, "bridge/alloverse") {
+			out = append(out, block)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
 
 // soakBridged are the soak's Alloverse and snapshot clients.
