@@ -284,12 +284,17 @@ func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
 	if !has && old == nil {
 		return
 	}
-	if n.sp.active && len(n.fan.log) > 0 {
+	if len(n.fan.log) > 0 {
 		// Changes not yet flushed are not in the index, and would be
 		// routed by the new region from cells the scan below did not
 		// visit: a remove pending for an object the link was sent would
 		// never reach it, an object that moved in would not be revealed.
-		// Flushing first makes the index the world.
+		// And the scan below names objects by the slots they hold now,
+		// while what the link knows is by the slots of what it was sent:
+		// an object removed and another put in its slot within the tick
+		// would be taken one for the other, and the first's remove lost
+		// (a bridge kept it for good). Flushing first makes the index and
+		// what the link knows the world.
 		n.flushLocked()
 	}
 	var oldCells []cellKey
