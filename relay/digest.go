@@ -374,7 +374,10 @@ func (n *Node) seeRepairLocked(ls *linkState, changes []gameworld.Change) {
 	rs := ls.digest.repair
 	var missing, stale []string
 	for _, c := range changes {
-		if c.Type != gameworld.Add {
+		if c.Type != gameworld.Add || !rs.r.Has(gameworld.IDHash(c.ID)) {
+			// (The peer's live changes go on during a repair: a new
+			// object is not a missing one, unless it falls in a bucket
+			// under repair, which this cannot tell apart.)
 			continue
 		}
 		rs.seen[c.ID] = true
