@@ -1,40 +1,11 @@
 package relay
 
 import (
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
 )
-
-// viewReceiver keeps what an attachment was routed: object id to owner.
-type viewReceiver struct {
-	mu   sync.Mutex
-	objs map[string]string
-}
-
-func (v *viewReceiver) Receive(ds []Delivery) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for _, d := range ds {
-		if d.Type == gameworld.Remove {
-			delete(v.objs, d.ID)
-		} else {
-			v.objs[d.ID] = d.Owner
-		}
-	}
-}
-
-func (v *viewReceiver) ids() map[string]bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	out := map[string]bool{}
-	for id := range v.objs {
-		out[id] = true
-	}
-	return out
-}
 
 // TestRegionChangeWithSlotReused: an object the observer was sent is
 // removed and another takes its slot, within one tick; before the tick
@@ -48,7 +19,7 @@ func TestRegionChangeWithSlotReused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	view := &viewReceiver{objs: map[string]string{}}
+	view := newView()
 	obs, err := n.Attach(AttachOptions{Receiver: view})
 	if err != nil {
 		t.Fatal(err)
@@ -64,8 +35,8 @@ func TestRegionChangeWithSlotReused(t *testing.T) {
 	}
 	apply(gameworld.Change{Type: gameworld.Add, ID: "old", Properties: pos(0)})
 	flush()
-	if !view.ids()["old"] {
-		t.Fatalf("the observer holds %v, want old", view.ids())
+	if _, ok := view.get("old"); !ok {
+		t.Fatal("the observer lacks old")
 	}
 	oldSlot := func() uint32 { o, _ := n.World().Get("old"); return o.Slot }()
 	apply(gameworld.Change{Type: gameworld.Remove, ID: "old"})
@@ -76,7 +47,8 @@ func TestRegionChangeWithSlotReused(t *testing.T) {
 	obs.SetInterest(nil, true)  // nothing
 	obs.SetInterest(nil, false) // everything
 	flush()
-	if got := view.ids(); len(got) != 1 || !got["new"] {
-		t.Fatalf("the observer holds %v, want just new", got)
+	_, hasNew := view.get("new")
+	if _, hasOld := view.get("old"); hasOld || !hasNew {
+		t.Fatalf("the observer holds old: %v, new: %v; want just new", hasOld, hasNew)
 	}
 }

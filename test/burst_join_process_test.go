@@ -2,8 +2,6 @@ package test
 
 import (
 	"fmt"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,27 +51,16 @@ func TestBurstThenJoin(t *testing.T) {
 				recs[i] = wiretest.Add(fmt.Sprintf("b-%d", i), b.ID, map[string]any{"i": i, "position": []int{i % 100, 0, i / 100}})
 			}
 			b.Change(recs...)
-			waitUntil(t, "the burst at the server", 30*time.Second, func() bool { return objectCount(t, srv) >= 20000 })
+			waitUntil(t, "the burst at the server", 30*time.Second, func() bool {
+				_, m := httpGet(t, "http://"+srv.Addr+"/metrics")
+				return metricValue(m, `solipsism_objects{role="server"}`) >= 20000
+			})
 			time.Sleep(time.Second)
 			b.Close()
 			// The clients alternate between the server and the farthest
 			// proxy.
 			ends := []*proc{srv, nodes[len(nodes)-1]}
-			peers := make([]peerAt, 40)
-			var wg sync.WaitGroup
-			for i := range peers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					node := ends[i%2]
-					id := fmt.Sprintf("client-%08d-joinjoin", i)
-					p := wiretest.Dial(t, node.URL(), id, wiretest.Options{})
-					waitAsked(t, p)
-					p.Change(wiretest.Add("obj-"+id, id, map[string]any{"n": i}))
-					peers[i] = peerAt{p, node}
-				}()
-			}
-			wg.Wait()
+			peers := joinPeers(t, 40, "joinjoin", func(i int) *proc { return ends[i%2] })
 			for _, pa := range peers {
 				pa.peer.Wait("the 39 others", 25*time.Second, func(m map[string]wiretest.Object) bool {
 					n := 0
@@ -94,17 +81,4 @@ func TestBurstThenJoin(t *testing.T) {
 			}
 		})
 	}
-}
-
-// objectCount reads a node's solipsism_objects gauge.
-func objectCount(t testing.TB, p *proc) float64 {
-	_, m := httpGet(t, "http://"+p.Addr+"/metrics")
-	for _, line := range strings.Split(m, "\n") {
-		if strings.HasPrefix(line, "solipsism_objects ") || strings.HasPrefix(line, "solipsism_objects{") {
-			var v float64
-			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
-			return v
-		}
-	}
-	return 0
 }

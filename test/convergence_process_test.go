@@ -154,6 +154,27 @@ func divergent(t *testing.T, peers []peerAt) []string {
 	return bad
 }
 
+// joinPeers connects n 2016-style peers at once, the i-th to at(i), each
+// adding one object obj-<its identifier> with "n": i.
+func joinPeers(t *testing.T, n int, tag string, at func(i int) *proc) []peerAt {
+	peers := make([]peerAt, n)
+	var wg sync.WaitGroup
+	for i := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			node := at(i)
+			id := fmt.Sprintf("client-%08d-%s", i, tag)
+			p := wiretest.Dial(t, node.URL(), id, wiretest.Options{})
+			waitAsked(t, p)
+			p.Change(wiretest.Add("obj-"+id, id, map[string]any{"n": i}))
+			peers[i] = peerAt{p, node}
+		}()
+	}
+	wg.Wait()
+	return peers
+}
+
 // waitAsked waits until the node has sent the peer its first message (it
 // asks for metadata), so that what the peer sends next is not refused as
 // coming before its metadata.
@@ -204,21 +225,7 @@ func TestBurstsConverge(t *testing.T) {
 	})
 
 	burst(t, p2, "burst-AAAAAAAA-AAAAAAAA", 5000, time.Second)
-	peers := make([]peerAt, 12)
-	var wg sync.WaitGroup
-	for i := range peers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			node := nodes[i%len(nodes)]
-			id := fmt.Sprintf("client-%08d-cccccccc", i)
-			p := wiretest.Dial(t, node.URL(), id, wiretest.Options{})
-			waitAsked(t, p)
-			p.Change(wiretest.Add("obj-"+id, id, map[string]any{"n": i}))
-			peers[i] = peerAt{p, node}
-		}()
-	}
-	wg.Wait()
+	peers := joinPeers(t, 12, "cccccccc", func(i int) *proc { return nodes[i%len(nodes)] })
 	burst(t, a, "burst-BBBBBBBB-BBBBBBBB", 5000, 200*time.Millisecond)
 	for _, pa := range peers[:4] {
 		pa.peer.Change(wiretest.Update("obj-"+pa.peer.ID, pa.peer.ID, map[string]any{"n": -1}))
