@@ -173,7 +173,10 @@ type Link struct {
 	// barriers: a metadata message goes after every record offered before
 	// it was asked for and before every record offered after. Records
 	// between two control messages coalesce in one queue.
-	outbox    []*item
+	outbox []*item
+	// prompt is metadata that goes at the next write, ahead of the
+	// outbox (SendMetadataPrompt).
+	prompt    *Metadata
 	lastFlush time.Time
 	coalesced uint64
 	dropped   uint64

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -20,6 +21,36 @@ func (l *Link) RequestMetadata() { l.control(flagReqMD, Metadata{}) }
 
 // RequestRefresh asks the peer to send all its relevant objects.
 func (l *Link) RequestRefresh() { l.control(flagReqRefresh, Metadata{}) }
+
+// SendMetadataPrompt sends the peer md at the next write, ahead of records
+// and queues offered before it, for metadata whose meaning does not
+// depend on the records around it (the resume tokens and refusals a node
+// hands a downstream peer): a link working through a burst then tells it
+// within a slice rather than after the whole burst. Refusals of prompt
+// metadata not yet written are kept. If metadata is already waiting in
+// order (the handshake's, say), md goes in order after it, as
+// SendMetadata sends it.
+func (l *Link) SendMetadataPrompt(md Metadata) {
+	l.outMu.Lock()
+	inOrder := !l.writing || len(l.outbox) == 0
+	for _, it := range l.outbox {
+		inOrder = inOrder || it.flags&flagSendMD != 0
+	}
+	if inOrder || l.closed {
+		l.outMu.Unlock()
+		l.SendMetadata(md)
+		return
+	}
+	defer l.outMu.Unlock()
+	if l.prompt != nil {
+		for _, id := range l.prompt.Refused {
+			if !slices.Contains(md.Refused, id) {
+				md.Refused = append(md.Refused, id)
+			}
+		}
+	}
+	l.prompt = &md
+}
 
 func (l *Link) control(f uint8, md Metadata) {
 	l.outMu.Lock()

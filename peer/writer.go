@@ -33,6 +33,16 @@ func (l *Link) writeOut() {
 			l.outMu.Unlock()
 			return
 		}
+		if md := l.prompt; md != nil {
+			l.prompt = nil
+			l.outMu.Unlock()
+			*bp = AppendMetadata((*bp)[:0], l.Dialect(), *md)
+			if err := l.write(*bp, KindMetadata); err != nil {
+				l.closeWith(err)
+				return
+			}
+			continue
+		}
 		if len(l.outbox) == 0 {
 			l.writing = false
 			l.outbox = nil // an idle link keeps no buffers

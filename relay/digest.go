@@ -164,6 +164,7 @@ func (n *Node) sendDigestsLocked(now time.Time) {
 		return
 	}
 	n.flushLocked()
+	defer n.digestTime(time.Now())
 	for _, ls := range n.order {
 		if !speaksDigest(ls) || now.Before(ls.digest.next) {
 			continue
@@ -255,6 +256,7 @@ func (n *Node) HandleDigest(l *peer.Link, d peer.Digest) {
 	if !n.digestBudget.AllowN(time.Now(), max(1, n.world.Len())) {
 		return // over the budget: the next digest will tell
 	}
+	defer n.digestTime(time.Now())
 	mine := make([]uint64, len(d.Buckets))
 	count := 0
 	held := n.ownerFilter(ls, n.heldFrom)
@@ -324,6 +326,7 @@ func (n *Node) HandleRepair(l *peer.Link, typ string, r peer.Repair) {
 			return
 		}
 		ls.digest.repair = nil
+		defer n.digestTime(time.Now())
 		var extra []string
 		n.world.Range(func(o gameworld.Object) bool {
 			if r.Has(o.IDHash) && rs.r.Has(o.IDHash) && !rs.seen[o.ID] && n.heldFrom(ls, o.Owner) {
@@ -347,6 +350,7 @@ func (n *Node) HandleRepair(l *peer.Link, typ string, r peer.Repair) {
 // be held.
 func (n *Node) answerRepairLocked(ls *linkState, r peer.Repair) {
 	n.flushLocked()
+	defer n.digestTime(time.Now())
 	known := ls.link.KnownSet()
 	var recs []*peer.Record
 	n.world.Range(func(o gameworld.Object) bool {

@@ -59,7 +59,9 @@ func (n *Node) sendTokensLocked(ls *linkState, refused []string) {
 	}
 	md := n.tokenMetadataLocked(ls)
 	md.Refused = refused
-	ls.link.SendMetadata(md)
+	// Neither tokens nor refusals depend on the records around them: they
+	// need not wait for a burst the link is working through.
+	ls.link.SendMetadataPrompt(md)
 }
 
 // upstreamRefusedLocked closes the downstream links of worlds the

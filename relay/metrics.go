@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/solipsism/mesh/ownership"
@@ -43,6 +45,10 @@ type nodeMetrics struct {
 	delivery prometheus.Histogram
 	limited  *prometheus.CounterVec
 	repairs  *prometheus.CounterVec
+	// digest is the time spent on anti-entropy: digests made and
+	// checked, repairs answered. Its rate against the process's CPU is
+	// what anti-entropy costs.
+	digest prometheus.Counter
 }
 
 func newNodeMetrics(role string) *nodeMetrics {
@@ -60,6 +66,17 @@ func newNodeMetrics(role string) *nodeMetrics {
 		}),
 		limited: limitedCounter(labels),
 		repairs: repairsCounter(labels),
+		digest: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "solipsism_digest_seconds_total", ConstLabels: labels,
+			Help: "Time spent on anti-entropy: making and checking digests, answering repairs (all of it CPU: passes over the world under the node's lock).",
+		}),
+	}
+}
+
+// digestTime adds the time since t0 to solipsism_digest_seconds_total.
+func (n *Node) digestTime(t0 time.Time) {
+	if n.metrics != nil {
+		n.metrics.digest.Add(time.Since(t0).Seconds())
 	}
 }
 

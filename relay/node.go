@@ -218,7 +218,7 @@ func New(opts Options) (*Node, error) {
 	}
 	if opts.Registerer != nil {
 		n.metrics = newNodeMetrics(n.role.String())
-		for _, c := range []prometheus.Collector{newCollector(n), n.metrics.tick, n.metrics.delivery, n.metrics.limited, n.metrics.repairs} {
+		for _, c := range []prometheus.Collector{newCollector(n), n.metrics.tick, n.metrics.delivery, n.metrics.limited, n.metrics.repairs, n.metrics.digest} {
 			if err := opts.Registerer.Register(c); err != nil {
 				cancel()
 				return nil, fmt.Errorf("relay: registering metrics: %w", err)

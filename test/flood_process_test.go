@@ -21,23 +21,7 @@ func TestMemoryAfterFlood(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, p.URL(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetReadLimit(-1)
-	go func() {
-		for {
-			_, b, err := c.Read(ctx)
-			if err != nil {
-				return
-			}
-			switch {
-			case strings.HasPrefix(string(b), `["requestMetadata"`):
-				c.Write(ctx, websocket.MessageText, []byte(`["metadataChange",{"identifier":"flooder","identifierChain":["flooder"]}]`))
-			}
-		}
-	}()
+	c := floodClient(t, p.URL(), "flooder")
 	pad := strings.Repeat("x", 1000)
 	for batch := range 60 {
 		var sb strings.Builder

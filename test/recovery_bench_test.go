@@ -2,13 +2,12 @@ package test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"strings"
+	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/coder/websocket"
 
 	"github.com/solipsism/mesh/internal/wiretest"
 )
@@ -24,38 +23,12 @@ import (
 //
 //	go test ./test -run '^$' -bench Recovery -benchtime 1x
 func BenchmarkRecovery(b *testing.B) {
-	type topo struct {
-		name       string
-		entry, far *proc
-		hops       int
-	}
-	start := func(name string) topo {
-		switch name {
-		case "node":
-			s := startProc(b)
-			return topo{name: name, entry: s, far: s}
-		case "chain":
-			s := startProc(b)
-			p1 := startProc(b, "--role", "proxy", "--upstream", s.URL())
-			p2 := startProc(b, "--role", "proxy", "--upstream", p1.URL())
-			waitUntil(b, "the chain ready", 10*time.Second, func() bool { c, _ := httpGet(b, "http://"+p2.Addr+"/readyz"); return c == 200 })
-			return topo{name: name, entry: s, far: p2, hops: 2}
-		default:
-			secret := strings.Repeat("ef", 32)
-			common := []string{"--mesh-bind", "127.0.0.1:0", "--mesh-secret", secret, "--mesh-label", "recovery", "--mesh-profile", "local"}
-			a := startProc(b, common...)
-			m2 := startProc(b, append(common, "--join", meshAddr(b, a))...)
-			m3 := startProc(b, append(common, "--join", meshAddr(b, a))...)
-			waitMesh(b, []*proc{a, m2, m3})
-			return topo{name: name, entry: a, far: m3, hops: 1}
-		}
-	}
 	for _, name := range []string{"node", "chain", "mesh"} {
 		for _, n := range []int{1000, 10000, 100000} {
 			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
 				var total time.Duration
 				for i := range b.N {
-					tp := start(name)
+					tp := startTopo(b, name)
 					maker := wiretest.Dial(b, tp.entry.URL(), fmt.Sprintf("maker-%08d-%08d", i, n), wiretest.Options{})
 					burster := wiretest.Dial(b, tp.entry.URL(), fmt.Sprintf("burst-%08d-%08d", i, n), wiretest.Options{})
 					waitUntil(b, "handshakes", 5*time.Second, func() bool { return len(maker.Messages()) > 1 && len(burster.Messages()) > 1 })
@@ -83,35 +56,19 @@ func BenchmarkRecovery(b *testing.B) {
 	}
 }
 
-// watchFor connects a minimal client (it answers the handshake and scans
-// what it is sent, decoding nothing) and signals once a message mentions
-// the object id.
+var watchers atomic.Int64
+
+// watchFor connects a minimal client (rawClient) and signals once a
+// message mentions the object id.
 func watchFor(tb testing.TB, url, id string) <-chan struct{} {
 	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	tb.Cleanup(cancel)
-	c, _, err := websocket.Dial(ctx, url, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c.SetReadLimit(-1)
-	tb.Cleanup(func() { c.CloseNow() })
 	seen := make(chan struct{})
 	key := []byte(`"id":"` + id + `"`)
-	go func() {
-		for {
-			_, b, err := c.Read(ctx)
-			if err != nil {
-				return
-			}
-			switch {
-			case bytes.HasPrefix(b, []byte(`["requestMetadata"`)):
-				c.Write(ctx, websocket.MessageText, []byte(`["metadataChange",{"identifier":"watch-00000000-00000000","identifierChain":["watch-00000000-00000000"]}]`))
-			case bytes.Contains(b, key):
-				close(seen)
-				return
-			}
+	var once sync.Once
+	rawClient(tb, url, fmt.Sprintf("watch-%08d-%08d", watchers.Add(1), os.Getpid()), func(b []byte) {
+		if bytes.Contains(b, key) {
+			once.Do(func() { close(seen) })
 		}
-	}()
+	})
 	return seen
 }

@@ -1,0 +1,78 @@
+package relay
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/internal/wiretest"
+)
+
+// TestLiveChangeOvertakesBurstWhileJoining: a proxy on a slow link is
+// working through a burst of 20,000 removes (a client that held that many
+// objects left) when a client joins behind it, which makes the node hand
+// the proxy resume tokens. Tokens do not depend on the records around
+// them: they must not hold up what comes after them. A change made at the
+// node right after reaches the proxy before the burst's last remove,
+// where it once waited for the whole burst (seconds, at scale).
+func TestLiveChangeOvertakesBurstWhileJoining(t *testing.T) {
+	_, url := startNode(t, Options{})
+	const proxyID = "proxy-PPPPPPPP-PPPPPPPP"
+	p := wiretest.Dial(t, url, proxyID, wiretest.Options{ReadDelay: 50 * time.Millisecond})
+	f := wiretest.Dial(t, url, "flood-FFFFFFFF-FFFFFFFF", wiretest.Options{})
+	c := wiretest.Dial(t, url, "maker-MMMMMMMM-MMMMMMMM", wiretest.Options{})
+	const n = 20000
+	recs := make([]map[string]any, 0, n)
+	for i := range n {
+		recs = append(recs, wiretest.Add(fmt.Sprintf("f-%d", i), f.ID, map[string]any{"i": i}))
+	}
+	for i := 0; i < n; i += 5000 {
+		f.Change(recs[i : i+5000]...)
+	}
+	waitUntilObjects(t, p, n, 60*time.Second)
+
+	f.Close()
+	// Wait for the first slice of removes, so the burst is under way.
+	waitFor(t, "the burst under way", 10*time.Second, func() bool { return len(p.Objects()) < n })
+	if err := p.Send("metadataChange", map[string]any{"identifier": proxyID, "identifierChain": []string{proxyID, "client-JJJJJJJJ-JJJJJJJJ"}, "role": "proxy"}); err != nil {
+		t.Fatal(err)
+	}
+	c.Change(wiretest.Add("probe", c.ID, map[string]any{"live": true}))
+	waitFor(t, "the burst sent", 60*time.Second, func() bool { return len(p.Objects()) == 1 })
+
+	probeAt, lastRemoveAt := -1, -1
+	for i, m := range p.Messages() {
+		if m.Type != "worldChange" {
+			continue
+		}
+		var wc struct {
+			Changes []struct{ Type, ID string } `json:"changes"`
+		}
+		if err := json.Unmarshal(m.Data, &wc); err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range wc.Changes {
+			switch {
+			case ch.ID == "probe":
+				probeAt = i
+			case ch.Type == "remove" && strings.HasPrefix(ch.ID, "f-"):
+				lastRemoveAt = i
+			}
+		}
+	}
+	if probeAt < 0 || probeAt > lastRemoveAt {
+		t.Fatalf("the live change came in message %d, the burst's last remove in message %d: it waited for the burst", probeAt, lastRemoveAt)
+	}
+	if _, ok := p.Objects()["probe"]; !ok {
+		t.Fatal("the proxy lacks the live object")
+	}
+	p.CheckClean()
+}
+
+// waitUntilObjects waits until p holds n objects.
+func waitUntilObjects(t *testing.T, p *wiretest.Peer, n int, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%s holds %d objects", p.ID, n), timeout, func() bool { return len(p.Objects()) == n })
+}

@@ -1,0 +1,177 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// BenchmarkFloodLatency: one client sends 99,000 records in one message;
+// while the node works through it, and again while the 99,000 removes of
+// its leaving go out, a fresh pair of clients connects (one of them where
+// the flood entered, the other at the far end: the far member of a
+// 3-member mesh, the end of a proxy chain of depth 2, or the same node),
+// and one adds an object. Reported: the time from that add until the other
+// sees it (ms), per topology and phase. The target is about one tick
+// (50 ms) plus the hop: a flood on one link must not hold up anyone
+// else's changes.
+//
+//	go test ./test -run '^$' -bench FloodLatency -benchtime 3x
+func BenchmarkFloodLatency(b *testing.B) {
+	const records = 99_000
+	for _, name := range []string{"node", "chain", "mesh"} {
+		for _, phase := range []string{"flood", "removal"} {
+			b.Run(name+"/"+phase, func(b *testing.B) {
+				var worst, total time.Duration
+				for i := range b.N {
+					tp := startTopo(b, name)
+					flooder := floodClient(b, tp.entry.URL(), fmt.Sprintf("flood-%08d-%08d", i, 0))
+					msg := floodMessage(fmt.Sprintf("flood-%08d-%08d", i, 0), records)
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					if err := flooder.Write(ctx, websocket.MessageText, msg); err != nil {
+						b.Fatal(err)
+					}
+					if phase == "removal" {
+						// The far end takes in the whole flood first (a node
+						// is sent only what its peers can see: this watcher
+						// sees everything).
+						floodClient(b, tp.far.URL(), fmt.Sprintf("watch-%08d-%08d", i, 1))
+						waitObjectsAt(b, tp.far, records)
+						flooder.Close(websocket.StatusNormalClosure, "done")
+					}
+					probe := fmt.Sprintf("probe-%d", i)
+					seen := watchFor(b, tp.far.URL(), probe)
+					t0 := addOne(b, tp.entry.URL(), fmt.Sprintf("maker-%08d-%08d", i, 0), probe)
+					select {
+					case <-seen:
+					case <-time.After(60 * time.Second):
+						b.Fatalf("%s: the pair's object did not arrive within 60 s", b.Name())
+					}
+					d := time.Since(t0)
+					total += d
+					worst = max(worst, d)
+					b.Logf("%s: %v (target %v)", b.Name(), d.Round(time.Millisecond), time.Duration(1+tp.hops)*50*time.Millisecond)
+				}
+				b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms")
+				b.ReportMetric(float64(worst.Milliseconds()), "worst-ms")
+			})
+		}
+	}
+}
+
+// benchTopo is a deployment under test: where changes enter, where they
+// are watched, and the hops between.
+type benchTopo struct {
+	entry, mid, far *proc
+	hops            int
+}
+
+// startTopo starts a single node ("node"), a server with a proxy chain of
+// depth 2 ("chain", far = the last proxy) or a 3-member mesh ("mesh", far
+// = the third member).
+func startTopo(tb testing.TB, name string) benchTopo {
+	tb.Helper()
+	switch name {
+	case "node":
+		s := startProc(tb)
+		return benchTopo{entry: s, mid: s, far: s}
+	case "chain":
+		s := startProc(tb)
+		p1 := startProc(tb, "--role", "proxy", "--upstream", s.URL())
+		p2 := startProc(tb, "--role", "proxy", "--upstream", p1.URL())
+		waitUntil(tb, "the chain ready", 10*time.Second, func() bool { c, _ := httpGet(tb, "http://"+p2.Addr+"/readyz"); return c == 200 })
+		return benchTopo{entry: s, mid: p1, far: p2, hops: 2}
+	default:
+		secret := strings.Repeat("ef", 32)
+		common := []string{"--mesh-bind", "127.0.0.1:0", "--mesh-secret", secret, "--mesh-label", "bench", "--mesh-profile", "local"}
+		a := startProc(tb, common...)
+		m2 := startProc(tb, append(common, "--join", meshAddr(tb, a))...)
+		m3 := startProc(tb, append(common, "--join", meshAddr(tb, a))...)
+		waitMesh(tb, []*proc{a, m2, m3})
+		return benchTopo{entry: a, mid: m2, far: m3, hops: 1}
+	}
+}
+
+// floodClient connects a raw client that answers the handshake and reads
+// (and drops) whatever it is sent.
+func floodClient(tb testing.TB, url, id string) *websocket.Conn { return rawClient(tb, url, id, nil) }
+
+// rawClient connects a minimal client: it answers the handshake as id,
+// passes every other message to seen (if not nil; on the reading
+// goroutine) and returns once it has answered. It decodes nothing, so a
+// benchmark's clients cost little beside the node they measure.
+func rawClient(tb testing.TB, url, id string, seen func(msg []byte)) *websocket.Conn {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
+	c, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c.SetReadLimit(-1)
+	tb.Cleanup(func() { c.CloseNow() })
+	ready := make(chan struct{})
+	go func() {
+		for {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				return
+			}
+			switch {
+			case bytes.HasPrefix(b, []byte(`["requestMetadata"`)):
+				c.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `["metadataChange",{"identifier":%[1]q,"identifierChain":[%[1]q]}]`, id))
+				close(ready)
+			case seen != nil:
+				seen(b)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		tb.Fatal("no handshake")
+	}
+	return c
+}
+
+// floodMessage is one worldChange adding n objects of owner.
+func floodMessage(owner string, n int) []byte {
+	var sb strings.Builder
+	sb.WriteString(`["worldChange",{"timestamp":1,"changes":[`)
+	for i := range n {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"type":"add","id":"%s-%d","owner":%q,"properties":{"position":[%d,0,%d],"n":%d}}`, owner, i, owner, i%300, i/300, i)
+	}
+	sb.WriteString(`]}]`)
+	return []byte(sb.String())
+}
+
+// addOne connects a raw client that adds one object right after its
+// handshake, and returns when the add was written.
+func addOne(tb testing.TB, url, id, obj string) time.Time {
+	tb.Helper()
+	c := floodClient(tb, url, id)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `["worldChange",{"timestamp":1,"changes":[{"type":"add","id":%q,"owner":%q,"properties":{"probe":true}}]}]`, obj, id)); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Now()
+}
+
+// waitObjectsAt waits until p's node holds at least n objects.
+func waitObjectsAt(tb testing.TB, p *proc, n int) {
+	tb.Helper()
+	waitUntil(tb, fmt.Sprintf("%d objects", n), 60*time.Second, func() bool {
+		_, m := httpGet(tb, "http://"+p.Addr+"/metrics")
+		return max(metricValue(m, `solipsism_objects{role="server"}`), metricValue(m, `solipsism_objects{role="proxy"}`)) >= float64(n)
+	})
+}
