@@ -92,21 +92,63 @@ type World struct {
 	// that a pass over every object reads in order, without chasing a
 	// pointer per object.
 	digests []slotDigest
+	// owned is the first slot of each owner's objects, whose slots are
+	// chained through digests (prev, next): a digest of what one peer sent
+	// (its own few objects, in a world of many) costs what it holds.
+	owned map[string]uint32
 }
 
-// slotDigest is an object's owner and hashes, by slot.
+// slotDigest is an object's owner and hashes, by slot, and the slots of
+// the owner's previous and next objects (noSlot at the ends).
 type slotDigest struct {
 	owner          string
 	idHash, digest uint64
+	prev, next     uint32
 	used           bool
 }
+
+const noSlot = ^uint32(0)
 
 // noteDigest records o in the dense digest array. w.mu must be held.
 func (w *World) noteDigest(o *Object) {
 	for int(o.Slot) >= len(w.digests) {
 		w.digests = append(w.digests, slotDigest{})
 	}
-	w.digests[o.Slot] = slotDigest{owner: o.Owner, idHash: o.IDHash, digest: o.Digest, used: true}
+	d := &w.digests[o.Slot]
+	if d.used && d.owner == o.Owner {
+		d.idHash, d.digest = o.IDHash, o.Digest
+		return
+	}
+	if d.used {
+		w.unlink(o.Slot)
+	}
+	if w.owned == nil {
+		w.owned = map[string]uint32{}
+	}
+	head, ok := w.owned[o.Owner]
+	if !ok {
+		head = noSlot
+	} else {
+		w.digests[head].prev = o.Slot
+	}
+	w.owned[o.Owner] = o.Slot
+	*d = slotDigest{owner: o.Owner, idHash: o.IDHash, digest: o.Digest, prev: noSlot, next: head, used: true}
+}
+
+// unlink takes slot out of its owner's chain. w.mu must be held.
+func (w *World) unlink(slot uint32) {
+	d := &w.digests[slot]
+	switch {
+	case d.prev != noSlot:
+		w.digests[d.prev].next = d.next
+	case d.next == noSlot:
+		delete(w.owned, d.owner)
+	default:
+		w.owned[d.owner] = d.next
+	}
+	if d.next != noSlot {
+		w.digests[d.next].prev = d.prev
+	}
 }
 
 // New returns an empty world with the given identifier.
@@ -185,6 +227,49 @@ func (w *World) RangeDigests(fn func(slot uint32, owner string, idHash, digest u
 	for slot, d := range w.digests {
 		if d.used && !fn(uint32(slot), d.owner, d.idHash, d.digest) {
 			return
+		}
+	}
+}
+
+// RangeDigestsAt is RangeDigests for the objects at the given slots only
+// (free slots are skipped): a pass in time proportional to them.
+func (w *World) RangeDigestsAt(slots []uint32, fn func(slot uint32, owner string, idHash, digest uint64) bool) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	for _, slot := range slots {
+		if int(slot) >= len(w.digests) {
+			continue
+		}
+		if d := w.digests[slot]; d.used && !fn(slot, d.owner, d.idHash, d.digest) {
+			return
+		}
+	}
+}
+
+// CountOf returns how many objects the given owners own.
+func (w *World) CountOf(owners []string) int {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	n := 0
+	for _, owner := range owners {
+		for slot, ok := w.owned[owner]; ok && slot != noSlot; slot = w.digests[slot].next {
+			n++
+		}
+	}
+	return n
+}
+
+// RangeDigestsOf is RangeDigests for the objects of the given owners only,
+// in time proportional to them, in no particular order.
+func (w *World) RangeDigestsOf(owners []string, fn func(slot uint32, owner string, idHash, digest uint64) bool) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	for _, owner := range owners {
+		for slot, ok := w.owned[owner]; ok && slot != noSlot; slot = w.digests[slot].next {
+			d := &w.digests[slot]
+			if !fn(slot, d.owner, d.idHash, d.digest) {
+				return
+			}
 		}
 	}
 }
@@ -340,6 +425,7 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		delete(w.objs, c.ID)
 		w.count.Add(-1)
 		w.size.Add(-o.Properties.Size())
+		w.unlink(o.Slot)
 		w.digests[o.Slot] = slotDigest{}
 		if n := len(w.digests); int(o.Slot) == n-1 {
 			// Trim unused slots at the end, and let a flood's memory go.
@@ -353,7 +439,7 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		}
 		if len(w.objs) == 0 {
 			// Empty: every slot is free again, and the heap's memory goes.
-			w.free, w.nextSlot, w.digests = nil, 0, nil
+			w.free, w.nextSlot, w.digests, w.owned = nil, 0, nil, nil
 		} else {
 			heap.Push(&w.free, o.Slot)
 		}

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -293,6 +296,58 @@ func TestRangeDigests(t *testing.T) {
 	if got != len(want) || got != 48 {
 		t.Fatalf("RangeDigests saw %d objects, the world holds %d", got, len(want))
 	}
+
+	// The partial passes see exactly what the whole pass sees of them.
+	type seen struct {
+		owner  string
+		digest uint64
+	}
+	collect := func(rng func(fn func(uint32, string, uint64, uint64) bool)) map[uint32]seen {
+		m := map[uint32]seen{}
+		rng(func(slot uint32, owner string, _, digest uint64) bool { m[slot] = seen{owner, digest}; return true })
+		return m
+	}
+	all := collect(w.RangeDigests)
+	byOwner := func(owners ...string) map[uint32]seen {
+		m := map[uint32]seen{}
+		for slot, v := range all {
+			if slices.Contains(owners, v.owner) {
+				m[slot] = v
+			}
+		}
+		return m
+	}
+	tests := []struct {
+		owners []string
+		want   map[uint32]seen
+	}{
+		{[]string{"a"}, byOwner("a")},
+		{[]string{"b"}, byOwner("b")},
+		{[]string{"a", "b"}, all},
+		{[]string{"nobody"}, map[uint32]seen{}},
+	}
+	for _, tt := range tests {
+		got := collect(func(fn func(uint32, string, uint64, uint64) bool) { w.RangeDigestsOf(tt.owners, fn) })
+		if !maps.Equal(got, tt.want) {
+			t.Errorf("RangeDigestsOf(%v): %d objects, want %d", tt.owners, len(got), len(tt.want))
+		}
+	}
+	slots := []uint32{0, 5, 7, 49, 1000} // o7 and o49 were removed: free slots
+	got2 := collect(func(fn func(uint32, string, uint64, uint64) bool) { w.RangeDigestsAt(slots, fn) })
+	want2 := map[uint32]seen{}
+	for _, s := range slots {
+		if v, ok := all[s]; ok {
+			want2[s] = v
+		}
+	}
+	if !maps.Equal(got2, want2) || len(got2) != 2 {
+		t.Errorf("RangeDigestsAt(%v) = %v, want %v", slots, got2, want2)
+	}
+	// Removing every object of an owner forgets it.
+	w.Apply([]Change{{Type: Remove, ID: "o5"}}, nil)
+	if _, ok := w.owned["b"]; ok || w.CountOf([]string{"a", "b"}) != 47 {
+		t.Errorf("after b's last object went: b indexed %v, %d objects of a and b, want 47", ok, w.CountOf([]string{"a", "b"}))
+	}
 }
 
 // The hashes the world computes on every change allocate nothing.
@@ -302,5 +357,48 @@ func TestDigestAllocations(t *testing.T) {
 		_ = ObjectDigest(IDHash("Zk3pQ0aa-9bLm2Xc1"), "client-8f3KQ2ab-Lm0c9Xz1", 3, PropertyHash("position", v))
 	}); n != 0 {
 		t.Fatalf("%v allocations per digest", n)
+	}
+}
+
+// TestOwnerIndex: through random adds, transfers and removes (slots freed
+// and reused), the objects RangeDigestsOf visits for each owner are the
+// ones the whole pass attributes to it.
+func TestOwnerIndex(t *testing.T) {
+	w := New("w")
+	rng := rand.New(rand.NewPCG(1, 2))
+	owners := []string{"a", "b", "c", "d"}
+	for step := range 5000 {
+		id := fmt.Sprint("o", rng.IntN(300))
+		owner := owners[rng.IntN(len(owners))]
+		var c Change
+		switch rng.IntN(4) {
+		case 0, 1:
+			c = Change{Type: Add, ID: id, Owner: owner, Properties: Properties{"n": []byte(fmt.Sprint(step))}}
+		case 2:
+			c = Change{Type: Transfer, ID: id, Owner: owner}
+		default:
+			c = Change{Type: Remove, ID: id}
+		}
+		w.Apply([]Change{c}, nil)
+		if step%250 != 0 {
+			continue
+		}
+		for _, o := range owners {
+			want := map[uint32]uint64{}
+			w.RangeDigests(func(slot uint32, owner string, _, digest uint64) bool {
+				if owner == o {
+					want[slot] = digest
+				}
+				return true
+			})
+			got := map[uint32]uint64{}
+			w.RangeDigestsOf([]string{o}, func(slot uint32, owner string, _, digest uint64) bool {
+				got[slot] = digest
+				return true
+			})
+			if !maps.Equal(got, want) || w.CountOf([]string{o}) != len(want) {
+				t.Fatalf("step %d, owner %s: the index has %d objects (count %d), the world %d", step, o, len(got), w.CountOf([]string{o}), len(want))
+			}
+		}
 	}
 }

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"encoding/json"
+	mathbits "math/bits"
 	"slices"
 	"strconv"
 )
@@ -171,4 +172,19 @@ func (l *Link) KnownSet() func(slot uint32) bool {
 	known := slices.Clone(l.known)
 	l.outMu.Unlock()
 	return known.has
+}
+
+// KnownSlots appends to dst the slots of what the link believes its peer
+// holds (as KnownSet tests them), in increasing order, and returns it.
+func (l *Link) KnownSlots(dst []uint32) []uint32 {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	for w, bits := range l.known {
+		for bits != 0 {
+			b := mathbits.TrailingZeros64(bits)
+			dst = append(dst, uint32(w<<6|b))
+			bits &= bits - 1
+		}
+	}
+	return dst
 }

@@ -177,18 +177,20 @@ func (n *Node) sendDigestsLocked(now time.Time) {
 		if n.transfersInFlight(ls) {
 			continue // at the next check, once decided
 		}
-		if !n.digestBudget.AllowN(now, max(1, n.world.Len())) {
+		// What the link knows, not the whole world: a link that sees a
+		// part of a big world costs what it sees.
+		slots := ls.link.KnownSlots(nil)
+		if !n.digestBudget.AllowN(now, max(1, len(slots))) {
 			// Over the budget: this link's turn comes a little later.
 			ls.digest.next = now.Add(time.Second)
 			continue
 		}
 		ls.digest.next = now.Add(n.opts.DigestInterval)
-		known := ls.link.KnownSet()
 		sent := n.ownerFilter(ls, n.sentOver)
-		d := peer.Digest{Buckets: make([]uint64, digestBuckets(n.world.Len()))}
+		d := peer.Digest{Buckets: make([]uint64, digestBuckets(len(slots)))}
 		b := uint64(len(d.Buckets))
-		n.world.RangeDigests(func(slot uint32, owner string, idHash, digest uint64) bool {
-			if known(slot) && sent(owner) {
+		n.world.RangeDigestsAt(slots, func(slot uint32, owner string, idHash, digest uint64) bool {
+			if sent(owner) {
 				d.Buckets[idHash%b] ^= digest
 				d.Count++
 			}
@@ -253,15 +255,29 @@ func (n *Node) HandleDigest(l *peer.Link, d peer.Digest) {
 	} else {
 		ls.digest.lastIn = now
 	}
-	if !n.digestBudget.AllowN(time.Now(), max(1, n.world.Len())) {
+	// What we hold from a downstream peer or a mesh member is what the
+	// worlds it claims own: visited through the world's index by owner, it
+	// costs what the peer sent, not the whole world. From an upstream it
+	// is nearly everything: one pass.
+	rangeHeld, visits := n.world.RangeDigests, n.world.Len()
+	if ls.kind != ownership.Upstream {
+		var owners []string
+		for id, c := range n.claims {
+			if c == ls {
+				owners = append(owners, id)
+			}
+		}
+		visits = n.world.CountOf(owners) + len(owners)
+		rangeHeld = func(fn func(uint32, string, uint64, uint64) bool) { n.world.RangeDigestsOf(owners, fn) }
+	}
+	if !n.digestBudget.AllowN(time.Now(), max(1, visits)) {
 		return // over the budget: the next digest will tell
 	}
-	defer n.digestTime(time.Now())
 	mine := make([]uint64, len(d.Buckets))
 	count := 0
 	held := n.ownerFilter(ls, n.heldFrom)
 	b := uint64(len(mine))
-	n.world.RangeDigests(func(_ uint32, owner string, idHash, digest uint64) bool {
+	rangeHeld(func(_ uint32, owner string, idHash, digest uint64) bool {
 		if held(owner) {
 			mine[idHash%b] ^= digest
 			count++
