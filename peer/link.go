@@ -176,7 +176,14 @@ type Link struct {
 	outbox []*item
 	// prompt is metadata that goes at the next write, ahead of the
 	// outbox (SendMetadataPrompt).
-	prompt    *Metadata
+	prompt *Metadata
+	// Chain announcements (Announce): told is the identifierChain the peer
+	// holds once everything scheduled is written; left are worlds whose
+	// departure waits in the queue being sent; announced is the latest
+	// metadata announced out of order, which the queue's mark sends.
+	told      map[string]bool
+	left      map[string]bool
+	announced *Metadata
 	lastFlush time.Time
 	coalesced uint64
 	dropped   uint64

@@ -52,9 +52,74 @@ func (l *Link) SendMetadataPrompt(md Metadata) {
 	l.prompt = &md
 }
 
+// Announce sends the peer md, our metadata with a new identifierChain (a
+// world joined or left behind us), in order with the records around it as
+// SendMetadata does, except while the link works through a burst: then a
+// world that joined is announced at once (records of it come after), one
+// that left is announced after every record queued before this call (its
+// removes), and records offered meanwhile of other worlds go with the next
+// slice instead of waiting for the whole burst behind a barrier. Until its
+// departure is told, a world that left stays in the chains announced; one
+// that joins again before then is announced in order.
+func (l *Link) Announce(md Metadata) {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	if l.closed {
+		return
+	}
+	chain := make(map[string]bool, len(md.IdentifierChain))
+	for _, id := range md.IdentifierChain {
+		chain[id] = true
+	}
+	told := l.told
+	l.told = chain
+	var q *queue
+	if len(l.outbox) == 1 && l.writing {
+		if it := l.outbox[0]; it.q != nil && it.flags == 0 && it.msgs == nil && it.q.len() > sliceEntries {
+			q = it.q
+		}
+	}
+	rejoined := false
+	for id := range chain {
+		rejoined = rejoined || l.left[id]
+	}
+	if told == nil || q == nil || rejoined {
+		l.controlLocked(flagSendMD, md)
+		return
+	}
+	for id := range told {
+		if !chain[id] {
+			if l.left == nil {
+				l.left = map[string]bool{}
+			}
+			l.left[id] = true
+			q.markAnnounce()
+		}
+	}
+	l.announced = &md
+	now := md
+	now.IdentifierChain = slices.Clone(md.IdentifierChain)
+	for id := range l.left {
+		now.IdentifierChain = append(now.IdentifierChain, id)
+	}
+	l.prompt = &now
+}
+
+// takeAnnounced returns the metadata a queue's announce mark sends: the
+// latest announced, whose departures are now told. outMu must be held.
+func (l *Link) takeAnnouncedLocked() *Metadata {
+	md := l.announced
+	l.announced, l.left = nil, nil
+	return md
+}
+
 func (l *Link) control(f uint8, md Metadata) {
 	l.outMu.Lock()
 	defer l.outMu.Unlock()
+	l.controlLocked(f, md)
+}
+
+func (l *Link) controlLocked(f uint8, md Metadata) {
 	if l.closed {
 		return
 	}

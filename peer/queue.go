@@ -178,6 +178,13 @@ type queue struct {
 	refreshed  bool
 	beforeMark int
 	refreshSeq uint64
+	// announce is set when worlds left the chain while the queue was
+	// being sent (Link.Announce); beforeAnnounce counts the entries queued
+	// before that which are still pending: the slice that sends the last
+	// of them is followed by the metadata that drops those worlds.
+	announce       bool
+	beforeAnnounce int
+	announceSeq    uint64
 	// nextSeq numbers entries in the order they were first pushed.
 	nextSeq uint64
 }
@@ -203,7 +210,7 @@ type entry struct {
 
 func (q *queue) len() int { return len(q.entries) + len(q.orphans) }
 
-func (q *queue) empty() bool { return q.len() == 0 && !q.refreshed }
+func (q *queue) empty() bool { return q.len() == 0 && !q.refreshed && !q.announce }
 
 // place puts e (in slot) at the end of the order.
 func (q *queue) place(slot uint32, e *entry) {
@@ -236,6 +243,9 @@ func (q *queue) push(r *Record, known *slotSet) {
 		}
 		if q.refreshed && e.seq < q.refreshSeq {
 			q.beforeMark-- // what it owed the refresh answer is the orphan
+		}
+		if q.announce && e.seq < q.announceSeq {
+			q.beforeAnnounce-- // the orphan goes in the next slice
 		}
 		e.id, e.removed, e.rec = r.ID, nil, nil
 		e.knew = known.has(r.Slot)
@@ -296,15 +306,19 @@ func (q *queue) forgetRemove(id string, slot uint32) {
 type Batch struct {
 	First, Second []*Record
 	Refreshed     bool
+	// Announce: the link's chain metadata follows the records.
+	Announce bool
 }
 
 // Empty reports whether the batch sends nothing at all.
-func (b *Batch) Empty() bool { return len(b.First) == 0 && len(b.Second) == 0 && !b.Refreshed }
+func (b *Batch) Empty() bool {
+	return len(b.First) == 0 && len(b.Second) == 0 && !b.Refreshed && !b.Announce
+}
 
 func (b *Batch) reset() {
 	clear(b.First)
 	clear(b.Second)
-	b.First, b.Second, b.Refreshed = b.First[:0], b.Second[:0], false
+	b.First, b.Second, b.Refreshed, b.Announce = b.First[:0], b.Second[:0], false, false
 }
 
 // markRefreshed marks the end of a refresh answer: every entry queued so far
@@ -313,6 +327,14 @@ func (q *queue) markRefreshed() {
 	q.refreshed = true
 	q.refreshSeq = q.nextSeq
 	q.beforeMark = len(q.entries)
+}
+
+// markAnnounce marks that chain metadata must follow every entry queued so
+// far (a later mark extends an earlier one).
+func (q *queue) markAnnounce() {
+	q.announce = true
+	q.announceSeq = q.nextSeq
+	q.beforeAnnounce = len(q.entries)
 }
 
 // liveEntries is how many entries an owner may have among those that came
@@ -344,6 +366,9 @@ func (q *queue) drainSlice(b *Batch, max int) (more bool) {
 		slice.order = append(slice.order, qpos{slot, e.at})
 		if q.refreshed && e.seq < q.refreshSeq {
 			q.beforeMark--
+		}
+		if q.announce && e.seq < q.announceSeq {
+			q.beforeAnnounce--
 		}
 		if e.removed != nil {
 			q.forgetRemove(e.removed.ID, slot)
@@ -387,8 +412,11 @@ func (q *queue) drainSlice(b *Batch, max int) (more bool) {
 	if q.refreshed && q.beforeMark <= 0 {
 		slice.refreshed, q.refreshed = true, false
 	}
+	if q.announce && q.beforeAnnounce <= 0 {
+		slice.announce, q.announce = true, false
+	}
 	slice.drain(b)
-	return q.len() > 0 || q.refreshed
+	return q.len() > 0 || q.refreshed || q.announce
 }
 
 // owner is the owner of the entry's pending change.
@@ -441,6 +469,7 @@ func (q *queue) drain(b *Batch) {
 		}
 	}
 	b.Refreshed = q.refreshed
+	b.Announce = q.announce
 	// Nothing is kept: a link that keeps up holds no queue at all.
 	*q = queue{}
 }

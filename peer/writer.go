@@ -68,8 +68,12 @@ func (l *Link) writeOut() {
 			}
 		}
 		more := false
+		var announce *Metadata
 		if it.q != nil {
 			more = it.q.drainSlice(&batch, sliceEntries)
+			if batch.Announce {
+				announce = l.takeAnnouncedLocked()
+			}
 		}
 		// The rest of a burst follows as soon as the peer has read this
 		// slice: the wait for its answer paces it.
@@ -88,7 +92,7 @@ func (l *Link) writeOut() {
 			l.lastFlush = time.Now()
 		}
 		l.outMu.Unlock()
-		err := l.flush(bp, it, &batch)
+		err := l.flush(bp, it, &batch, announce)
 		batch.reset()
 		if it.recs != nil {
 			clear(it.recs)
@@ -165,8 +169,17 @@ func (l *Link) ping() {
 }
 
 // flush writes one outbox item: its control messages, then its records
-// (recs as one worldChange, split if large) or its queue's batch.
-func (l *Link) flush(bp *[]byte, it *item, batch *Batch) error {
+// (recs as one worldChange, split if large) or its queue's batch, then
+// announce if not nil.
+func (l *Link) flush(bp *[]byte, it *item, batch *Batch, announce *Metadata) error {
+	if err := l.flushItem(bp, it, batch); err != nil || announce == nil {
+		return err
+	}
+	*bp = AppendMetadata((*bp)[:0], l.Dialect(), *announce)
+	return l.write(*bp, KindMetadata)
+}
+
+func (l *Link) flushItem(bp *[]byte, it *item, batch *Batch) error {
 	if it.flags&flagSendMD != 0 {
 		*bp = AppendMetadata((*bp)[:0], l.Dialect(), it.md)
 		if err := l.write(*bp, KindMetadata); err != nil {
@@ -194,7 +207,7 @@ func (l *Link) flush(bp *[]byte, it *item, batch *Batch) error {
 			return err
 		}
 	}
-	if batch.Empty() {
+	if len(batch.First) == 0 && len(batch.Second) == 0 && !batch.Refreshed {
 		return nil
 	}
 	if err := l.writeRecords(bp, batch.First, ts, batch.Refreshed && len(batch.Second) == 0, true); err != nil {

@@ -91,6 +91,10 @@ type digestState struct {
 	lastIn, lastAsked time.Time
 }
 
+// burstQueued is how many queued objects make a link's digest wait: a
+// link that far behind is sending a burst in slices.
+const burstQueued = 2048
+
 // minDigestGap is the least time between two digests, or two repair
 // requests, a node handles from one link.
 const minDigestGap = 100 * time.Millisecond
@@ -176,6 +180,12 @@ func (n *Node) sendDigestsLocked(now time.Time) {
 		}
 		if n.transfersInFlight(ls) {
 			continue // at the next check, once decided
+		}
+		if ls.link.Queued() > burstQueued {
+			// The link is working through a burst: a digest, which goes
+			// after it, would hold up the live changes that overtake it.
+			ls.digest.next = now.Add(time.Second)
+			continue
 		}
 		// What the link knows, not the whole world: a link that sees a
 		// part of a big world costs what it sees.

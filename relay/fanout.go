@@ -211,7 +211,7 @@ func (n *Node) flushLocked() {
 			if announces {
 				for _, at := range f.mdAt {
 					offer(at)
-					ls.link.SendMetadata(md)
+					ls.link.Announce(md)
 				}
 			}
 			offer(len(f.log))
@@ -286,7 +286,7 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 	if announces {
 		for _, at := range f.mdAt {
 			flush(at)
-			ls.link.SendMetadata(md)
+			ls.link.Announce(md)
 		}
 	}
 	flush(len(f.log))
