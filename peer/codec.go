@@ -194,6 +194,11 @@ type Metadata struct {
 	// token does not grant them), so that the peer, a proxy, refuses the
 	// worlds behind it that claim them instead of losing its whole link.
 	Refused []string
+	// Taken is our extension (metadata key "taken"), sent with Refused to
+	// the same peers: identifiers of the peer's identifierChain that this
+	// node does not take from it because another connection holds them
+	// (and the peer presented no resume token for them).
+	Taken []string
 }
 
 // FeatureRefused is the feature of peers (our proxies) that take a
@@ -250,12 +255,19 @@ func (l Limits) DecodeMetadata(data json.RawMessage) (Metadata, error) {
 			return md, invalid("features is not an array of at most 32 strings")
 		}
 	}
-	if raw, ok := fields["refused"]; ok && !isNull(raw) {
-		if json.Unmarshal(raw, &md.Refused) != nil || len(md.Refused) > l.MaxChain {
-			return md, invalid("refused is not an array of at most %d identifiers", l.MaxChain)
+	for _, f := range []struct {
+		key string
+		dst *[]string
+	}{{"refused", &md.Refused}, {"taken", &md.Taken}} {
+		raw, ok := fields[f.key]
+		if !ok || isNull(raw) {
+			continue
 		}
-		for _, id := range md.Refused {
-			if err := l.checkID("refused entry", id); err != nil {
+		if json.Unmarshal(raw, f.dst) != nil || len(*f.dst) > l.MaxChain {
+			return md, invalid("%s is not an array of at most %d identifiers", f.key, l.MaxChain)
+		}
+		for _, id := range *f.dst {
+			if err := l.checkID(f.key+" entry", id); err != nil {
 				return md, err
 			}
 		}
@@ -311,6 +323,9 @@ func AppendMetadata(dst []byte, typeName string, md Metadata) []byte {
 	}
 	if len(md.Refused) > 0 {
 		dst = appendStrings(append(dst, `,"refused":`...), md.Refused)
+	}
+	if len(md.Taken) > 0 {
+		dst = appendStrings(append(dst, `,"taken":`...), md.Taken)
 	}
 	if len(md.ResumeTokens) > 0 {
 		dst = append(dst, `,"resumeTokens":{`...)

@@ -119,6 +119,9 @@ func TestDecodeMetadata(t *testing.T) {
 		{`{"identifier":"a","refused":"b"}`, "", "", true},
 		{`{"identifier":"a","refused":[""]}`, "", "", true},
 		{`{"identifier":"a","refused":[1]}`, "", "", true},
+		{`{"identifier":"a","taken":["b"]}`, "a", "a", false},
+		{`{"identifier":"a","taken":"b"}`, "", "", true},
+		{`{"identifier":"a","taken":[""]}`, "", "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -167,14 +170,14 @@ func TestEncodeRoundTrip(t *testing.T) {
 	if u := wc.Changes[3]; u.Answer || strings.Contains(string(buf), `"id":"u","owner":"o","answer"`) {
 		t.Fatalf("only transfers carry answer: %+v from %s", u, buf)
 	}
-	md := Metadata{Identifier: "a", IdentifierChain: []string{"a", "b"}, Role: "proxy", Refused: []string{"c", "d"}}
+	md := Metadata{Identifier: "a", IdentifierChain: []string{"a", "b"}, Role: "proxy", Refused: []string{"c", "d"}, Taken: []string{"e"}}
 	for _, name := range []string{TypeMetadata, TypeMetadataChange} {
 		m, err := DecodeMessage(AppendMetadata(nil, name, md))
 		if err != nil || m.Type != name {
 			t.Fatal(m, err)
 		}
 		got, err := lim.DecodeMetadata(m.Data)
-		if err != nil || got.Role != "proxy" || len(got.IdentifierChain) != 2 || strings.Join(got.Refused, ",") != "c,d" {
+		if err != nil || got.Role != "proxy" || len(got.IdentifierChain) != 2 || strings.Join(got.Refused, ",") != "c,d" || strings.Join(got.Taken, ",") != "e" {
 			t.Fatal(got, err)
 		}
 	}

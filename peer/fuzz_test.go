@@ -24,6 +24,7 @@ func FuzzDecode(f *testing.F) {
 		`["metadataChange",{"identifier":"a","features":["ownership"],"resumeTokens":{"a":"t"}}]`,
 		`["metadataChange",{"identifier":"a","refused":["bot-AAAAAAAA-BBBBBBBB"]}]`,
 		`["metadataChange",{"identifier":"a","refused":[""]}]`,
+		`["metadataChange",{"identifier":"a","taken":["client-AAAAAAAA-BBBBBBBB"]}]`,
 		`[1]`, `{}`, `"`, `[[[[`,
 	}
 	for _, s := range seeds {

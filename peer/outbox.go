@@ -26,8 +26,8 @@ func (l *Link) RequestRefresh() { l.control(flagReqRefresh, Metadata{}) }
 // and queues offered before it, for metadata whose meaning does not
 // depend on the records around it (the resume tokens and refusals a node
 // hands a downstream peer): a link working through a burst then tells it
-// within a slice rather than after the whole burst. Refusals of prompt
-// metadata not yet written are kept. If metadata is already waiting in
+// within a slice rather than after the whole burst. Refusals (Refused,
+// Taken) of prompt metadata not yet written are kept. If metadata is already waiting in
 // order (the handshake's, say), md goes in order after it, as
 // SendMetadata sends it.
 func (l *Link) SendMetadataPrompt(md Metadata) {
@@ -43,13 +43,20 @@ func (l *Link) SendMetadataPrompt(md Metadata) {
 	}
 	defer l.outMu.Unlock()
 	if l.prompt != nil {
-		for _, id := range l.prompt.Refused {
-			if !slices.Contains(md.Refused, id) {
-				md.Refused = append(md.Refused, id)
-			}
-		}
+		md.Refused = union(md.Refused, l.prompt.Refused)
+		md.Taken = union(md.Taken, l.prompt.Taken)
 	}
 	l.prompt = &md
+}
+
+// union returns a with the elements of b it lacks.
+func union(a, b []string) []string {
+	for _, id := range b {
+		if !slices.Contains(a, id) {
+			a = append(a, id)
+		}
+	}
+	return a
 }
 
 // Announce sends the peer md, our metadata with a new identifierChain (a

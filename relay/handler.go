@@ -3,6 +3,7 @@ package relay
 import (
 	"errors"
 	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -141,6 +142,7 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	if ls.kind == ownership.Upstream {
 		n.keepTokensLocked(md)
 		n.upstreamRefusedLocked(md.Refused)
+		n.upstreamTakenLocked(md.Taken)
 		ls.chain = make(map[string]bool, len(md.IdentifierChain))
 		for _, id := range md.IdentifierChain {
 			ls.chain[id] = true
@@ -196,11 +198,26 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 		}
 		md.IdentifierChain = kept
 	}
-	if id := n.refusedClaim(ls, md); id != "" {
-		n.log.Info("refused a claim to an identifier held by another connection", "identifier", id, "link", l.ID())
+	// An identifier another connection holds (without the token that
+	// would take it over) is refused: the peer's own, or any of a peer
+	// that does not speak refusals, by closing the link; a world behind a
+	// peer that does (a proxy's client) alone, as for tokens above.
+	var taken []string
+	for _, id := range n.takenClaims(ls, md) {
+		if id == md.Identifier || !md.Has(peer.FeatureRefused) {
+			n.log.Info("refused a claim to an identifier held by another connection", "identifier", id, "link", l.ID())
+			n.limited("identity_taken")
+			l.Close(peer.StatusIdentityTaken, "identifier "+id+" is held by another connection; present its resume token")
+			return
+		}
+		n.log.Info("refused a world behind a peer: another connection holds it", "identifier", id, "link", l.ID(), "peer", md.Identifier)
 		n.limited("identity_taken")
-		l.Close(peer.StatusIdentityTaken, "identifier "+id+" is held by another connection; present its resume token")
-		return
+		taken = append(taken, id)
+		delete(next, id)
+	}
+	if len(taken) > 0 {
+		// (A new slice: md's shares its array with the link's copy.)
+		md.IdentifierChain = slices.DeleteFunc(slices.Clone(md.IdentifierChain), func(id string) bool { return slices.Contains(taken, id) })
 	}
 	changed := false
 	gained := false
@@ -261,8 +278,8 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	if n.interestChangedLocked(ls, md) {
 		changed = true // the union announced upstream and to the mesh
 	}
-	if gained || len(refused) > 0 {
-		n.sendTokensLocked(ls, refused)
+	if gained || len(refused) > 0 || len(taken) > 0 {
+		n.sendTokensLocked(ls, refused, taken)
 	}
 	first := !ls.ready
 	ls.ready = true

@@ -32,33 +32,35 @@ func (n *Node) mayTakeOver(id string, md peer.Metadata) bool {
 	return ok && hmac.Equal([]byte(tok), []byte(n.resumeToken(id)))
 }
 
-// refusedClaim returns an identifier of md's chain that another
-// connection holds and md cannot take over, or "". n.mu must be held.
-func (n *Node) refusedClaim(ls *linkState, md peer.Metadata) string {
+// takenClaims returns the identifiers of md's chain that another
+// connection holds and md cannot take over. n.mu must be held.
+func (n *Node) takenClaims(ls *linkState, md peer.Metadata) []string {
 	if ls.kind != ownership.Downstream {
-		return ""
+		return nil
 	}
+	var taken []string
 	for _, id := range md.IdentifierChain {
 		other := n.claims[id]
 		if other == nil || other == ls || other.att != nil || other.kind != ownership.Downstream {
 			continue
 		}
 		if !n.mayTakeOver(id, md) {
-			return id
+			taken = append(taken, id)
 		}
 	}
-	return ""
+	return taken
 }
 
 // sendTokensLocked hands a downstream peer the tokens of the identifiers
 // it holds, in a metadata message of ours. n.mu must be held.
 // refused lists the worlds of its chain the node does not take from it.
-func (n *Node) sendTokensLocked(ls *linkState, refused []string) {
-	if ls.kind != ownership.Downstream || ls.link == nil || len(ls.chain) == 0 && len(refused) == 0 {
+// taken lists those that another connection holds.
+func (n *Node) sendTokensLocked(ls *linkState, refused, taken []string) {
+	if ls.kind != ownership.Downstream || ls.link == nil || len(ls.chain) == 0 && len(refused) == 0 && len(taken) == 0 {
 		return
 	}
 	md := n.tokenMetadataLocked(ls)
-	md.Refused = refused
+	md.Refused, md.Taken = refused, taken
 	// Neither tokens nor refusals depend on the records around them: they
 	// need not wait for a burst the link is working through.
 	ls.link.SendMetadataPrompt(md)
@@ -80,6 +82,26 @@ func (n *Node) upstreamRefusedLocked(ids []string) {
 		}
 		n.log.Info("the upstream does not grant an identifier; closing the link that claims it", "identifier", id, "link", ls.link.ID())
 		ls.link.Close(peer.StatusUnauthorized, "the upstream does not grant identifier "+id)
+	}
+}
+
+// upstreamTakenLocked closes the downstream links of worlds the upstream
+// did not take because another of its connections holds them: the world
+// is refused alone, its siblings and our link upstream stay. n.mu must be
+// held.
+func (n *Node) upstreamTakenLocked(ids []string) {
+	for _, id := range ids {
+		ls := n.claims[id]
+		if ls == nil || ls.kind != ownership.Downstream {
+			continue
+		}
+		n.limited("identity_taken")
+		if ls.link == nil {
+			n.log.Warn("another connection holds an attached peer's identifier upstream; its objects stay on this node", "identifier", id)
+			continue
+		}
+		n.log.Info("another connection holds an identifier upstream; closing the link that claims it", "identifier", id, "link", ls.link.ID())
+		ls.link.Close(peer.StatusIdentityTaken, "identifier "+id+" is held by another connection upstream; present its resume token")
 	}
 }
 

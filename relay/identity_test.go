@@ -41,6 +41,37 @@ func TestIdentityCannotBeStolen(t *testing.T) {
 		}
 	})
 
+	t.Run("a thief behind a proxy is refused alone", func(t *testing.T) {
+		// The proxy's upstream link stays up: a world another connection
+		// holds upstream is refused alone (metadata "taken"), and the
+		// proxy closes the link that claims it with 4004.
+		p, urlP := startProxy(t, url, Options{})
+		sibling := wiretest.Dial(t, urlP, c3ID, wiretest.Options{})
+		sibling.Change(wiretest.Add("sibling", c3ID, map[string]any{"n": 1}))
+		watcher.WaitProp("sibling", "n", "1")
+		thief := wiretest.Dial(t, urlP, c1ID, wiretest.Options{})
+		thief.TryChange(wiretest.Update(gem, c1ID, map[string]any{"n": 99})) //nolint:errcheck // it may be closed already
+		code, reason := thief.WaitClosed(5 * time.Second)
+		if code != websocket.StatusCode(4004) {
+			t.Fatalf("the thief behind the proxy was closed with %d %q, want 4004", code, reason)
+		}
+		sibling.Change(wiretest.Update("sibling", c3ID, map[string]any{"n": 2}))
+		watcher.WaitProp("sibling", "n", "2")
+		if !upstreamConnected(p) {
+			t.Fatal("the proxy lost its upstream link")
+		}
+		if n := removesOf(watcher, "sibling"); n != 0 {
+			t.Fatalf("the sibling's object was removed %d times for the server's clients", n)
+		}
+		holder.Set(gem, map[string]any{"n": 4})
+		watcher.WaitProp(gem, "n", "4")
+		if !holder.Connected() {
+			t.Fatal("the holder was disturbed")
+		}
+		sibling.Close()
+		watcher.WaitGone("sibling")
+	})
+
 	t.Run("our client reconnects with its token", func(t *testing.T) {
 		holder.node.mu.Lock()
 		for l, ls := range holder.node.links {
@@ -50,8 +81,8 @@ func TestIdentityCannotBeStolen(t *testing.T) {
 		}
 		holder.node.mu.Unlock()
 		waitFor(t, "the reconnect", 5*time.Second, func() bool { return holder.Connected() })
-		holder.Set(gem, map[string]any{"n": 3})
-		watcher.WaitProp(gem, "n", "3")
+		holder.Set(gem, map[string]any{"n": 5})
+		watcher.WaitProp(gem, "n", "5")
 		if n := removesOf(watcher, gem); n != 0 {
 			t.Fatalf("the watcher saw the object removed %d times", n)
 		}
