@@ -141,8 +141,7 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	}
 	if ls.kind == ownership.Upstream {
 		n.keepTokensLocked(md)
-		n.upstreamRefusedLocked(md.Refused)
-		n.upstreamTakenLocked(md.Taken)
+		n.upstreamRefusedLocked(md.Refused, md.Taken)
 		ls.chain = make(map[string]bool, len(md.IdentifierChain))
 		for _, id := range md.IdentifierChain {
 			ls.chain[id] = true

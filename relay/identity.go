@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
@@ -67,41 +68,34 @@ func (n *Node) sendTokensLocked(ls *linkState, refused, taken []string) {
 }
 
 // upstreamRefusedLocked closes the downstream links of worlds the
-// upstream refused (its token does not grant them): one peer's refusal
-// refuses that peer, never its siblings. n.mu must be held.
-func (n *Node) upstreamRefusedLocked(ids []string) {
-	for _, id := range ids {
-		ls := n.claims[id]
-		if ls == nil || ls.kind != ownership.Downstream {
-			continue
-		}
-		n.limited("upstream_refused")
-		if ls.link == nil {
-			n.log.Warn("the upstream does not grant an attached peer's identifier; its objects stay on this node", "identifier", id)
-			continue
-		}
-		n.log.Info("the upstream does not grant an identifier; closing the link that claims it", "identifier", id, "link", ls.link.ID())
-		ls.link.Close(peer.StatusUnauthorized, "the upstream does not grant identifier "+id)
-	}
-}
-
-// upstreamTakenLocked closes the downstream links of worlds the upstream
-// did not take because another of its connections holds them: the world
-// is refused alone, its siblings and our link upstream stay. n.mu must be
+// upstream refused: refused ones its token does not grant (4005), taken
+// ones another of its connections holds (4004). One peer's refusal
+// refuses that peer, never its siblings or our link upstream. n.mu must be
 // held.
-func (n *Node) upstreamTakenLocked(ids []string) {
-	for _, id := range ids {
-		ls := n.claims[id]
-		if ls == nil || ls.kind != ownership.Downstream {
-			continue
+func (n *Node) upstreamRefusedLocked(refused, taken []string) {
+	for _, r := range []struct {
+		ids    []string
+		limit  string
+		why    string
+		code   peer.StatusCode
+		reason string
+	}{
+		{refused, "upstream_refused", "the upstream does not grant the identifier", peer.StatusUnauthorized, "the upstream does not grant identifier %s"},
+		{taken, "identity_taken", "another connection holds the identifier upstream", peer.StatusIdentityTaken, "identifier %s is held by another connection upstream; present its resume token"},
+	} {
+		for _, id := range r.ids {
+			ls := n.claims[id]
+			if ls == nil || ls.kind != ownership.Downstream {
+				continue
+			}
+			n.limited(r.limit)
+			if ls.link == nil {
+				n.log.Warn(r.why+"; an attached peer's objects stay on this node", "identifier", id)
+				continue
+			}
+			n.log.Info(r.why+"; closing the link that claims it", "identifier", id, "link", ls.link.ID())
+			ls.link.Close(r.code, fmt.Sprintf(r.reason, id))
 		}
-		n.limited("identity_taken")
-		if ls.link == nil {
-			n.log.Warn("another connection holds an attached peer's identifier upstream; its objects stay on this node", "identifier", id)
-			continue
-		}
-		n.log.Info("another connection holds an identifier upstream; closing the link that claims it", "identifier", id, "link", ls.link.ID())
-		ls.link.Close(peer.StatusIdentityTaken, "identifier "+id+" is held by another connection upstream; present its resume token")
 	}
 }
 
