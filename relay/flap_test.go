@@ -131,3 +131,41 @@ func TestFlappingProxyDoesNotFlicker(t *testing.T) {
 	watcher.CheckClean()
 	c.CheckClean()
 }
+
+// TestProxyReconnectsWithoutAClientsToken: a proxy whose upstream link
+// breaks before it received the resume token of a client that just joined
+// it takes that client back with its own identifier: the client stays
+// connected, and its object is never removed for the server's clients.
+func TestProxyReconnectsWithoutAClientsToken(t *testing.T) {
+	s, urlS := startNode(t, Options{ReclaimGrace: 5 * time.Second})
+	wire := newCutter(t, strings.TrimSuffix(strings.TrimPrefix(urlS, "ws://"), "/ws"))
+	p, urlP := startProxy(t, wire.url(), Options{Identifier: p1ID})
+	c1 := wiretest.Dial(t, urlP, c1ID, wiretest.Options{})
+	c2 := wiretest.Dial(t, urlP, c2ID, wiretest.Options{})
+	watcher := wiretest.Dial(t, urlS, c0ID, wiretest.Options{})
+	c1.Change(wiretest.Add("one", c1ID, props{"n": 0}))
+	c2.Change(wiretest.Add("two", c2ID, props{"n": 0}))
+	watcher.WaitProp("two", "n", "0")
+	waitFor(t, "the proxy's resume tokens", 5*time.Second, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.tokens[p1ID] != "" && p.tokens[c2ID] != ""
+	})
+	p.mu.Lock()
+	delete(p.tokens, c2ID) // as if c2 had joined just before the break
+	p.mu.Unlock()
+	wire.cut()
+	waitFor(t, "the proxy to notice", 5*time.Second, func() bool { return !upstreamConnected(p) })
+	waitFor(t, "the proxy back, with its clients", 5*time.Second, func() bool {
+		return upstreamConnected(p) && sameSet(chainOf(s, p1ID), p1ID, c1ID, c2ID)
+	})
+	c2.Change(wiretest.Update("two", c2ID, props{"n": 1}))
+	watcher.WaitProp("two", "n", "1")
+	if err := c2.Closed(); err != nil {
+		t.Fatalf("the client without a token was closed: %v", err)
+	}
+	if n := removesOf(watcher, "two"); n != 0 {
+		t.Fatalf("the watcher was told %d times that the client's object was removed", n)
+	}
+	watcher.CheckClean()
+}

@@ -39,10 +39,18 @@ func (n *Node) takenClaims(ls *linkState, md peer.Metadata) []string {
 	if ls.kind != ownership.Downstream {
 		return nil
 	}
+	// A peer that takes its own identifier back from its earlier
+	// connection (a proxy reconnecting) takes back what that connection
+	// held for it: the worlds behind it, some of whose tokens it may not
+	// have had yet.
+	var earlier *linkState
+	if own := n.claims[md.Identifier]; own != nil && own != ls && n.mayTakeOver(md.Identifier, md) {
+		earlier = own
+	}
 	var taken []string
 	for _, id := range md.IdentifierChain {
 		other := n.claims[id]
-		if other == nil || other == ls || other.att != nil || other.kind != ownership.Downstream {
+		if other == nil || other == ls || other == earlier || other.att != nil || other.kind != ownership.Downstream {
 			continue
 		}
 		if !n.mayTakeOver(id, md) {
