@@ -17,7 +17,9 @@ import (
 func TestAnnounceDuringBurst(t *testing.T) {
 	l, _, far := startLink(t, LinkOptions{Tick: Immediate, MaxFrameBytes: 1024})
 	const n = 10000
-	chain := func(ids ...string) Metadata { return Metadata{Identifier: "me", IdentifierChain: append([]string{"me"}, ids...)} }
+	chain := func(ids ...string) Metadata {
+		return Metadata{Identifier: "me", IdentifierChain: append([]string{"me"}, ids...)}
+	}
 	l.Announce(chain("gone"))
 	adds := make([]*Record, n)
 	for i := range adds {

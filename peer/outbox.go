@@ -112,7 +112,7 @@ func (l *Link) Announce(md Metadata) {
 	l.prompt = &now
 }
 
-// takeAnnounced returns the metadata a queue's announce mark sends: the
+// takeAnnouncedLocked returns the metadata a queue's announce mark sends: the
 // latest announced, whose departures are now told. outMu must be held.
 func (l *Link) takeAnnouncedLocked() *Metadata {
 	md := l.announced

@@ -26,13 +26,7 @@ func TestLiveChangeOvertakesBurstWhileJoining(t *testing.T) {
 	f := wiretest.Dial(t, url, "flood-FFFFFFFF-FFFFFFFF", wiretest.Options{})
 	c := wiretest.Dial(t, url, "maker-MMMMMMMM-MMMMMMMM", wiretest.Options{})
 	const n = 20000
-	recs := make([]map[string]any, 0, n)
-	for i := range n {
-		recs = append(recs, wiretest.Add(fmt.Sprintf("f-%d", i), f.ID, map[string]any{"i": i}))
-	}
-	for i := 0; i < n; i += 5000 {
-		f.Change(recs[i : i+5000]...)
-	}
+	addMany(f, n)
 	waitUntilObjects(t, p, n, 60*time.Second)
 
 	f.Close()
@@ -91,13 +85,7 @@ func TestLiveChangeOvertakesBurstAcrossMesh(t *testing.T) {
 	watcher := wiretest.Dial(t, b.url, "watch-WWWWWWWW-WWWWWWWW", wiretest.Options{})
 	f := wiretest.Dial(t, a.url, "flood-FFFFFFFF-FFFFFFFF", wiretest.Options{})
 	const n = 20000
-	recs := make([]map[string]any, 0, n)
-	for i := range n {
-		recs = append(recs, wiretest.Add(fmt.Sprintf("f-%d", i), f.ID, map[string]any{"i": i}))
-	}
-	for i := 0; i < n; i += 5000 {
-		f.Change(recs[i : i+5000]...)
-	}
+	addMany(f, n)
 	waitFor(t, "b holds the flood", 60*time.Second, func() bool { return b.node.World().Len() == n })
 
 	var mu sync.Mutex
@@ -131,4 +119,15 @@ func TestLiveChangeOvertakesBurstAcrossMesh(t *testing.T) {
 	}
 	watcher.Wait("the watcher's view", 10*time.Second, viewIs(watcher, "probe"))
 	watcher.CheckClean()
+}
+
+// addMany has p add n objects f-0 … f-(n-1), in messages of 5,000.
+func addMany(p *wiretest.Peer, n int) {
+	recs := make([]map[string]any, 0, n)
+	for i := range n {
+		recs = append(recs, wiretest.Add(fmt.Sprintf("f-%d", i), p.ID, map[string]any{"i": i}))
+	}
+	for i := 0; i < n; i += 5000 {
+		p.Change(recs[i:min(n, i+5000)]...)
+	}
 }
