@@ -60,9 +60,13 @@ func (n *Node) Repairs() map[string]uint64 {
 // repairState is a repair under way on a link: the buckets asked for, and
 // the objects the answer has brought so far.
 type repairState struct {
-	r     peer.Repair
-	seen  map[string]bool
-	since time.Time
+	r    peer.Repair
+	seen map[string]bool
+	// answering is set once the peer's "repairing" arrived: records before
+	// it were sent before the peer had our request (live changes in
+	// flight, a burst's adds say), and repair nothing.
+	answering bool
+	since     time.Time
 }
 
 // repairTimeout is how long a repair asked for may go unanswered before
@@ -345,10 +349,14 @@ func (n *Node) HandleRepair(l *peer.Link, typ string, r peer.Repair) {
 			n.answerRepairLocked(ls, r)
 		}
 	case peer.TypeRepairing:
-		// Our request's answer begins; its records follow.
+		// Our request's answer begins; its records follow, and only
+		// they, until "repaired" (the peer sends its live changes after).
+		if rs := ls.digest.repair; rs != nil && rs.r.Of == r.Of && slices.Equal(rs.r.Buckets, r.Buckets) {
+			rs.answering = true
+		}
 	case peer.TypeRepaired:
 		rs := ls.digest.repair
-		if rs == nil {
+		if rs == nil || !rs.answering {
 			return
 		}
 		ls.digest.repair = nil
@@ -399,15 +407,17 @@ func (n *Node) answerRepairLocked(ls *linkState, r peer.Repair) {
 }
 
 // seeRepairLocked notes the records of a repair answer before they are
-// applied, counting what they repair. n.mu must be held.
+// applied, counting what they repair. The peer sends nothing else between
+// "repairing" and "repaired", so every add there is the answer's. n.mu
+// must be held.
 func (n *Node) seeRepairLocked(ls *linkState, changes []gameworld.Change) {
 	rs := ls.digest.repair
+	if rs == nil || !rs.answering {
+		return // live changes sent before the peer had our request
+	}
 	var missing, stale []string
 	for _, c := range changes {
 		if c.Type != gameworld.Add || !rs.r.Has(gameworld.IDHash(c.ID)) {
-			// (The peer's live changes go on during a repair: a new
-			// object is not a missing one, unless it falls in a bucket
-			// under repair, which this cannot tell apart.)
 			continue
 		}
 		rs.seen[c.ID] = true

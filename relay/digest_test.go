@@ -104,3 +104,65 @@ func equalCounts(a, b map[string]uint64) bool {
 	}
 	return len(a) == len(b)
 }
+
+// TestRepairCountsOnlyWhatItRepairs: objects created while a repair is
+// asked for (sent before the node had the request, in a bucket under
+// repair) are live changes, not repairs. b loses one object behind its
+// back, round after round, while a creates and removes objects as fast as
+// it can (a world of a few objects: one bucket, which every new object
+// falls in); b must count exactly one missing object a round.
+func TestRepairCountsOnlyWhatItRepairs(t *testing.T) {
+	_, url := startNode(t, Options{Tick: 2 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dial := func() *Client {
+		c, err := Dial(ctx, url, ClientOptions{Tick: 2 * time.Millisecond, DigestInterval: testDigestInterval})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	a, b := dial(), dial()
+	repairsAllowed[b.node] = true
+	x, _ := a.Create(map[string]any{"n": 1})
+	waitFor(t, "b sees x", 5*time.Second, func() bool { _, ok := b.World().Get(x); return ok })
+
+	stop := make(chan struct{})
+	churned := make(chan int)
+	go func() {
+		n, prev := 0, ""
+		defer func() { churned <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			id, err := a.Create(map[string]any{"n": n})
+			if err != nil {
+				return
+			}
+			if prev != "" {
+				a.Remove(prev)
+			}
+			prev = id
+			n++
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+	const rounds = 6
+	for i := 1; i <= rounds; i++ {
+		if res := b.World().Apply([]gameworld.Change{{Type: gameworld.Remove, ID: x}}, nil); len(res.Records) != 1 {
+			t.Fatalf("could not remove x at b: %+v", res)
+		}
+		waitFor(t, "x back at b", 10*time.Second, func() bool { _, ok := b.World().Get(x); return ok })
+		waitFor(t, "the repair counted", 10*time.Second, func() bool { return b.node.Repairs()[RepairMissing] >= uint64(i) })
+	}
+	close(stop)
+	t.Logf("a created %d objects during %d repairs", <-churned, rounds)
+	time.Sleep(3 * testDigestInterval)
+	if got := b.node.Repairs(); !equalCounts(got, map[string]uint64{RepairMissing: rounds, RepairStale: 0, RepairExtra: 0}) {
+		t.Errorf("b repaired %v, want %d missing objects and nothing else", got, rounds)
+	}
+}
