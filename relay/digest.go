@@ -89,6 +89,11 @@ type digestState struct {
 	// between the two sides' views) are not taken for divergence.
 	differed map[int]bool
 	of       int // buckets of the last digest
+	// repairedMissing are ids a repair brought as missing (at most
+	// maxRepairedMissing): if the peer's own add of one arrives later, the
+	// object was late rather than lost, and the digest overtook it (a
+	// fault of ordering, logged as such).
+	repairedMissing map[string]bool
 	// lastIn and lastAsked are when the peer's last digest and repair
 	// request were handled: each costs a pass over the world, so a peer
 	// gets at most one of each per minDigestGap.
@@ -399,6 +404,7 @@ func (n *Node) answerRepairLocked(ls *linkState, r peer.Repair) {
 		recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties}, o.Slot))
 		return true
 	})
+	n.log.Debug("answering a repair request", "link", ls.link.ID(), "buckets", len(r.Buckets), "of", r.Of, "records", len(recs), "queued", ls.link.Queued(), "known", len(ls.link.KnownSlots(nil)))
 	ls.link.SendRepair(peer.TypeRepairing, r)
 	if len(recs) > 0 {
 		ls.link.Offer(recs, func(int) peer.Verdict { return peer.Send }, nil, false)
@@ -431,9 +437,45 @@ func (n *Node) seeRepairLocked(ls *linkState, changes []gameworld.Change) {
 	}
 	if len(missing) > 0 {
 		n.repaired(ls, RepairMissing, missing)
+		ls.noteRepairedMissing(missing)
 	}
 	if len(stale) > 0 {
 		n.repaired(ls, RepairStale, stale)
+	}
+}
+
+// maxRepairedMissing bounds digestState.repairedMissing.
+const maxRepairedMissing = 4096
+
+// noteRepairedMissing remembers ids a repair brought as missing. n.mu must
+// be held.
+func (ls *linkState) noteRepairedMissing(ids []string) {
+	if ls.digest.repairedMissing == nil {
+		ls.digest.repairedMissing = map[string]bool{}
+	}
+	for _, id := range ids {
+		if len(ls.digest.repairedMissing) >= maxRepairedMissing {
+			return
+		}
+		ls.digest.repairedMissing[id] = true
+	}
+}
+
+// seeLateLocked looks for the peer's own adds of objects a repair brought
+// as missing, among live changes: each is an object that was on its way
+// when the digest said it was missing. n.mu must be held.
+func (n *Node) seeLateLocked(ls *linkState, changes []gameworld.Change) {
+	late, first := 0, ""
+	for _, c := range changes {
+		if c.Type == gameworld.Add && ls.digest.repairedMissing[c.ID] {
+			delete(ls.digest.repairedMissing, c.ID)
+			if late++; first == "" {
+				first = c.ID
+			}
+		}
+	}
+	if late > 0 {
+		n.log.Info("objects a repair brought as missing arrived afterwards: the digest overtook them", "link", ls.link.ID(), "objects", late, "first", first)
 	}
 }
 

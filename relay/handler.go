@@ -59,8 +59,10 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 			wc.Changes[i].Stated = wc.Changes[i].Type == gameworld.Transfer
 		}
 	}
-	if ls.digest.repair != nil {
+	if ls.digest.repair != nil && ls.digest.repair.answering {
 		n.seeRepairLocked(ls, wc.Changes)
+	} else if len(ls.digest.repairedMissing) > 0 {
+		n.seeLateLocked(ls, wc.Changes)
 	}
 	res := n.world.Apply(wc.Changes, func(c gameworld.Change, existing *gameworld.Object) error {
 		return n.authorize(ls, ls.kind, c, existing)

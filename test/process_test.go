@@ -178,16 +178,26 @@ func (p *proc) Stop(t testing.TB) {
 
 func httpGet(t testing.TB, url string) (int, string) {
 	t.Helper()
+	code, body, err := tryGet(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return code, body
+}
+
+// tryGet is httpGet for a node that may be too busy to answer in time (or
+// restarting): the error is the caller's to judge.
+func tryGet(url string) (int, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		return 0, "", err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, string(b), nil
 }
 
 // runBinary runs bin with args (and, to start a node, a store in a
