@@ -185,6 +185,7 @@ type Link struct {
 	left      map[string]bool
 	announced *Metadata
 	lastFlush time.Time
+	pace      pacing
 	coalesced uint64
 	dropped   uint64
 }
