@@ -17,15 +17,7 @@ func TestAntiEntropyRepairs(t *testing.T) {
 	repairsAllowed[s] = true
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	dial := func() *Client {
-		c, err := Dial(ctx, url, ClientOptions{Tick: 5 * time.Millisecond, DigestInterval: testDigestInterval})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	a, b := dial(), dial()
+	a, b := dialTick(t, ctx, url, 5*time.Millisecond), dialTick(t, ctx, url, 5*time.Millisecond)
 	x, _ := a.Create(map[string]any{"n": 1})
 	z, _ := b.Create(map[string]any{"n": 2})
 	has := func(c *Client, id, prop, want string) func() bool {
@@ -96,6 +88,18 @@ func TestAntiEntropyRepairs(t *testing.T) {
 	}
 }
 
+// dialTick connects a Go client with the given tick and the test digest
+// interval, closed at the end of the test.
+func dialTick(t testing.TB, ctx context.Context, url string, tick time.Duration) *Client {
+	t.Helper()
+	c, err := Dial(ctx, url, ClientOptions{Tick: tick, DigestInterval: testDigestInterval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func equalCounts(a, b map[string]uint64) bool {
 	for k, v := range b {
 		if a[k] != v {
@@ -115,15 +119,7 @@ func TestRepairCountsOnlyWhatItRepairs(t *testing.T) {
 	_, url := startNode(t, Options{Tick: 2 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	dial := func() *Client {
-		c, err := Dial(ctx, url, ClientOptions{Tick: 2 * time.Millisecond, DigestInterval: testDigestInterval})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	a, b := dial(), dial()
+	a, b := dialTick(t, ctx, url, 2*time.Millisecond), dialTick(t, ctx, url, 2*time.Millisecond)
 	repairsAllowed[b.node] = true
 	x, _ := a.Create(map[string]any{"n": 1})
 	waitFor(t, "b sees x", 5*time.Second, func() bool { _, ok := b.World().Get(x); return ok })

@@ -22,11 +22,7 @@ func TestInterestFlipsDuringBursts(t *testing.T) {
 	s, url := startNode(t, Options{Tick: 10 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	w, err := Dial(ctx, url, ClientOptions{Tick: 10 * time.Millisecond, DigestInterval: testDigestInterval})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := dialTick(t, ctx, url, 10*time.Millisecond)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
