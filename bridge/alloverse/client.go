@@ -47,6 +47,11 @@ type Client struct {
 	reqID   uint64
 	pending map[string]chan []json.RawMessage
 	err     error
+	// next is the newest state packet read and not yet taken: a client
+	// that falls behind (a world of 100,000 entities on a busy machine)
+	// takes only the newest, which is safe since the place diffs against
+	// what was acknowledged, and sees its connection end at once.
+	next []byte
 }
 
 // ClientStats counts what a Client received.
@@ -56,6 +61,9 @@ type ClientStats struct {
 	// Failed counts packets that could not be used (a missing base, a
 	// patch that failed): each asks for a set.
 	Failed uint64
+	// Skipped counts state packets passed over, unacknowledged, because
+	// a newer one arrived before the client could take them.
+	Skipped uint64
 	// Stale counts packets not newer than the newest state (each is
 	// answered with an acknowledgement of the newest).
 	Stale uint64
@@ -154,7 +162,12 @@ func (c *Client) Changed() <-chan struct{} {
 }
 
 func (c *Client) readLoop() {
-	defer close(c.done)
+	wake, stop := make(chan struct{}, 1), make(chan struct{})
+	go c.takeLoop(wake, stop)
+	defer func() {
+		close(stop)
+		close(c.done)
+	}()
 	for {
 		isState, frame, err := c.t.read(context.Background())
 		if err != nil {
@@ -172,6 +185,35 @@ func (c *Client) readLoop() {
 			continue
 		}
 		if c.opts.DropState != nil && c.opts.DropState() {
+			continue
+		}
+		c.mu.Lock()
+		if c.next != nil {
+			c.stats.Skipped++
+		}
+		c.next = frame
+		c.mu.Unlock()
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// takeLoop takes the newest state packet each time one is read, until
+// the connection ends.
+func (c *Client) takeLoop(wake, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-wake:
+		}
+		c.mu.Lock()
+		frame := c.next
+		c.next = nil
+		c.mu.Unlock()
+		if frame == nil {
 			continue
 		}
 		if rev, ok := c.state(frame); ok {
