@@ -185,7 +185,6 @@ type Link struct {
 	left      map[string]bool
 	announced *Metadata
 	lastFlush time.Time
-	pace      pacing
 	coalesced uint64
 	dropped   uint64
 }

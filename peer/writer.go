@@ -70,7 +70,7 @@ func (l *Link) writeOut() {
 		more := false
 		var announce *Metadata
 		if it.q != nil {
-			more = it.q.drainSlice(&batch, l.pace.size())
+			more = it.q.drainSlice(&batch, sliceEntries)
 			if batch.Announce {
 				announce = l.takeAnnouncedLocked()
 			}
@@ -91,21 +91,7 @@ func (l *Link) writeOut() {
 		if it.recs != nil || it.q != nil {
 			l.lastFlush = time.Now()
 		}
-		measure := more && l.pace.rtt == 0
 		l.outMu.Unlock()
-		if measure {
-			// The first burst on this link: its round trip, to tell from
-			// the peer's work what a slice costs (one round trip, once).
-			t0 := time.Now()
-			if err := l.awaitPeer(); err != nil {
-				l.closeWith(err)
-				return
-			}
-			l.outMu.Lock()
-			l.pace.observeRTT(time.Since(t0))
-			l.outMu.Unlock()
-		}
-		start, entries := time.Now(), len(batch.First)+len(batch.Second)
 		err := l.flush(bp, it, &batch, announce)
 		batch.reset()
 		if it.recs != nil {
@@ -114,11 +100,7 @@ func (l *Link) writeOut() {
 			recsPool.Put(&recs)
 		}
 		if err == nil && more {
-			if err = l.awaitPeer(); err == nil {
-				l.outMu.Lock()
-				l.pace.sliceTook(entries, time.Since(start))
-				l.outMu.Unlock()
-			}
+			err = l.awaitPeer()
 		}
 		if err != nil {
 			l.closeWith(err)
@@ -127,9 +109,9 @@ func (l *Link) writeOut() {
 	}
 }
 
-// sliceEntries is how many queued objects make a burst: a queue larger
-// than this is sent in slices (see pacing.go and queue.drainSlice).
-const sliceEntries = maxSlice
+// sliceEntries is how many objects' changes a link sends at once from a
+// queue that has fallen behind; see queue.drainSlice.
+const sliceEntries = 2048
 
 // awaitPeer waits until the peer has read everything written so far (the
 // answer to a ping follows it), so that a burst is paced by what the peer
@@ -169,7 +151,6 @@ func (l *Link) pingDelay() time.Duration {
 func (l *Link) ping() {
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StallTimeout)
 	defer cancel()
-	start := time.Now()
 	if err := l.conn.(Pinger).Ping(ctx); err != nil {
 		select {
 		case <-l.done:
@@ -181,7 +162,6 @@ func (l *Link) ping() {
 		return
 	}
 	l.outMu.Lock()
-	l.pace.observeRTT(time.Since(start))
 	if !l.closed {
 		l.pingTimer.Reset(l.pingDelay())
 	}
