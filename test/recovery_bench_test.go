@@ -47,6 +47,7 @@ func BenchmarkRecovery(b *testing.B) {
 						b.Fatalf("%s: the probe did not arrive within 60 s", b.Name())
 					}
 					d := time.Since(t0)
+					tp.stop()
 					total += d
 					b.Logf("%s: %v (target %v)", b.Name(), d.Round(time.Millisecond), 100*time.Millisecond+time.Duration(tp.hops)*50*time.Millisecond)
 				}
