@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -232,7 +233,9 @@ func (p *Peer) handle(m Message) {
 		if !p.opts.Silent {
 			changes := []map[string]any{}
 			for id, o := range p.owned {
-				changes = append(changes, map[string]any{"type": "add", "id": id, "owner": o.Owner, "properties": o.Properties})
+				// A copy: the reply is encoded after unlocking, while the
+				// test may change the peer's objects.
+				changes = append(changes, map[string]any{"type": "add", "id": id, "owner": o.Owner, "properties": maps.Clone(o.Properties)})
 			}
 			replies = append(replies, [2]any{"worldChange", map[string]any{"timestamp": time.Now().UnixMilli(), "changes": changes}})
 		}
