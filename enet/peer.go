@@ -64,10 +64,15 @@ type Peer struct {
 
 	rtt, rttVar           uint32 // ms
 	lastReceive, lastSend uint32
-	unseqGroup            uint16
-	inUnseqGroup          uint16
-	unseqWindow           [unsequencedWindowSize / 32]uint32
-	waiting               int // bytes held for this peer
+	// earliestTimeout is when the first command that timed out since the
+	// last acknowledgement was sent (0: none), as the C library keeps it:
+	// a peer times out when nothing it was sent has been acknowledged for
+	// long, not when one command was unlucky on a link that is alive.
+	earliestTimeout uint32
+	unseqGroup      uint16
+	inUnseqGroup    uint16
+	unseqWindow     [unsequencedWindowSize / 32]uint32
+	waiting         int // bytes held for this peer
 
 	inbox     []Packet
 	notify    chan struct{}
@@ -576,6 +581,7 @@ func (p *Peer) handleAckLocked(c *command, now uint32) {
 			p.rtt, p.rttVar = max(rtt, 1), max(rtt/2, 1)
 		}
 	}
+	p.earliestTimeout = 0 // any acknowledgement shows the peer alive
 	oc := p.removeSentLocked(c.channel, c.ackSeq)
 	if oc == nil {
 		return
@@ -634,8 +640,12 @@ func (p *Peer) serviceLocked(now uint32) {
 			keep = append(keep, oc)
 			continue
 		}
-		if now-oc.firstSent >= timeoutMaximum || (1<<(oc.attempts-1) >= timeoutLimit && now-oc.firstSent >= timeoutMinimum) {
-			p.closeLocked(ErrTimeout)
+		if p.earliestTimeout == 0 || int32(oc.sentAt-p.earliestTimeout) < 0 {
+			p.earliestTimeout = oc.sentAt
+		}
+		if quiet := now - p.earliestTimeout; quiet >= timeoutMaximum || (1<<(oc.attempts-1) >= timeoutLimit && quiet >= timeoutMinimum) {
+			p.closeLocked(fmt.Errorf("%w: nothing acknowledged for %d ms; command %d (channel %d, sequence %d) sent %d times in %d ms (rtt %d ms)",
+				ErrTimeout, quiet, oc.c.kind, oc.c.channel, oc.c.seq, oc.attempts, now-oc.firstSent, p.rtt))
 			return
 		}
 		p.inFlight -= oc.c.wireSize()
