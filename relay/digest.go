@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
@@ -404,7 +405,9 @@ func (n *Node) answerRepairLocked(ls *linkState, r peer.Repair) {
 		recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties}, o.Slot))
 		return true
 	})
-	n.log.Debug("answering a repair request", "link", ls.link.ID(), "buckets", len(r.Buckets), "of", r.Of, "records", len(recs), "queued", ls.link.Queued(), "known", len(ls.link.KnownSlots(nil)))
+	if n.log.Enabled(n.ctx, slog.LevelDebug) { // (counting what the link knows costs a pass)
+		n.log.Debug("answering a repair request", "link", ls.link.ID(), "buckets", len(r.Buckets), "of", r.Of, "records", len(recs), "queued", ls.link.Queued(), "known", len(ls.link.KnownSlots(nil)))
+	}
 	ls.link.SendRepair(peer.TypeRepairing, r)
 	if len(recs) > 0 {
 		ls.link.Offer(recs, func(int) peer.Verdict { return peer.Send }, nil, false)
