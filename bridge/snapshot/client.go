@@ -353,6 +353,12 @@ func (c *Client) handshake(ctx context.Context) (id string, rate int, err error)
 			c.conn.SetReadDeadline(time.Time{})
 			return id, rate, nil
 		case msgDisconnect:
+			if n > 1 && buf[1] == ReasonNoSession {
+				// The answer to a command of the session this handshake
+				// replaces (sent before a restarted server said it had
+				// none): not about this connect.
+				continue
+			}
 			return "", 0, ErrDisconnected
 		}
 	}
