@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/peer"
 )
 
 // TestAntiEntropyRepairs: divergence is made on purpose, by changing a
@@ -116,13 +117,24 @@ func equalCounts(a, b map[string]uint64) bool {
 // it can (a world of a few objects: one bucket, which every new object
 // falls in); b must count exactly one missing object a round.
 func TestRepairCountsOnlyWhatItRepairs(t *testing.T) {
-	_, url := startNode(t, Options{Tick: 2 * time.Millisecond})
+	srv, url := startNode(t, Options{Tick: 2 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	a, b := dialTick(t, ctx, url, 2*time.Millisecond), dialTick(t, ctx, url, 2*time.Millisecond)
 	repairsAllowed[b.node] = true
 	x, _ := a.Create(map[string]any{"n": 1})
 	waitFor(t, "b sees x", 5*time.Second, func() bool { _, ok := b.World().Get(x); return ok })
+	// b's handshake asks for a refresh once it has the node's metadata;
+	// an answer still on its way would bring x back with no repair. Wait
+	// until the node has answered it, then for an object sent after.
+	waitFor(t, "the node answers b's refresh request", 5*time.Second, func() bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		ls := srv.claims[b.Identifier()]
+		return ls != nil && ls.link.Stats().MessagesIn[peer.KindRequestRefresh].Load() > 0 && !ls.refreshWanted
+	})
+	y, _ := a.Create(map[string]any{"n": 2})
+	waitFor(t, "b sees y", 5*time.Second, func() bool { _, ok := b.World().Get(y); return ok })
 
 	stop := make(chan struct{})
 	churned := make(chan int)
@@ -149,7 +161,13 @@ func TestRepairCountsOnlyWhatItRepairs(t *testing.T) {
 	}()
 	const rounds = 6
 	for i := 1; i <= rounds; i++ {
-		if res := b.World().Apply([]gameworld.Change{{Type: gameworld.Remove, ID: x}}, nil); len(res.Records) != 1 {
+		// Lost under b's lock, as anything b's node does: between a
+		// repair record's count and its apply, a removal from outside
+		// would be undone unseen (the record was counted present).
+		b.node.mu.Lock()
+		res := b.World().Apply([]gameworld.Change{{Type: gameworld.Remove, ID: x}}, nil)
+		b.node.mu.Unlock()
+		if len(res.Records) != 1 {
 			t.Fatalf("could not remove x at b: %+v", res)
 		}
 		waitFor(t, "x back at b", 10*time.Second, func() bool { _, ok := b.World().Get(x); return ok })
