@@ -98,10 +98,10 @@ type World struct {
 	owned map[string]uint32
 }
 
-// slotDigest is an object's owner and hashes, by slot, and the slots of
-// the owner's previous and next objects (noSlot at the ends).
+// slotDigest is an object's id, owner and hashes, by slot, and the slots
+// of the owner's previous and next objects (noSlot at the ends).
 type slotDigest struct {
-	owner          string
+	id, owner      string
 	idHash, digest uint64
 	prev, next     uint32
 	used           bool
@@ -116,7 +116,7 @@ func (w *World) noteDigest(o *Object) {
 	}
 	d := &w.digests[o.Slot]
 	if d.used && d.owner == o.Owner {
-		d.idHash, d.digest = o.IDHash, o.Digest
+		d.id, d.idHash, d.digest = o.ID, o.IDHash, o.Digest
 		return
 	}
 	if d.used {
@@ -132,7 +132,7 @@ func (w *World) noteDigest(o *Object) {
 		w.digests[head].prev = o.Slot
 	}
 	w.owned[o.Owner] = o.Slot
-	*d = slotDigest{owner: o.Owner, idHash: o.IDHash, digest: o.Digest, prev: noSlot, next: head, used: true}
+	*d = slotDigest{id: o.ID, owner: o.Owner, idHash: o.IDHash, digest: o.Digest, prev: noSlot, next: head, used: true}
 }
 
 // unlink takes slot out of its owner's chain. w.mu must be held.
@@ -272,6 +272,24 @@ func (w *World) RangeDigestsOf(owners []string, fn func(slot uint32, owner strin
 			}
 		}
 	}
+}
+
+// IDsOf appends to ids those of at most max objects of the given owners
+// (every one if max is not positive), in time proportional to them, in no
+// particular order.
+func (w *World) IDsOf(ids []string, owners []string, max int) []string {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	end := len(ids) + max
+	for _, owner := range owners {
+		for slot, ok := w.owned[owner]; ok && slot != noSlot; slot = w.digests[slot].next {
+			if max > 0 && len(ids) >= end {
+				return ids
+			}
+			ids = append(ids, w.digests[slot].id)
+		}
+	}
+	return ids
 }
 
 // Subscribe registers fn to be called after every Apply that changed

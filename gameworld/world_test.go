@@ -399,6 +399,24 @@ func TestOwnerIndex(t *testing.T) {
 			if !maps.Equal(got, want) || w.CountOf([]string{o}) != len(want) {
 				t.Fatalf("step %d, owner %s: the index has %d objects (count %d), the world %d", step, o, len(got), w.CountOf([]string{o}), len(want))
 			}
+			var ids []string
+			w.Range(func(obj Object) bool {
+				if obj.Owner == o {
+					ids = append(ids, obj.ID)
+				}
+				return true
+			})
+			slices.Sort(ids)
+			gotIDs := w.IDsOf(nil, []string{o}, 0)
+			slices.Sort(gotIDs)
+			if !slices.Equal(gotIDs, ids) {
+				t.Fatalf("step %d, owner %s: IDsOf = %v, the world %v", step, o, gotIDs, ids)
+			}
+			if len(ids) > 3 {
+				if part := w.IDsOf([]string{"x"}, []string{o}, 3); len(part) != 4 || part[0] != "x" || !slices.Contains(ids, part[3]) {
+					t.Fatalf("step %d, owner %s: IDsOf with a max of 3 after one id = %v", step, o, part)
+				}
+			}
 		}
 	}
 }

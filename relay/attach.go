@@ -95,6 +95,9 @@ func (n *Node) Attach(opts AttachOptions) (*Attachment, error) {
 	if n.closed {
 		return nil, ErrClosed
 	}
+	if opts.Identifier != "" {
+		n.settleDepartureLocked(opts.Identifier)
+	}
 	if opts.Identifier == n.id || n.claims[opts.Identifier] != nil {
 		return nil, fmt.Errorf("%w: %s", ErrIdentifierClaimed, opts.Identifier)
 	}

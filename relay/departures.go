@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"runtime"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -18,28 +19,137 @@ import (
 // the removals, then drops the worlds' claims. The removals come first, while
 // the claims still make them local, so that they also go upstream and to mesh
 // peers. from, if not nil, is a link whose peer removed them itself. n.mu
-// must be held.
+// must be held; it is let go between slices of a large departure (see
+// releaseClaimsTo).
 func (n *Node) releaseClaims(ids []string, from *linkState) {
 	n.releaseClaimsTo(ids, from, n.id)
 }
 
+// departSlice is how many objects of departed worlds a node takes out of
+// its world, and offers its links, before it lets others have its lock.
+const departSlice = 2048
+
+// departure is a world whose objects are being removed: the claim it had,
+// where persistent objects go, and the link whose peer removed them
+// itself (or nil).
+type departure struct {
+	claim *linkState
+	heir  string
+	from  *linkState
+}
+
 // releaseClaimsTo is releaseClaims with the heir of persistent objects:
 // this node, or the peer node that held the departed worlds (it gives them
-// the same claim, so both agree). n.mu must be held.
+// the same claim, so both agree). Persistent objects fall to the heir;
+// the others are removed.
+//
+// A world that leaves with 99,000 objects would hold the node's lock for
+// most of a second: a departure is taken a slice at a time, each offered
+// to the links at once, and between slices the node lets others in (a
+// new peer's first object, other peers' changes), which thus overtake the
+// removal by at most a slice. Meanwhile the worlds' claims stay where
+// they were, so the removals still go upstream and to mesh peers. Whoever
+// claims a departing world meanwhile (its peer, reconnected) first has
+// what is left of it removed at once (settleDepartureLocked), as if the
+// departure had been done in one piece. n.mu must be held; the caller must
+// expect the node's state to have moved on when it returns.
 func (n *Node) releaseClaimsTo(ids []string, from *linkState, heir string) {
-	set := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		set[id] = true
+	if len(ids) == 0 {
+		return
 	}
-	// Persistent objects outlive their owner: they fall to this node.
-	kept := n.keepPersistentLocked(set, heir)
-	removed := n.removeWhere(func(o gameworld.Object) bool { return set[o.Owner] && !kept[o.ID] }, from)
+	mine := make(map[string]*departure, len(ids))
 	for _, id := range ids {
-		delete(n.claims, id)
+		d := &departure{claim: n.claims[id], heir: heir, from: from}
+		n.departing[id], mine[id] = d, d
+	}
+	removed := 0
+	owners := make([]string, 0, len(ids))
+	for first := true; ; first = false {
+		if !first {
+			n.yieldLocked()
+		}
+		owners = owners[:0]
+		for _, id := range ids {
+			if n.departing[id] == mine[id] {
+				owners = append(owners, id)
+			}
+		}
+		k, more := n.departSliceLocked(owners, from, heir, departSlice)
+		removed += k
+		if !more || n.closed {
+			break
+		}
+	}
+	for _, id := range ids {
+		if d := mine[id]; n.departing[id] == d {
+			n.endDepartureLocked(id, d)
+		}
 	}
 	if removed > 0 {
 		n.log.Debug("removed objects of departed worlds", "worlds", len(ids), "objects", removed)
 	}
+}
+
+// departSliceLocked removes at most max objects of the worlds owners
+// (every one if max is not positive), giving persistent ones to heir, and
+// routes the changes. It returns how many objects it removed and whether
+// some may be left. n.mu must be held.
+func (n *Node) departSliceLocked(owners []string, from *linkState, heir string, max int) (removed int, more bool) {
+	batch := n.world.IDsOf(nil, owners, max)
+	if len(batch) == 0 {
+		return 0, false
+	}
+	// Persistent objects outlive their owner (everyone is told); the
+	// others go (their peer, if from, removed them itself).
+	var changes, kept []gameworld.Change
+	for _, id := range batch {
+		if o, ok := n.world.Get(id); ok && flagsOf(o.Properties).Persistent {
+			kept = append(kept, gameworld.Change{Type: gameworld.Transfer, ID: id, Owner: heir})
+		} else {
+			changes = append(changes, gameworld.Change{Type: gameworld.Remove, ID: id})
+		}
+	}
+	if len(kept) > 0 {
+		n.route(n.world.Apply(kept, nil).Records, nil)
+	}
+	res := n.world.Apply(changes, nil)
+	n.route(res.Records, from)
+	return len(res.Records), max > 0 && len(batch) == max
+}
+
+// endDepartureLocked ends world id's departure d: its claim goes, unless
+// someone else holds it now. n.mu must be held.
+func (n *Node) endDepartureLocked(id string, d *departure) {
+	delete(n.departing, id)
+	if n.claims[id] == d.claim {
+		delete(n.claims, id)
+	}
+}
+
+// settleDepartureLocked finishes at once the departure of world id, if
+// one is under way: what claims the world next starts from nothing, as
+// it would had the departure been done in one piece. n.mu must be held.
+func (n *Node) settleDepartureLocked(id string) {
+	d := n.departing[id]
+	if d == nil {
+		return
+	}
+	n.departSliceLocked([]string{id}, d.from, d.heir, 0)
+	n.endDepartureLocked(id, d)
+}
+
+// yieldLocked offers the links what changed so far and lets the node's
+// lock go for a moment: goroutines waiting for it get it first (Go's mutex
+// hands itself to waiters that waited more than a millisecond). n.mu must
+// be held; it is held again on return.
+func (n *Node) yieldLocked() {
+	n.flushLocked()
+	n.mu.Unlock()
+	if n.yieldHook != nil {
+		n.yieldHook()
+	}
+	runtime.Gosched()
+	n.mu.Lock()
 }
 
 // removeWhere removes every object for which remove is true and routes the

@@ -232,6 +232,7 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 		if ls.chain[id] {
 			continue
 		}
+		n.settleDepartureLocked(id)
 		other := n.claims[id]
 		if ls.kind == ownership.Mesh && other != nil && other.kind == ownership.Downstream || other != nil && other.att != nil {
 			// A client connected here speaks for itself; a mesh peer's

@@ -50,7 +50,9 @@ func (n *Node) takenClaims(ls *linkState, md peer.Metadata) []string {
 	var taken []string
 	for _, id := range md.IdentifierChain {
 		other := n.claims[id]
-		if other == nil || other == ls || other == earlier || other.att != nil || other.kind != ownership.Downstream {
+		if other == nil || other == ls || other == earlier || other.att != nil || other.kind != ownership.Downstream || n.departing[id] != nil {
+			// (A departing world's connection is gone; what is left of
+			// it goes before the world is claimed again.)
 			continue
 		}
 		if !n.mayTakeOver(id, md) {

@@ -54,11 +54,17 @@ type Node struct {
 	// claims maps a world identifier to the downstream or mesh link whose
 	// identifierChain holds it.
 	claims map[string]*linkState
-	nextID uint64
-	totals closedTotals
-	mesh   *Mesh
-	fan    fanout
-	sp     spatial
+	// departing are the worlds whose objects are being removed a slice
+	// at a time (departures.go).
+	departing map[string]*departure
+	// yieldHook, if set (by tests), runs whenever a long task lets the
+	// lock go (yieldLocked).
+	yieldHook func()
+	nextID    uint64
+	totals    closedTotals
+	mesh      *Mesh
+	fan       fanout
+	sp        spatial
 	// interest is what a client node wants of its upstream (SetInterest);
 	// nil means everything.
 	interest []peer.Box
@@ -202,13 +208,14 @@ func New(opts Options) (*Node, error) {
 	n := &Node{
 		resumeSecret: secret,
 		opts:         opts, role: opts.Role, id: opts.Identifier,
-		log:     log.With("node", opts.Identifier),
-		world:   gameworld.New(opts.Identifier),
-		ctx:     ctx,
-		cancel:  cancel,
-		links:   make(map[*peer.Link]*linkState),
-		claims:  make(map[string]*linkState),
-		started: time.Now(),
+		log:       log.With("node", opts.Identifier),
+		world:     gameworld.New(opts.Identifier),
+		ctx:       ctx,
+		cancel:    cancel,
+		links:     make(map[*peer.Link]*linkState),
+		claims:    make(map[string]*linkState),
+		departing: make(map[string]*departure),
+		started:   time.Now(),
 		// A burst as large as the largest world a digest may cover.
 		digestBudget: rate.NewLimiter(digestVisitsPerSecond, 10_000_000),
 	}

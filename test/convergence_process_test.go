@@ -18,7 +18,11 @@ import (
 // object's owner and properties.
 func worldOf(t testing.TB, p *proc) map[string]wiretest.Object {
 	t.Helper()
-	_, body := httpGet(t, "http://"+p.Addr+"/api/state?limit=1000000")
+	url := "http://" + p.Addr + "/api/state?limit=1000000"
+	_, body, err := tryGetWithin(url, 30*time.Second)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
 	var st relay.State
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatalf("/api/state: %v", err)

@@ -187,8 +187,12 @@ func httpGet(t testing.TB, url string) (int, string) {
 
 // tryGet is httpGet for a node that may be too busy to answer in time (or
 // restarting): the error is the caller's to judge.
-func tryGet(url string) (int, string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func tryGet(url string) (int, string, error) { return tryGetWithin(url, 5*time.Second) }
+
+// tryGetWithin is tryGet with a time limit for the whole answer: a world
+// of 100,000 objects takes a busy node a while to write.
+func tryGetWithin(url string, limit time.Duration) (int, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	resp, err := http.DefaultClient.Do(req)
@@ -196,7 +200,10 @@ func tryGet(url string) (int, string, error) {
 		return 0, "", err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, "", fmt.Errorf("reading the answer: %w", err)
+	}
 	return resp.StatusCode, string(b), nil
 }
 

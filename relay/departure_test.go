@@ -1,0 +1,193 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/peer"
+)
+
+// departureFixture is a node, a watcher, and a leaver holding objects
+// (several slices of them, with a few persistent ones).
+type departureFixture struct {
+	node           *Node
+	url            string
+	watcher, leave *Client
+	leaverID       string
+}
+
+func newDepartureFixture(t *testing.T, ctx context.Context, objects int) *departureFixture {
+	t.Helper()
+	f := &departureFixture{}
+	f.node, f.url = startNode(t, Options{Tick: 5 * time.Millisecond})
+	f.watcher = dialTick(t, ctx, f.url, 5*time.Millisecond)
+	f.leave = dialTick(t, ctx, f.url, 5*time.Millisecond)
+	f.leaverID = f.leave.Identifier()
+	changes := make([]gameworld.Change, 0, objects)
+	for k := range objects {
+		props := gameworld.Properties{"n": []byte(fmt.Sprint(k))}
+		if k%1000 == 0 {
+			props[PropPersistent] = []byte("true")
+		}
+		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("leaver-%06d", k), Properties: props})
+	}
+	if _, err := f.leave.node.Apply(changes); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the watcher sees the leaver's objects", 30*time.Second, func() bool { return f.watcher.World().Len() == objects })
+	return f
+}
+
+// onFirstYield runs fn (once) while the departure under way has let the
+// node's lock go for the first time, and reports how many of the
+// leaver's objects the node still held then.
+func (f *departureFixture) onFirstYield(fn func()) (heldThen func() int) {
+	var once sync.Once
+	held := -1
+	done := make(chan struct{})
+	f.node.yieldHook = func() {
+		once.Do(func() {
+			held = f.node.World().CountOf([]string{f.leaverID})
+			fn()
+			close(done)
+		})
+	}
+	return func() int {
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+		}
+		return held
+	}
+}
+
+// await polls cond until it holds or d passes; it reports whether it
+// held. (Unlike waitFor, it may run outside the test's goroutine.)
+func await(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+// sameWorld fails t unless c holds exactly what its node holds of others.
+func sameWorld(t *testing.T, what string, n *Node, c *Client) {
+	t.Helper()
+	waitFor(t, what, 30*time.Second, func() bool {
+		want := n.World().Objects()
+		got := c.World().Objects()
+		j := 0
+		for _, o := range want {
+			if o.Owner == c.Identifier() {
+				continue
+			}
+			for j < len(got) && got[j].Owner == c.Identifier() {
+				j++
+			}
+			if j >= len(got) || got[j].ID != o.ID || got[j].Owner != o.Owner || got[j].Digest != o.Digest {
+				return false
+			}
+			j++
+		}
+		for j < len(got) && got[j].Owner == c.Identifier() {
+			j++
+		}
+		return j == len(got)
+	})
+}
+
+// TestDepartureLetsOthersIn: a world that leaves with many objects is
+// removed a slice at a time, and others' changes get in between: a
+// prober's object is applied while most of the leaver's objects are
+// still there, and reaches the watcher; in the end the watcher holds the
+// node's world (persistent objects kept, everything else gone).
+func TestDepartureLetsOthersIn(t *testing.T) {
+	const objects = 5 * departSlice
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f := newDepartureFixture(t, ctx, objects)
+	prober, err := Dial(ctx, f.url, ClientOptions{Tick: peer.Immediate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prober.Close()
+	heldThen := f.onFirstYield(func() {
+		// The node's lock is free: the probe is applied now, not after
+		// the departure.
+		if err := prober.CreateWithID("probe", map[string]any{"n": 1}); err != nil {
+			t.Error(err)
+		}
+		if !await(10*time.Second, func() bool { _, ok := f.node.World().Get("probe"); return ok }) {
+			t.Error("the node did not apply the probe mid-departure")
+		}
+	})
+	f.leave.Close()
+	if held := heldThen(); held < objects-departSlice {
+		t.Fatalf("at the first pause the node held %d of the leaver's %d objects, want all but a slice", held, objects)
+	}
+	waitFor(t, "the watcher sees the probe", 10*time.Second, func() bool { _, ok := f.watcher.World().Get("probe"); return ok })
+	waitFor(t, "the departure done: the leaver's objects and claim gone", 30*time.Second, func() bool {
+		f.node.mu.Lock()
+		defer f.node.mu.Unlock()
+		_, claimed := f.node.claims[f.leaverID]
+		return !claimed && len(f.node.departing) == 0 && f.node.World().CountOf([]string{f.leaverID}) == 0
+	})
+	if kept := f.node.World().CountOf([]string{f.node.Identifier()}); kept != objects/1000+1 {
+		t.Errorf("the node kept %d persistent objects, want %d", kept, objects/1000+1)
+	}
+	sameWorld(t, "the watcher holds the node's world", f.node, f.watcher)
+}
+
+// TestReconnectDuringDeparture: a peer that comes back under the same
+// identifier while its objects are being removed is let in (its old
+// connection is gone: nothing holds the identifier), and starts from what
+// it sends: what was left of its old objects goes first, at once, and
+// none of them comes back afterwards.
+func TestReconnectDuringDeparture(t *testing.T) {
+	const objects = 4 * departSlice
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f := newDepartureFixture(t, ctx, objects)
+	var back *Client
+	heldThen := f.onFirstYield(func() {
+		var err error
+		back, err = Dial(ctx, f.url, ClientOptions{Identifier: f.leaverID, Tick: peer.Immediate})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for k := range 3 {
+			if err := back.CreateWithID(fmt.Sprintf("again-%d", k), map[string]any{"n": k}); err != nil {
+				t.Error(err)
+			}
+		}
+		if !await(10*time.Second, func() bool { return f.node.World().CountOf([]string{f.leaverID}) == 3 }) {
+			t.Errorf("the returning peer owns %d objects at the node, want its 3", f.node.World().CountOf([]string{f.leaverID}))
+		}
+	})
+	f.leave.Close()
+	if held := heldThen(); held < objects-departSlice {
+		t.Fatalf("at the first pause the node held %d of the leaver's %d objects, want all but a slice", held, objects)
+	}
+	if back == nil {
+		t.FailNow()
+	}
+	defer back.Close()
+	time.Sleep(100 * time.Millisecond) // what the departure would still do
+	if ids := f.node.World().IDsOf(nil, []string{f.leaverID}, 0); len(ids) != 3 {
+		t.Fatalf("the returning peer owns %d objects at the node, want its 3: %v", len(ids), ids[:min(len(ids), 5)])
+	}
+	if !back.Connected() {
+		t.Fatal("the returning peer was refused")
+	}
+	sameWorld(t, "the watcher holds the node's world", f.node, f.watcher)
+	if n := f.watcher.World().CountOf([]string{f.leaverID}); n != 3 {
+		t.Errorf("the watcher holds %d objects of the returning peer, want 3", n)
+	}
+}
