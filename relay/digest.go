@@ -394,7 +394,7 @@ func (n *Node) answerRepairLocked(ls *linkState, r peer.Repair) {
 	known := ls.link.KnownSet()
 	var recs []*peer.Record
 	n.world.Range(func(o gameworld.Object) bool {
-		if !r.Has(o.IDHash) || !n.sentOver(ls, o.Owner) {
+		if !r.Has(o.IDHash) || !n.sentOver(ls, o.Owner) || n.departing[o.Owner] != nil && !known(o.Slot) {
 			return true
 		}
 		if ls.region != nil && !known(o.Slot) {

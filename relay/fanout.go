@@ -318,6 +318,9 @@ func (n *Node) sendRefreshLocked(ls *linkState) {
 				return true
 			}
 		}
+		if n.departing[o.Owner] != nil {
+			return true // as good as gone (departures.go)
+		}
 		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
 			recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties}, o.Slot))
 		}
