@@ -92,6 +92,12 @@ func (l *Link) writeOut() {
 			l.lastFlush = time.Now()
 		}
 		l.outMu.Unlock()
+		// A slice's worth of records, whether the rest of a burst follows
+		// or comes in later (a departure taken a slice at a time feeds
+		// the queue as it goes), waits for the peer to read it too:
+		// otherwise slices written a tick apart pile up in socket buffers
+		// ahead of live changes whenever the peer reads slower.
+		full := len(batch.First)+len(batch.Second)+len(it.recs) >= sliceEntries
 		err := l.flush(bp, it, &batch, announce)
 		batch.reset()
 		if it.recs != nil {
@@ -99,7 +105,7 @@ func (l *Link) writeOut() {
 			recs := it.recs[:0]
 			recsPool.Put(&recs)
 		}
-		if err == nil && more {
+		if err == nil && (more || full) {
 			err = l.awaitPeer()
 		}
 		if err != nil {

@@ -191,6 +191,12 @@ func (n *Node) sendDigestsLocked(now time.Time) {
 		if n.transfersInFlight(ls) {
 			continue // at the next check, once decided
 		}
+		if len(n.departing) > 0 {
+			// A departure is going out a slice at a time: the peer's view
+			// lags by what is in flight, as behind a burst.
+			ls.digest.next = now.Add(time.Second)
+			continue
+		}
 		if ls.link.Queued() > burstQueued {
 			// The link is working through a burst: a digest, which goes
 			// after it, would hold up the live changes that overtake it.
@@ -267,8 +273,8 @@ func (n *Node) HandleDigest(l *peer.Link, d peer.Digest) {
 	if ls != nil && ls.digest.repair != nil && time.Since(ls.digest.repair.since) > repairTimeout {
 		ls.digest.repair = nil
 	}
-	if ls == nil || n.closed || !ls.ready || ls.sweep != nil || ls.digest.repair != nil || n.transfersInFlight(ls) {
-		return // a reconnect's sweep, a repair or a transfer is under way
+	if ls == nil || n.closed || !ls.ready || ls.sweep != nil || ls.digest.repair != nil || n.transfersInFlight(ls) || len(n.departing) > 0 {
+		return // a reconnect's sweep, a repair, a transfer or a departure is under way
 	}
 	if now := time.Now(); now.Sub(ls.digest.lastIn) < minDigestGap {
 		return
@@ -350,6 +356,11 @@ func (n *Node) HandleRepair(l *peer.Link, typ string, r peer.Repair) {
 	}
 	switch typ {
 	case peer.TypeRequestRepair:
+		if len(n.departing) > 0 {
+			// Asked from a digest taken while a departure went out: the
+			// peer asks again (repairTimeout) if it still differs.
+			return
+		}
 		if now := time.Now(); now.Sub(ls.digest.lastAsked) >= minDigestGap {
 			ls.digest.lastAsked = now
 			n.answerRepairLocked(ls, r)
@@ -394,7 +405,7 @@ func (n *Node) answerRepairLocked(ls *linkState, r peer.Repair) {
 	known := ls.link.KnownSet()
 	var recs []*peer.Record
 	n.world.Range(func(o gameworld.Object) bool {
-		if !r.Has(o.IDHash) || !n.sentOver(ls, o.Owner) || n.departing[o.Owner] != nil && !known(o.Slot) {
+		if !r.Has(o.IDHash) || !n.sentOver(ls, o.Owner) {
 			return true
 		}
 		if ls.region != nil && !known(o.Slot) {
