@@ -260,7 +260,7 @@ func (p *Peer) Send(typ string, data any) error {
 func (p *Peer) SendRaw(b []byte) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
-	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(p.ctx, writeTimeout(len(b)))
 	defer cancel()
 	return p.conn.Write(ctx, websocket.MessageText, b)
 }
@@ -269,9 +269,17 @@ func (p *Peer) SendRaw(b []byte) error {
 func (p *Peer) SendBinary(b []byte) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
-	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(p.ctx, writeTimeout(len(b)))
 	defer cancel()
 	return p.conn.Write(ctx, websocket.MessageBinary, b)
+}
+
+// writeTimeout bounds the write of an n-byte message: 5 s, and a second
+// more per 256 KiB, as a node on busy cores may read an 11 MB world at
+// well under 1 MB/s. (A write cut short by its deadline leaves a frame
+// half sent, which the node reads as a corrupt message.)
+func writeTimeout(n int) time.Duration {
+	return 5*time.Second + time.Duration(n/(256<<10))*time.Second
 }
 
 // own records changes to the peer's own objects, for refresh answers.
