@@ -349,7 +349,19 @@ func TestSoak(t *testing.T) {
 			var diffs []string
 			if d := bridgedDiff(alloView(allo), node); d != "" {
 				_, rev, _ := allo.Document()
-				diffs = append(diffs, fmt.Sprintf("Alloverse: %s (client at revision %d, %+v)", d, rev, allo.Stats()))
+				// The place's own document tells whether the bridge or
+				// its client lacks it.
+				place := "place's document unavailable"
+				if _, doc, err := tryGetWithin("http://"+a.proc().Addr+"/api/alloverse", 30*time.Second); err == nil {
+					var head struct{ Revision uint64 }
+					json.Unmarshal([]byte(doc), &head) //nolint:errcheck // judged below
+					pd := bridgedDiff(alloEntities([]byte(doc)), node)
+					if pd == "" {
+						pd = "matches the node"
+					}
+					place = fmt.Sprintf("place at revision %d: %s", head.Revision, pd)
+				}
+				diffs = append(diffs, fmt.Sprintf("Alloverse: %s (client at revision %d, %+v; %s)", d, rev, allo.Stats(), place))
 			}
 			if d := bridgedDiff(snapView(snap), node); d != "" {
 				diffs = append(diffs, "snapshot: "+d)
@@ -530,6 +542,11 @@ func alloView(c *alloverse.Client) map[string]string {
 	if !ok {
 		return nil
 	}
+	return alloEntities(doc)
+}
+
+// alloEntities is an Alloverse document's entities: id to their "n".
+func alloEntities(doc []byte) map[string]string {
 	var d struct {
 		Entities map[string]struct {
 			Components map[string]json.RawMessage `json:"components"`

@@ -103,7 +103,7 @@ func TestAdminEndpoints(t *testing.T) {
 		return resp.StatusCode
 	}
 	base := "http://" + p.Addr
-	for _, path := range []string{base + "/api/state", base + "/inspect", base + "/metrics", "http://" + debug + "/debug/pprof/"} {
+	for _, path := range []string{base + "/api/state", base + "/api/alloverse", base + "/inspect", base + "/metrics", "http://" + debug + "/debug/pprof/"} {
 		t.Run(path, func(t *testing.T) {
 			for _, c := range []struct {
 				name, token, header string

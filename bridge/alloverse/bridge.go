@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -160,6 +161,23 @@ func (b *Bridge) Revision() uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.st.rev
+}
+
+// StateHandler serves the current document, as Document returns it
+// (entities and revision), to GET and HEAD: what the place serves its
+// clients now. It is an operator's endpoint (every entity of the world):
+// mount it behind the same access control as the node's state.
+func (b *Bridge) StateHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "read-only endpoint", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Write(b.Document()) //nolint:errcheck // the client went away
+	})
 }
 
 // Document returns the current document as a set packet would carry it,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -505,5 +506,41 @@ func TestBadInput(t *testing.T) {
 	caughtUp(t, p, bystander)
 	if st := bystander.Stats(); st.Failed != 0 || st.Sets != sets {
 		t.Errorf("the bystander noticed: %+v", st)
+	}
+}
+
+// TestStateHandler: the place's document, as its clients get it, for an
+// operator: every entity and the revision; writes are refused.
+func TestStateHandler(t *testing.T) {
+	p := startPlace(t, Options{})
+	alice := p.solipsist(t, "alice")
+	ball, _ := alice.Create(map[string]any{"kind": "ball"})
+	c := p.agent(t, ClientOptions{})
+	caughtUp(t, p, c)
+	srv := httptest.NewServer(p.bridge.StateHandler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var doc struct {
+		Revision uint64
+		Entities map[string]struct{ Components map[string]json.RawMessage }
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	if doc.Revision != p.bridge.Revision() || string(doc.Entities[ball].Components["kind"]) != `"ball"` {
+		t.Errorf("served %s; the place is at revision %d", body, p.bridge.Revision())
+	}
+	resp, err = http.Post(srv.URL, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %d, want 405", resp.StatusCode)
 	}
 }

@@ -188,6 +188,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	})
 	mux.Handle("/metrics", adminOnly(authn, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	mux.Handle("/api/state", adminOnly(authn, node.StateHandler()))
+	mux.Handle("/api/alloverse", adminOnly(authn, allo.StateHandler()))
 	pages := web.Handler()
 	mux.Handle("/inspect", adminOnly(authn, pages))
 	mux.Handle("/inspect/", adminOnly(authn, pages))
