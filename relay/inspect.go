@@ -146,12 +146,7 @@ func propsContain(p gameworld.Properties, s string) bool {
 // StateHandler serves State as JSON, read-only: GET /api/state?limit=N&q=text.
 // limit defaults to 1000 objects.
 func (n *Node) StateHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "read-only endpoint", http.StatusMethodNotAllowed)
-			return
-		}
+	return ReadOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		limit := 1000
 		if v := r.URL.Query().Get("limit"); v != "" {
 			l, err := strconv.Atoi(v)
@@ -164,5 +159,18 @@ func (n *Node) StateHandler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		json.NewEncoder(w).Encode(n.State(limit, r.URL.Query().Get("q")))
+	}))
+}
+
+// ReadOnly passes GET and HEAD requests to h and answers any other method
+// with 405: for endpoints that show state and change none.
+func ReadOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "read-only endpoint", http.StatusMethodNotAllowed)
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }

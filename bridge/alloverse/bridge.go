@@ -168,16 +168,11 @@ func (b *Bridge) Revision() uint64 {
 // clients now. It is an operator's endpoint (every entity of the world):
 // mount it behind the same access control as the node's state.
 func (b *Bridge) StateHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "read-only endpoint", http.StatusMethodNotAllowed)
-			return
-		}
+	return relay.ReadOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		w.Write(b.Document()) //nolint:errcheck // the client went away
-	})
+	}))
 }
 
 // Document returns the current document as a set packet would carry it,
