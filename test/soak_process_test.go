@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -334,6 +335,7 @@ func TestSoak(t *testing.T) {
 			// checks that follow.
 			if !held {
 				t.Logf("%s: the bridged clients' last difference: %s", phase, last)
+				t.Logf("the Alloverse client's goroutines:\n%s", clientStacks())
 				t.Logf("node a's Alloverse goroutines:\n%s", bridgeStacks(a.proc()))
 			}
 		}()
@@ -353,13 +355,16 @@ func TestSoak(t *testing.T) {
 				// its client lacks it.
 				place := "place's document unavailable"
 				if _, doc, err := tryGetWithin("http://"+a.proc().Addr+"/api/alloverse", 30*time.Second); err == nil {
-					var head struct{ Revision uint64 }
+					var head struct {
+						Revision uint64
+						Sessions []struct{ Ack uint64 }
+					}
 					json.Unmarshal([]byte(doc), &head) //nolint:errcheck // judged below
 					pd := bridgedDiff(alloEntities([]byte(doc)), node)
 					if pd == "" {
 						pd = "matches the node"
 					}
-					place = fmt.Sprintf("place at revision %d: %s", head.Revision, pd)
+					place = fmt.Sprintf("place at revision %d, its clients' acknowledgements %v: %s", head.Revision, head.Sessions, pd)
 				}
 				diffs = append(diffs, fmt.Sprintf("Alloverse: %s (client at revision %d, %+v; %s)", d, rev, allo.Stats(), place))
 			}
@@ -414,6 +419,20 @@ func bridgeStacks(p *proc) string {
 	var out []string
 	for _, block := range strings.Split(p.Log(), "\n\n") {
 		if strings.Contains(block, "bridge/alloverse") {
+			out = append(out, block)
+		}
+	}
+	return strings.Join(out, "\n\n")
+}
+
+// clientStacks returns the stacks of this process's goroutines that run
+// the Alloverse client.
+func clientStacks() string {
+	buf := make([]byte, 16<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, block := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(block, "alloverse.(*Client)") {
 			out = append(out, block)
 		}
 	}

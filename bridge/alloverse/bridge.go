@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -163,15 +165,33 @@ func (b *Bridge) Revision() uint64 {
 	return b.st.rev
 }
 
-// StateHandler serves the current document, as Document returns it
-// (entities and revision), to GET and HEAD: what the place serves its
-// clients now. It is an operator's endpoint (every entity of the world):
-// mount it behind the same access control as the node's state.
+// StateHandler serves, to GET and HEAD, what the place serves its clients
+// now: {"sessions":[{"ack":…},…],"entities":{…},"revision":…}, the
+// revision each client acknowledged last (0: none yet, or it asked for a
+// set), then the document as Document returns it. It is an operator's
+// endpoint (every entity of the world): mount it behind the same access
+// control as the node's state.
 func (b *Bridge) StateHandler() http.Handler {
 	return relay.ReadOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.mu.Lock()
+		acks := make([]uint64, 0, len(b.sessions))
+		for s := range b.sessions {
+			acks = append(acks, s.ack)
+		}
+		b.mu.Unlock()
+		slices.Sort(acks)
+		out := []byte(`{"sessions":[`)
+		for i, a := range acks {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = strconv.AppendUint(append(out, `{"ack":`...), a, 10)
+			out = append(out, '}')
+		}
+		out = append(append(out, "],"...), b.Document()[1:]...)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		w.Write(b.Document()) //nolint:errcheck // the client went away
+		w.Write(out) //nolint:errcheck // the client went away
 	}))
 }
 

@@ -510,7 +510,8 @@ func TestBadInput(t *testing.T) {
 }
 
 // TestStateHandler: the place's document, as its clients get it, for an
-// operator: every entity and the revision; writes are refused.
+// operator: every entity, the revision, and what each client acknowledged
+// (the one here is up to date); writes are refused.
 func TestStateHandler(t *testing.T) {
 	p := startPlace(t, Options{})
 	alice := p.solipsist(t, "alice")
@@ -519,23 +520,32 @@ func TestStateHandler(t *testing.T) {
 	caughtUp(t, p, c)
 	srv := httptest.NewServer(p.bridge.StateHandler())
 	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var doc struct {
+	type served struct {
+		Sessions []struct{ Ack uint64 }
 		Revision uint64
 		Entities map[string]struct{ Components map[string]json.RawMessage }
 	}
-	if err := json.Unmarshal(body, &doc); err != nil {
-		t.Fatalf("%s: %v", body, err)
+	get := func() (served, string) {
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var doc served
+		if err := json.Unmarshal(body, &doc); err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		return doc, string(body)
 	}
-	if doc.Revision != p.bridge.Revision() || string(doc.Entities[ball].Components["kind"]) != `"ball"` {
-		t.Errorf("served %s; the place is at revision %d", body, p.bridge.Revision())
-	}
-	resp, err = http.Post(srv.URL, "application/json", strings.NewReader("{}"))
+	// (The client's acknowledgement reaches the place after the client
+	// has the revision.)
+	waitFor(t, "the place serves its document and the client's acknowledgement of it", 5*time.Second, func() bool {
+		doc, _ := get()
+		return doc.Revision == p.bridge.Revision() && string(doc.Entities[ball].Components["kind"]) == `"ball"` &&
+			len(doc.Sessions) == 1 && doc.Sessions[0].Ack == doc.Revision
+	})
+	resp, err := http.Post(srv.URL, "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
