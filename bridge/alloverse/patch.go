@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -253,17 +255,81 @@ func hugeExponent(n string) bool {
 	return err != nil || e > 400 || e < -400
 }
 
-// MergePatch applies an RFC 7396 merge patch to doc with
-// github.com/evanphx/json-patch/v5; a panic in the library is an error.
-func MergePatch(doc, patch []byte) (out []byte, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			out, err = nil, fmt.Errorf("alloverse: merge patch failed: %v", r)
-		}
-	}()
-	out, err = jsonpatch.MergePatch(doc, patch)
+// MergePatch applies an RFC 7396 merge patch to doc.
+//
+// It is written here rather than taken from github.com/evanphx/json-patch/v5,
+// whose objects keep their members' names in a slice scanned on every set
+// and remove: a patch that touches the n entities of a place costs n² (8 s
+// for 20,000 entities, about two minutes for 100,000), while a client of a
+// big place takes one every heartbeat. This one costs what the document
+// and the patch weigh: an object of the patch is merged into its target
+// decoded one level at a time, members the patch does not name kept as
+// they are.
+func MergePatch(doc, patch []byte) ([]byte, error) {
+	if !json.Valid(doc) {
+		return nil, errors.New("alloverse: merge patch: the document is not JSON")
+	}
+	if !json.Valid(patch) {
+		return nil, errors.New("alloverse: merge patch: the patch is not JSON")
+	}
+	out, err := mergeValue(doc, patch)
 	if err != nil {
 		return nil, fmt.Errorf("alloverse: merge patch: %w", err)
 	}
 	return out, nil
+}
+
+// mergeValue is RFC 7396's MergePatch(Target, Patch) on valid JSON values
+// (target nil when absent).
+func mergeValue(target, patch json.RawMessage) (json.RawMessage, error) {
+	if !isObject(patch) {
+		return patch, nil
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(patch, &members); err != nil {
+		return nil, err
+	}
+	merged := map[string]json.RawMessage{}
+	if isObject(target) {
+		if err := json.Unmarshal(target, &merged); err != nil {
+			return nil, err
+		}
+	}
+	for name, v := range members {
+		if isNull(v) {
+			delete(merged, name)
+			continue
+		}
+		m, err := mergeValue(merged[name], v)
+		if err != nil {
+			return nil, err
+		}
+		merged[name] = m
+	}
+	return encodeObject(merged), nil
+}
+
+// encodeObject writes an object of valid JSON values, members sorted by
+// name (json.Marshal would check every value again, nested ones at every
+// level).
+func encodeObject(m map[string]json.RawMessage) []byte {
+	size := 2
+	for name, v := range m {
+		size += len(name) + len(v) + 4
+	}
+	b := append(make([]byte, 0, size), '{')
+	for i, name := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b, _ = jsontext.AppendQuote(b, name) // (a name from valid JSON quotes)
+		b = append(append(b, ':'), m[name]...)
+	}
+	return append(b, '}')
+}
+
+// isObject reports whether the JSON value v is an object.
+func isObject(v []byte) bool {
+	v = bytes.TrimLeft(v, " \t\r\n")
+	return len(v) > 0 && v[0] == '{'
 }

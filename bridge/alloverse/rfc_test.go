@@ -84,3 +84,33 @@ func TestRFC7396AppendixA(t *testing.T) {
 		})
 	}
 }
+
+// TestMergePatchBigPlace: a patch that removes half the entities of a
+// place and changes the others gives, entity by entity, what the RFC says.
+func TestMergePatchBigPlace(t *testing.T) {
+	const n = 20000
+	doc, patch := placeDoc(n)
+	out, err := MergePatch(doc, patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Entities map[string]struct {
+			ID         string
+			Components map[string]json.RawMessage
+		}
+		Revision int
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Entities) != n/2 || got.Revision != 2 {
+		t.Fatalf("%d entities at revision %d, want %d at 2", len(got.Entities), got.Revision, n/2)
+	}
+	for i := 1; i < n; i += 2 {
+		e := got.Entities[fmt.Sprintf("e-%d", i)]
+		if e.ID != fmt.Sprintf("e-%d", i) || string(e.Components["n"]) != fmt.Sprint(-i) || string(e.Components["position"]) != fmt.Sprintf("[%d,0,%d]", i%100, i/100) {
+			t.Fatalf("entity e-%d: %+v", i, e)
+		}
+	}
+}
