@@ -25,8 +25,10 @@
 // what changed since the client's base, not by comparing documents. Merge
 // patches (RFC 7396) are built here because merge cannot express every
 // change (a null member, keys removed from an object-valued component) and
-// a library diff of whole documents is what this avoids. Patches are
-// applied (by Client) with github.com/evanphx/json-patch/v5, except the
-// RFC 6902 "test" operation, which that library gets wrong in edge cases
-// (empty keys, leading zeros, a missing value); it is evaluated here.
+// a library diff of whole documents is what this avoids. RFC 6902
+// patches are applied (by Client) with github.com/evanphx/json-patch/v5,
+// except the "test" operation, which that library gets wrong in edge
+// cases (empty keys, leading zeros, a missing value); it is evaluated
+// here. Merge patches are applied here too: the library's cost grows with
+// the square of an object's members (see MergePatch).
 package alloverse
