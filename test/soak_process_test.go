@@ -357,14 +357,14 @@ func TestSoak(t *testing.T) {
 				if _, doc, err := tryGetWithin("http://"+a.proc().Addr+"/api/alloverse", 30*time.Second); err == nil {
 					var head struct {
 						Revision uint64
-						Sessions []struct{ Ack uint64 }
+						Sessions []struct{ Ack, Sent uint64 }
 					}
 					json.Unmarshal([]byte(doc), &head) //nolint:errcheck // judged below
 					pd := bridgedDiff(alloEntities([]byte(doc)), node)
 					if pd == "" {
 						pd = "matches the node"
 					}
-					place = fmt.Sprintf("place at revision %d, its clients' acknowledgements %v: %s", head.Revision, head.Sessions, pd)
+					place = fmt.Sprintf("place at revision %d, its clients' acknowledged and last sent revisions %v: %s", head.Revision, head.Sessions, pd)
 				}
 				diffs = append(diffs, fmt.Sprintf("Alloverse: %s (client at revision %d, %+v; %s)", d, rev, allo.Stats(), place))
 			}

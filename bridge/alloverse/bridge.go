@@ -1,6 +1,7 @@
 package alloverse
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -154,6 +155,7 @@ func (b *Bridge) heartbeat() {
 		}
 		if pkt := p(s.ack); pkt != nil {
 			s.conn.SendState(pkt)
+			s.sent = b.st.rev
 		}
 	}
 }
@@ -166,26 +168,28 @@ func (b *Bridge) Revision() uint64 {
 }
 
 // StateHandler serves, to GET and HEAD, what the place serves its clients
-// now: {"sessions":[{"ack":…},…],"entities":{…},"revision":…}, the
-// revision each client acknowledged last (0: none yet, or it asked for a
-// set), then the document as Document returns it. It is an operator's
+// now: {"sessions":[{"ack":…,"sent":…},…],"entities":{…},"revision":…},
+// the revision each client acknowledged last (0: none yet, or it asked for
+// a set) and the revision of the last state it was sent, then the document
+// as Document returns it. It is an operator's
 // endpoint (every entity of the world): mount it behind the same access
 // control as the node's state.
 func (b *Bridge) StateHandler() http.Handler {
 	return relay.ReadOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.mu.Lock()
-		acks := make([]uint64, 0, len(b.sessions))
+		revs := make([][2]uint64, 0, len(b.sessions))
 		for s := range b.sessions {
-			acks = append(acks, s.ack)
+			revs = append(revs, [2]uint64{s.ack, s.sent})
 		}
 		b.mu.Unlock()
-		slices.Sort(acks)
+		slices.SortFunc(revs, func(x, y [2]uint64) int { return cmp.Compare(x[0], y[0]) })
 		out := []byte(`{"sessions":[`)
-		for i, a := range acks {
+		for i, r := range revs {
 			if i > 0 {
 				out = append(out, ',')
 			}
-			out = strconv.AppendUint(append(out, `{"ack":`...), a, 10)
+			out = strconv.AppendUint(append(out, `{"ack":`...), r[0], 10)
+			out = strconv.AppendUint(append(out, `,"sent":`...), r[1], 10)
 			out = append(out, '}')
 		}
 		out = append(append(out, "],"...), b.Document()[1:]...)

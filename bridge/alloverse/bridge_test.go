@@ -521,7 +521,7 @@ func TestStateHandler(t *testing.T) {
 	srv := httptest.NewServer(p.bridge.StateHandler())
 	defer srv.Close()
 	type served struct {
-		Sessions []struct{ Ack uint64 }
+		Sessions []struct{ Ack, Sent uint64 }
 		Revision uint64
 		Entities map[string]struct{ Components map[string]json.RawMessage }
 	}
@@ -543,7 +543,7 @@ func TestStateHandler(t *testing.T) {
 	waitFor(t, "the place serves its document and the client's acknowledgement of it", 5*time.Second, func() bool {
 		doc, _ := get()
 		return doc.Revision == p.bridge.Revision() && string(doc.Entities[ball].Components["kind"]) == `"ball"` &&
-			len(doc.Sessions) == 1 && doc.Sessions[0].Ack == doc.Revision
+			len(doc.Sessions) == 1 && doc.Sessions[0].Ack == doc.Revision && doc.Sessions[0].Sent == doc.Revision
 	})
 	resp, err := http.Post(srv.URL, "application/json", strings.NewReader("{}"))
 	if err != nil {

@@ -59,8 +59,9 @@ type Session struct {
 	conn Conn
 	// peer lists the client in the node's state and metrics.
 	peer *relay.BridgedPeer
-	// ack is the revision the client acknowledged; guarded by b.mu.
-	ack uint64
+	// ack is the revision the client acknowledged; sent is the revision
+	// of the last state handed to conn. Both guarded by b.mu.
+	ack, sent uint64
 	// agent is the client's world identity, once it announced. Set under
 	// b.mu by the goroutine calling Handle, which alone reads it unlocked.
 	agent     *relay.Attachment
