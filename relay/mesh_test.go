@@ -271,6 +271,9 @@ func TestMeshFiveNodes(t *testing.T) {
 		if reborn.mesh.Name() == nodes[4].mesh.Name() {
 			t.Fatal("restarted node reused its memberlist name")
 		}
+		// (Joining takes a busy machine a while: the checks below are of
+		// convergence once the member is in, not of how fast it gets in.)
+		waitFor(t, "the restarted node linked to the four others", 20*time.Second, func() bool { return meshLinks(reborn.node) == 4 })
 		c := wiretest.Dial(t, reborn.url, clients[4].ID, wiretest.Options{})
 		c.Change(wiretest.Add("obj-4", c.ID, props{"node": 4, "pos": []int{4, 0, 0}}))
 		for _, other := range clients[:4] {
