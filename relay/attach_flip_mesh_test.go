@@ -1,13 +1,11 @@
 package relay
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
 
-	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
 )
 
@@ -81,23 +79,9 @@ func TestObserverFlipsAcrossMesh(t *testing.T) {
 					diff = "a and b: " + diff
 					return false
 				}
-				want := map[string]bool{}
-				a.node.World().Range(func(o gameworld.Object) bool {
-					want[o.ID] = true
-					if got, ok := view.get(o.ID); !ok {
-						diff = "the observer lacks " + o.ID
-					} else if js, _ := json.Marshal(o.Properties); string(js) != got {
-						diff = fmt.Sprintf("the observer's %s is %s, a's %s", o.ID, got, js)
-					}
-					return true
-				})
-				view.mu.Lock()
-				for id := range view.objs {
-					if !want[id] {
-						diff = "the observer holds " + id
-					}
+				if d := view.diff(a.node.World()); d != "" {
+					diff = "the observer: " + d
 				}
-				view.mu.Unlock()
 				return diff == ""
 			})
 		})

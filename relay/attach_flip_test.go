@@ -92,24 +92,7 @@ func TestObserverFlipsWhileTheWorldChurns(t *testing.T) {
 				}
 			}()
 			waitFor(t, "the observer holds the world", 10*time.Second, func() bool {
-				diff = ""
-				want := map[string]bool{}
-				n.World().Range(func(o gameworld.Object) bool {
-					want[o.ID] = true
-					if got, ok := view.get(o.ID); !ok {
-						diff = "lacks " + o.ID
-					} else if b, _ := json.Marshal(o.Properties); string(b) != got {
-						diff = fmt.Sprintf("%s is %s, the world's %s", o.ID, got, b)
-					}
-					return true
-				})
-				view.mu.Lock()
-				for id := range view.objs {
-					if !want[id] {
-						diff = "holds " + id
-					}
-				}
-				view.mu.Unlock()
+				diff = view.diff(n.World())
 				return diff == ""
 			})
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -41,6 +42,30 @@ func (v *view) get(id string) (string, bool) {
 	}
 	b, _ := json.Marshal(p)
 	return string(b), true
+}
+
+// diff describes how v differs from w ("" if it holds exactly w's
+// objects and properties).
+func (v *view) diff(w *gameworld.World) string {
+	diff := ""
+	want := map[string]bool{}
+	w.Range(func(o gameworld.Object) bool {
+		want[o.ID] = true
+		if got, ok := v.get(o.ID); !ok {
+			diff = "lacks " + o.ID
+		} else if b, _ := json.Marshal(o.Properties); string(b) != got {
+			diff = fmt.Sprintf("%s is %s, the world's %s", o.ID, got, b)
+		}
+		return true
+	})
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for id := range v.objs {
+		if !want[id] {
+			diff = "holds " + id
+		}
+	}
+	return diff
 }
 
 // TestAttachment: an in-process peer obeys the rules of a downstream link,

@@ -76,30 +76,13 @@ func await(d time.Duration, cond func() bool) bool {
 	return cond()
 }
 
-// sameWorld fails t unless c holds exactly what its node holds of others.
+// sameWorld fails t unless c comes to hold exactly its node's world.
 func sameWorld(t *testing.T, what string, n *Node, c *Client) {
 	t.Helper()
-	waitFor(t, what, 30*time.Second, func() bool {
-		want := n.World().Objects()
-		got := c.World().Objects()
-		j := 0
-		for _, o := range want {
-			if o.Owner == c.Identifier() {
-				continue
-			}
-			for j < len(got) && got[j].Owner == c.Identifier() {
-				j++
-			}
-			if j >= len(got) || got[j].ID != o.ID || got[j].Owner != o.Owner || got[j].Digest != o.Digest {
-				return false
-			}
-			j++
-		}
-		for j < len(got) && got[j].Owner == c.Identifier() {
-			j++
-		}
-		return j == len(got)
-	})
+	var diff string
+	if !await(30*time.Second, func() bool { diff = worldDiff(c.World(), n.World()); return diff == "" }) {
+		t.Fatalf("%s: %s", what, diff)
+	}
 }
 
 // TestDepartureLetsOthersIn: a world that leaves with many objects is

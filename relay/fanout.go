@@ -318,7 +318,7 @@ func (n *Node) sendRefreshLocked(ls *linkState) {
 				return true
 			}
 		}
-		if n.departing[o.Owner] != nil {
+		if len(n.departing) > 0 && n.departing[o.Owner] != nil {
 			return true // as good as gone (departures.go)
 		}
 		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {

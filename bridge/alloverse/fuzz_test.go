@@ -1,6 +1,7 @@
 package alloverse
 
 import (
+	"encoding/json"
 	"testing"
 )
 
@@ -59,6 +60,29 @@ func FuzzClientPacket(f *testing.F) {
 		}
 		if rev > MaxRevision {
 			t.Fatalf("revision %d", rev)
+		}
+	})
+}
+
+// FuzzMergePatch: for any document and patch MergePatch never panics;
+// what it returns is JSON, and applying the patch again changes nothing
+// (a merge patch is idempotent).
+func FuzzMergePatch(f *testing.F) {
+	f.Add([]byte(`{"a":{"b":1,"c":[1,null]},"d":"x"}`), []byte(`{"a":{"b":null,"e":{"f":null,"g":2}},"d":[3]}`))
+	f.Add([]byte(`[1,2]`), []byte(`{"a":null}`))
+	f.Add([]byte(`{"a":1}`), []byte(`"replaced"`))
+	f.Add([]byte(`{"a":1,"a":2}`), []byte(` { "a" : { } } `))
+	f.Fuzz(func(t *testing.T, doc, patch []byte) {
+		once, err := MergePatch(doc, patch)
+		if err != nil {
+			return
+		}
+		if !json.Valid(once) {
+			t.Fatalf("MergePatch(%q, %q) = %q, not JSON", doc, patch, once)
+		}
+		twice, err := MergePatch(once, patch)
+		if err != nil || !sameJSON(twice, once) {
+			t.Fatalf("patch %q applied again to %q gave %q (%v)", patch, once, twice, err)
 		}
 	})
 }
