@@ -113,6 +113,11 @@ const (
 	// Hide: the object left the peer's view; send a remove if the peer has
 	// it.
 	Hide
+	// Forget: the record is a remove the peer makes itself (it learns
+	// from metadata that the object's owner departed): nothing is sent,
+	// and what is still queued for the object is dropped, since the peer
+	// would only remove it again.
+	Forget
 )
 
 // Link is one connection to a peer world. Its methods are safe for

@@ -220,6 +220,14 @@ func (l *Link) Offer(recs []*Record, verdict func(i int) Verdict, full func(i in
 				l.known.remove(r.Slot)
 			}
 			continue
+		case Forget:
+			for _, it := range l.outbox {
+				if it.q != nil {
+					it.q.forget(r.Slot, r.ID)
+				}
+			}
+			l.known.remove(r.Slot)
+			continue
 		case Reveal:
 			if l.known.has(r.Slot) {
 				continue

@@ -278,6 +278,25 @@ func (q *queue) push(r *Record, known *slotSet) {
 	known.add(r.Slot)
 }
 
+// forget drops what is pending for object id in slot: the peer removes
+// the object itself (Forget). Its position in the order goes stale.
+func (q *queue) forget(slot uint32, id string) {
+	e := q.entries[slot]
+	if e == nil || e.id != id {
+		return
+	}
+	delete(q.entries, slot)
+	if q.refreshed && e.seq < q.refreshSeq {
+		q.beforeMark--
+	}
+	if q.announce && e.seq < q.announceSeq {
+		q.beforeAnnounce--
+	}
+	if e.removed != nil {
+		q.forgetRemove(e.removed.ID, slot)
+	}
+}
+
 // indexOf returns the index in q.order of e's position (found by binary
 // search: positions are in increasing at).
 func (q *queue) indexOf(e *entry) int {

@@ -3,6 +3,7 @@ package peer
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -204,6 +205,43 @@ func TestOfferVerdicts(t *testing.T) {
 	b = drainOutbox(l)
 	if got := batchString(b); got != `{"type":"remove","id":"mine"}` {
 		t.Fatalf("got %s", got)
+	}
+}
+
+// A remove the peer makes itself (Forget) is not sent, and drops what is
+// still queued for the object, in every queue of the outbox; other
+// objects' changes and the control messages between go out as they were.
+func TestOfferForget(t *testing.T) {
+	l := busyLink()
+	l.known.add(slotOf("sent"))
+	l.Offer([]*Record{rec(gameworld.Add, "a"), rec(gameworld.Update, "sent")}, sendAll, nil, true)
+	l.SendDigest(Digest{Buckets: []uint64{0}})
+	l.Offer([]*Record{rec(gameworld.Add, "b"), rec(gameworld.Add, "other")}, sendAll, nil, true)
+	l.Offer([]*Record{rec(gameworld.Remove, "a"), rec(gameworld.Remove, "sent"), rec(gameworld.Remove, "b")},
+		func(int) Verdict { return Forget }, nil, true)
+	var got []string
+	for _, it := range l.outbox {
+		var b Batch
+		if it.q != nil {
+			it.q.drain(&b)
+		}
+		if len(it.msgs) > 0 {
+			got = append(got, "digest")
+		}
+		if s := batchString(&b); s != "" {
+			got = append(got, s)
+		}
+	}
+	if want := []string{"digest", `{"type":"add","id":"other","properties":{}}`}; !slices.Equal(got, want) {
+		t.Fatalf("outbox: %q, want %q", got, want)
+	}
+	for _, id := range []string{"a", "sent", "b"} {
+		if l.known.has(slotOf(id)) {
+			t.Fatalf("%s still known", id)
+		}
+	}
+	if !l.known.has(slotOf("other")) {
+		t.Fatal("other not known")
 	}
 }
 

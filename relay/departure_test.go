@@ -3,11 +3,13 @@ package relay
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/peer"
 )
 
@@ -191,8 +193,13 @@ func TestDepartureAcrossMeshRepairsNothing(t *testing.T) {
 	leaver := dialTick(t, ctx, nodes[0].url, 20*time.Millisecond)
 	const objects = 30000
 	changes := make([]gameworld.Change, 0, objects)
+	const persistent = 3
 	for k := range objects {
-		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("leaver-%06d", k), Properties: gameworld.Properties{"n": []byte(fmt.Sprint(k))}})
+		props := gameworld.Properties{"n": []byte(fmt.Sprint(k))}
+		if k < persistent {
+			props[PropPersistent] = []byte("true")
+		}
+		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("leaver-%06d", k), Properties: props})
 	}
 	if _, err := leaver.node.Apply(changes); err != nil {
 		t.Fatal(err)
@@ -201,15 +208,126 @@ func TestDepartureAcrossMeshRepairsNothing(t *testing.T) {
 		waitFor(t, "every watcher holds the leaver's objects", time.Minute, func() bool { return w.World().Len() == objects })
 	}
 	stay, _ := watchers[1].Create(map[string]any{"stays": true})
+	in := meshRecordsIn(nodes[1:], nodes[0].node.Identifier())
 	leaver.Close()
 	for i, w := range watchers {
-		waitFor(t, "the departure everywhere", time.Minute, func() bool { return w.World().Len() == 1 && nodes[i].node.World().Len() == 1 })
+		waitFor(t, "the departure everywhere", time.Minute, func() bool {
+			return w.World().Len() == 1+persistent && nodes[i].node.World().Len() == 1+persistent
+		})
 	}
 	time.Sleep(4 * testDigestInterval) // digests compare the settled views
 	for i, w := range watchers {
 		if _, ok := w.World().Get(stay); !ok && i != 1 {
 			t.Errorf("watcher %d lacks the object that stays", i)
 		}
+		for k := range persistent {
+			if o, ok := nodes[i].node.World().Get(fmt.Sprintf("leaver-%06d", k)); !ok || o.Owner != nodes[0].node.Identifier() {
+				t.Errorf("member %d: persistent object %d is %+v, want it owned by member 0", i, k, o)
+			}
+		}
 		sameWorld(t, "each watcher holds its member's world", nodes[i].node, w)
+	}
+	// The other members learnt of the departure from member 0's metadata
+	// and removed the objects themselves: the removes did not cross.
+	after := meshRecordsIn(nodes[1:], nodes[0].node.Identifier())
+	for i := range in {
+		if d := after[i] - in[i]; d > 100 {
+			t.Errorf("member %d was sent %d records by member 0 during the departure of %d objects", i+1, d, objects)
+		}
+	}
+}
+
+// meshRecordsIn returns, for each member, the records it has read from
+// its mesh link to the member with identifier from.
+func meshRecordsIn(members []*meshNode, from string) []uint64 {
+	out := make([]uint64, len(members))
+	for i, m := range members {
+		for _, l := range m.node.Links() {
+			if l.Kind == "mesh" && l.Identifier == from {
+				out[i] += l.RecordsIn
+			}
+		}
+	}
+	return out
+}
+
+// A world that leaves a proxy: a server of ours learns of it from the
+// proxy's metadata and removes its objects itself (the removes do not go
+// up), a 2016 server is sent every remove; either way the server and its
+// clients end without them, and a persistent object stays, now the
+// proxy's.
+func TestDepartureThroughProxy(t *testing.T) {
+	const objects = 5000
+	for _, legacy := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ours", true: "2016"}[legacy], func(t *testing.T) {
+			var upURL string
+			var held func() map[string]string // id → owner, at the server
+			var recordsIn func() uint64       // read by the server from the proxy
+			if legacy {
+				ls := wiretest.NewLegacyServer("server-LEGACY00-LEGACY00")
+				srv := httptest.NewServer(ls)
+				t.Cleanup(srv.Close)
+				t.Cleanup(func() {
+					if cr := ls.Crashes(); len(cr) > 0 {
+						t.Errorf("the 2016 server would have crashed: %v", cr)
+					}
+				})
+				upURL = wiretest.WSURL(srv)
+				held = func() map[string]string {
+					out := map[string]string{}
+					for id, o := range ls.Objects() {
+						out[id] = o.Owner
+					}
+					return out
+				}
+			} else {
+				s, url := startNode(t, Options{})
+				upURL = url
+				held = func() map[string]string {
+					out := map[string]string{}
+					s.World().Range(func(o gameworld.Object) bool { out[o.ID] = o.Owner; return true })
+					return out
+				}
+				recordsIn = func() (n uint64) {
+					for _, l := range s.Links() {
+						if l.Kind == "downstream" && l.Role == "proxy" {
+							n += l.RecordsIn
+						}
+					}
+					return n
+				}
+			}
+			p, purl := startProxy(t, upURL, Options{})
+			watcher := wiretest.Dial(t, upURL, "watch-WWWWWWWW-WWWWWWWW", wiretest.Options{})
+			leaver := wiretest.Dial(t, purl, "leaver-LLLLLLLL-LLLLLLLL", wiretest.Options{})
+			recs := make([]map[string]any, objects)
+			for i := range recs {
+				pr := map[string]any{"i": i}
+				if i == 0 {
+					pr[PropPersistent] = true
+				}
+				recs[i] = wiretest.Add(fmt.Sprintf("l-%05d", i), leaver.ID, pr)
+			}
+			leaver.Change(recs...)
+			waitFor(t, "the server holds the leaver's objects", 30*time.Second, func() bool { return len(held()) == objects })
+			var before uint64
+			if recordsIn != nil {
+				before = recordsIn()
+			}
+			leaver.Close()
+			waitFor(t, "the departure at the server", 30*time.Second, func() bool {
+				h := held()
+				return len(h) == 1 && h["l-00000"] == p.Identifier()
+			})
+			watcher.Wait("the watcher's view", 10*time.Second, func(objs map[string]wiretest.Object) bool {
+				return len(objs) == 1 && objs["l-00000"].Owner == p.Identifier()
+			})
+			if recordsIn != nil {
+				if d := recordsIn() - before; d > 100 {
+					t.Errorf("the proxy sent the server %d records for the departure of %d objects", d, objects)
+				}
+			}
+			watcher.CheckClean()
+		})
 	}
 }

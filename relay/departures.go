@@ -58,9 +58,18 @@ func (n *Node) releaseClaimsTo(ids []string, from *linkState, heir string) {
 		return
 	}
 	mine := make(map[string]*departure, len(ids))
+	chained := false
 	for _, id := range ids {
+		chained = chained || n.chainedLocked(id)
 		d := &departure{claim: n.claims[id], heir: heir, from: from}
 		n.departing[id], mine[id] = d, d
+	}
+	if chained {
+		// Our nodes upstream and in the mesh learn of the departure from
+		// the chain we announce them, at its start, and remove the
+		// objects themselves: they are not sent the removes
+		// (departsOnMetadata).
+		n.chainChanged()
 	}
 	removed := 0
 	owners := make([]string, 0, len(ids))
@@ -86,7 +95,7 @@ func (n *Node) releaseClaimsTo(ids []string, from *linkState, heir string) {
 		}
 	}
 	if removed > 0 {
-		n.log.Debug("removed objects of departed worlds", "worlds", len(ids), "objects", removed)
+		n.log.Debug("removed objects of departed worlds", "worlds", len(ids), "objects", removed, "first", firstOf(ids))
 	}
 }
 

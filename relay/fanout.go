@@ -178,16 +178,23 @@ func (n *Node) flushLocked() {
 		}
 		return e.full
 	}
-	var mdUp, mdMesh peer.Metadata
+	var mdUp, mdUpAll, mdMesh peer.Metadata
 	if len(f.mdAt) > 0 {
 		mdUp, mdMesh = n.localMetadataLocked(ownership.Upstream), n.localMetadataLocked(ownership.Mesh)
+		mdUpAll = mdUp
+		if len(n.departing) > 0 {
+			mdUpAll = n.chainMetadataLocked(ownership.Upstream, true)
+		}
 	}
 	n.indexLog()
 	for _, ls := range n.order {
 		announces := len(f.mdAt) > 0 && (ls.kind == ownership.Upstream || ls.kind == ownership.Mesh)
 		md := mdUp
-		if ls.kind == ownership.Mesh {
+		switch {
+		case ls.kind == ownership.Mesh:
 			md = mdMesh
+		case announces && !n.departsOnMetadata(ls):
+			md = mdUpAll // it is sent every remove, in chain
 		}
 		if !ls.ready {
 			if announces {
@@ -298,10 +305,39 @@ func (n *Node) verdict(ls *linkState, i int) peer.Verdict {
 	switch {
 	case e.from == ls:
 		return peer.Echo
+	case e.oi.departing && e.rec.Type == gameworld.Remove && n.departsOnMetadata(ls) && !n.chainedLocked(e.rec.Owner):
+		// The peer removes the departed world's objects itself when our
+		// metadata, announced in this flush or an earlier one, drops it.
+		return peer.Forget
 	case ownership.MaySend(n.role, ls.kind, e.oi.relation(ls)):
 		return peer.Send
 	}
 	return peer.Skip
+}
+
+// departsOnMetadata reports whether ls's peer removes the objects of a
+// world that leaves the identifierChain we announce it by itself, as every
+// node of ours does (HandleMetadata): a mesh member, or an upstream that
+// speaks ownership. Such a peer is not sent the removes of a departure
+// (peer.Forget); a 2016 upstream is, with the world kept in the chain
+// until they are all out. n.mu must be held.
+func (n *Node) departsOnMetadata(ls *linkState) bool {
+	switch {
+	case ls.kind == ownership.Mesh:
+		return true
+	case ls.kind == ownership.Upstream && ls.link != nil:
+		md, ok := ls.link.Metadata()
+		return ok && md.Has(peer.FeatureOwnership)
+	}
+	return false
+}
+
+// chainedLocked reports whether world id is in the identifierChain this
+// node announces to its upstream and mesh peers: claimed here, and not
+// departing. n.mu must be held.
+func (n *Node) chainedLocked(id string) bool {
+	c := n.claims[id]
+	return c != nil && c.kind == ownership.Downstream && (len(n.departing) == 0 || n.departing[id] == nil)
 }
 
 // sendRefreshLocked offers ls every object it may receive as a full add,

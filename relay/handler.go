@@ -2,6 +2,7 @@ package relay
 
 import (
 	"errors"
+	"log/slog"
 	"maps"
 	"slices"
 	"sort"
@@ -222,7 +223,7 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	}
 	changed := false
 	gained := false
-	var gone []string
+	var gone, joined []string
 	for id := range ls.chain {
 		if !next[id] {
 			gone = append(gone, id)
@@ -267,6 +268,10 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 		n.claims[id] = ls
 		ls.chain[id] = true
 		gained = true
+		joined = append(joined, id)
+	}
+	if (gained || len(gone) > 0) && n.log.Enabled(n.ctx, slog.LevelDebug) {
+		n.log.Debug("chain changed", "link", l.ID(), "kind", ls.kind.String(), "gained", firstOf(joined), "gone", firstOf(gone))
 	}
 	if len(gone) > 0 {
 		changed = true
@@ -314,6 +319,13 @@ func (n *Node) LocalMetadata(l *peer.Link) peer.Metadata {
 // localMetadataLocked is LocalMetadata for a link of the given kind. n.mu
 // must be held.
 func (n *Node) localMetadataLocked(kind ownership.LinkKind) peer.Metadata {
+	return n.chainMetadataLocked(kind, false)
+}
+
+// chainMetadataLocked is localMetadataLocked, with the worlds whose
+// departure is under way if departing (for an upstream that must be sent
+// their removes: see departsOnMetadata). n.mu must be held.
+func (n *Node) chainMetadataLocked(kind ownership.LinkKind, departing bool) peer.Metadata {
 	md := peer.Metadata{Identifier: n.id, IdentifierChain: []string{n.id}, Role: n.role.String(), Features: []string{peer.FeatureOwnership, peer.FeatureDigest, peer.FeatureRefused}}
 	if kind == ownership.Downstream {
 		return md
@@ -332,10 +344,13 @@ func (n *Node) localMetadataLocked(kind ownership.LinkKind) peer.Metadata {
 		md.Interest, md.HasInterest = n.unionInterestLocked()
 	}
 	for id, ls := range n.claims {
-		if ls.kind == ownership.Downstream {
+		if ls.kind == ownership.Downstream && (departing || len(n.departing) == 0 || n.departing[id] == nil) {
 			md.IdentifierChain = append(md.IdentifierChain, id)
 		}
 	}
 	sort.Strings(md.IdentifierChain[1:])
 	return md
 }
+
+// firstOf returns at most the first five of ids, for a log line.
+func firstOf(ids []string) []string { return ids[:min(len(ids), 5)] }

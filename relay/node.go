@@ -487,11 +487,14 @@ type ownerInfo struct {
 	owner string
 	claim *linkState
 	local bool
+	// departing: the owner's world is leaving (departures.go).
+	departing bool
 }
 
 func (n *Node) ownerInfo(owner string) ownerInfo {
 	claim := n.claims[owner]
-	return ownerInfo{owner: owner, claim: claim, local: owner == n.id || (claim != nil && claim.kind == ownership.Downstream)}
+	return ownerInfo{owner: owner, claim: claim, local: owner == n.id || (claim != nil && claim.kind == ownership.Downstream),
+		departing: len(n.departing) > 0 && n.departing[owner] != nil}
 }
 
 func (oi ownerInfo) relation(ls *linkState) ownership.Owner {
