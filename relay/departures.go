@@ -47,12 +47,15 @@ type departure struct {
 // most of a second: a departure is taken a slice at a time, each offered
 // to the links at once, and between slices the node lets others in (a
 // new peer's first object, other peers' changes), which thus overtake the
-// removal by at most a slice. Meanwhile the worlds' claims stay where
-// they were, so the removals still go upstream and to mesh peers. Whoever
-// claims a departing world meanwhile (its peer, reconnected) first has
-// what is left of it removed at once (settleDepartureLocked), as if the
-// departure had been done in one piece. n.mu must be held; the caller must
-// expect the node's state to have moved on when it returns.
+// removal by at most a slice. The first slice goes before this returns,
+// the rest on a goroutine of its own, so that the caller (a link's reader,
+// when the departure is told by metadata) goes on. Meanwhile the worlds'
+// claims stay where they were, so the removals still go to peers that
+// need them (a 2016 upstream); our own upstreams and mesh members learn of
+// the departure from the chain we announce them (departsOnMetadata).
+// Whoever claims a departing world meanwhile (its peer, reconnected) first
+// has what is left of it removed at once (settleDepartureLocked), as if
+// the departure had been done in one piece. n.mu must be held.
 func (n *Node) releaseClaimsTo(ids []string, from *linkState, heir string) {
 	if len(ids) == 0 {
 		return
@@ -71,24 +74,54 @@ func (n *Node) releaseClaimsTo(ids []string, from *linkState, heir string) {
 		// (departsOnMetadata).
 		n.chainChanged()
 	}
-	removed := 0
-	owners := make([]string, 0, len(ids))
-	for first := true; ; first = false {
-		if !first {
-			n.yieldLocked()
-		}
-		owners = owners[:0]
-		for _, id := range ids {
-			if n.departing[id] == mine[id] {
-				owners = append(owners, id)
-			}
-		}
+	removed, more := n.departSliceLocked(n.departingOf(ids, mine, nil), from, heir, departSlice)
+	if more && !n.closed {
+		// The rest goes on its own goroutine: a departure told by
+		// metadata must not hold up the link's reader (the member's or
+		// proxy's other changes come that way).
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			n.departLocked(ids, mine, from, heir, removed)
+		}()
+		return
+	}
+	n.endDeparturesLocked(ids, mine, removed)
+}
+
+// departLocked removes what is left of a departure, a slice at a time,
+// letting the lock go before each, then ends it. n.mu must be held.
+func (n *Node) departLocked(ids []string, mine map[string]*departure, from *linkState, heir string, removed int) {
+	var owners []string
+	for !n.closed {
+		n.yieldLocked()
+		owners = n.departingOf(ids, mine, owners[:0])
 		k, more := n.departSliceLocked(owners, from, heir, departSlice)
 		removed += k
-		if !more || n.closed {
+		if !more {
 			break
 		}
 	}
+	n.endDeparturesLocked(ids, mine, removed)
+}
+
+// departingOf appends to dst the worlds of ids whose departure is still
+// the one in mine (not settled by a new claim meanwhile). n.mu must be
+// held.
+func (n *Node) departingOf(ids []string, mine map[string]*departure, dst []string) []string {
+	for _, id := range ids {
+		if n.departing[id] == mine[id] {
+			dst = append(dst, id)
+		}
+	}
+	return dst
+}
+
+// endDeparturesLocked ends the departures in mine that are still under
+// way. n.mu must be held.
+func (n *Node) endDeparturesLocked(ids []string, mine map[string]*departure, removed int) {
 	for _, id := range ids {
 		if d := mine[id]; n.departing[id] == d {
 			n.endDepartureLocked(id, d)
