@@ -5,37 +5,22 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/internal/wiretest"
 )
 
 // cPeer builds testdata/peer.c against the system's ENet library, or
 // skips the test saying how to get it (CI installs both).
 func cPeer(t *testing.T) string {
 	t.Helper()
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no C compiler: CI must install gcc and libenet-dev")
-		}
-		t.Skip("needs a C compiler and the reference ENet library: apt-get install -y gcc libenet-dev")
-	}
-	bin := filepath.Join(t.TempDir(), "peer")
-	out, err := exec.Command(cc, "-o", bin, "testdata/peer.c", "-lenet").CombinedOutput()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("building the C peer: %v\n%s", err, out)
-		}
-		t.Skipf("the reference ENet library is missing (apt-get install -y libenet-dev): %s", out)
-	}
-	return bin
+	return wiretest.BuildC(t, "testdata/peer.c", "libenet-dev", "enet")
 }
 
 // runC starts the C peer and returns its output lines.
@@ -126,86 +111,6 @@ func expectLine(t *testing.T, lines chan string, prefix string) string {
 	}
 }
 
-// lossy relays datagrams between one client and a server: drops 10%,
-// duplicates 5%, reorders within 3 (a datagram held back goes after at
-// most two later ones, or after 20 ms: as on a real network, never until
-// the direction happens to carry something else, which in a quiet
-// direction took seconds and swelled both sides' round-trip estimates
-// until one timed the other out). It returns its address.
-func lossy(t *testing.T, server string, seed uint64) string {
-	t.Helper()
-	front, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sa, _ := net.ResolveUDPAddr("udp", server)
-	back, err := net.DialUDP("udp", nil, sa)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { front.Close(); back.Close() })
-	var mu sync.Mutex
-	var client *net.UDPAddr
-	r := rand.New(rand.NewPCG(seed, 9))
-	pump := func(read func([]byte) (int, error), send func([]byte)) {
-		var hmu sync.Mutex // held, and the sends that flush it
-		var held [][]byte
-		flush := func() {
-			for _, h := range held {
-				send(h)
-			}
-			held = held[:0]
-		}
-		buf := make([]byte, 8192)
-		for {
-			n, err := read(buf)
-			if err != nil {
-				return
-			}
-			p := append([]byte(nil), buf[:n]...)
-			mu.Lock()
-			x := r.Float64()
-			mu.Unlock()
-			hmu.Lock()
-			switch {
-			case x < 0.10:
-				hmu.Unlock()
-				continue
-			case x < 0.15:
-				send(p)
-			case x < 0.30 && len(held) < 2:
-				held = append(held, p)
-				if len(held) == 1 {
-					time.AfterFunc(20*time.Millisecond, func() { hmu.Lock(); flush(); hmu.Unlock() })
-				}
-				hmu.Unlock()
-				continue
-			}
-			send(p)
-			flush()
-			hmu.Unlock()
-		}
-	}
-	go pump(func(b []byte) (int, error) {
-		n, a, err := front.ReadFromUDP(b)
-		if err == nil {
-			mu.Lock()
-			client = a
-			mu.Unlock()
-		}
-		return n, err
-	}, func(b []byte) { back.Write(b) })
-	go pump(back.Read, func(b []byte) {
-		mu.Lock()
-		c := client
-		mu.Unlock()
-		if c != nil {
-			front.WriteToUDP(b, c)
-		}
-	})
-	return front.LocalAddr().String()
-}
-
 // TestCClientGoServer: the reference library connects to our host, both
 // exchange reliable, unreliable and fragmented packets on several
 // channels, and it disconnects cleanly; directly and through loss.
@@ -220,7 +125,7 @@ func TestCClientGoServer(t *testing.T) {
 			defer h.Close()
 			addr := h.Addr().String()
 			if loss {
-				addr = lossy(t, addr, 1)
+				addr = wiretest.LossyUDP(t, addr, 1)
 			}
 			host, port, _ := net.SplitHostPort(addr)
 			lines, wait := runC(t, bin, "client", host, port)
@@ -263,7 +168,7 @@ func TestGoClientCServer(t *testing.T) {
 			expectLine(t, lines, "listening")
 			addr := fmt.Sprintf("127.0.0.1:%d", port)
 			if loss {
-				addr = lossy(t, addr, 2)
+				addr = wiretest.LossyUDP(t, addr, 2)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()

@@ -289,6 +289,35 @@ func (p *Peer) Disconnect(ctx context.Context, data uint32) error {
 	return nil
 }
 
+// DisconnectLater is Disconnect once every reliable packet queued before
+// it has been acknowledged (the C library's enet_peer_disconnect_later):
+// a refusal sent just before reaches the peer, where a disconnect at once
+// would overtake it. It waits at most until ctx ends for them, then
+// disconnects anyway.
+func (p *Peer) DisconnectLater(ctx context.Context, data uint32) error {
+	for {
+		p.h.mu.Lock()
+		pending := false
+		for _, list := range [][]*outCmd{p.queue, p.sent} {
+			for _, oc := range list {
+				pending = pending || oc.reliable && oc.c.channel != 0xFF
+			}
+		}
+		p.h.mu.Unlock()
+		if !pending {
+			break
+		}
+		select {
+		case <-p.done:
+			return nil
+		case <-ctx.Done():
+			return p.Disconnect(context.Background(), data)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return p.Disconnect(ctx, data)
+}
+
 // queueLocked queues a command; reliable ones are retransmitted until
 // acknowledged. Commands of channel 0xFF other than verify get the peer's
 // system sequence. h.mu must be held.

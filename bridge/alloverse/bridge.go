@@ -145,9 +145,14 @@ func (b *Bridge) heartbeat() {
 		b.st.apply(d)
 	}
 	changed := b.st.commit()
+	if !changed && b.resendsLocked() {
+		b.st.bump()
+		changed = true
+	}
+	beat := b.beats.Load()
 	for s := range b.sessions {
-		if !changed && s.ack == b.st.rev && s.ack != 0 {
-			continue
+		if s.ack == b.st.rev && s.ack != 0 || s.sent == b.st.rev {
+			continue // up to date, or sent this revision and awaiting its acknowledgement
 		}
 		p := b.st.packet
 		if s.mergeOnly {
@@ -155,9 +160,29 @@ func (b *Bridge) heartbeat() {
 		}
 		if pkt := p(s.ack); pkt != nil {
 			s.conn.SendState(pkt)
-			s.sent = b.st.rev
+			s.sent, s.sentAt = b.st.rev, beat
 		}
 	}
+}
+
+// resendBeats is how many heartbeats a client has to acknowledge a state
+// before it is sent again (the packet or its acknowledgement may have been
+// lost).
+const resendBeats = 4
+
+// resendsLocked reports whether this heartbeat must send some client again
+// the revision it was last sent (not acknowledged within resendBeats), or
+// would send revision 0 (which an acknowledgement cannot tell from "send
+// me a set"): the heartbeat then numbers the document afresh, so that no
+// client is ever sent the same revision twice. b.mu must be held.
+func (b *Bridge) resendsLocked() bool {
+	beat := b.beats.Load()
+	for s := range b.sessions {
+		if s.ack != b.st.rev && (s.sent == b.st.rev && beat-s.sentAt >= resendBeats || b.st.rev == 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // Revision returns the document's current revision.

@@ -309,8 +309,21 @@ func TestInteractions(t *testing.T) {
 	if r := req("spawn_entity", map[string]any{"x": 1}); !isError(r) {
 		t.Fatalf("spawn before announce: %s", r)
 	}
-	if r := req("announce", "version", 2, "identity", map[string]any{}, "spawn_avatar", map[string]any{}); !isError(r) {
-		t.Fatalf("announce of version 2: %s", r)
+	// A version this place does not speak: allonet's place server's
+	// answer and close code.
+	for _, v := range []int{2, 5} {
+		old := p.agent(t, ClientOptions{})
+		r, err := old.Request(ctx, "announce", "version", v, "identity", map[string]any{}, "spawn_avatar", map[string]any{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `["announce","error",1003,"Please update your app. Outdated network protocol."]`; string(mustJSON(r)) != want {
+			t.Fatalf("announce of version %d: %s, want %s", v, mustJSON(r), want)
+		}
+		waitFor(t, "the outdated client disconnected", 5*time.Second, func() bool { return old.Err() != nil })
+		if code := websocket.CloseStatus(old.Err()); code != websocket.StatusCode(StatusOutdatedVersion) {
+			t.Fatalf("version %d: closed with %v, want %d", v, old.Err(), StatusOutdatedVersion)
+		}
 	}
 	avatar, agentID, err := c.Announce(ctx, map[string]any{"visor": map[string]any{"name": "me"}})
 	if err != nil {

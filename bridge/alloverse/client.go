@@ -27,6 +27,10 @@ type ClientOptions struct {
 	// Token is presented to a place that wants one: on the WebSocket
 	// handshake, and in the announce's identity.
 	Token string
+	// Version is the protocol version announced, as allonet announces its
+	// major version; over ENet, 3 also means allonet 3's channel layout
+	// (LayoutV3). Zero means 4.
+	Version int
 }
 
 // Client is an Alloverse client over WebSocket: it follows the place's
@@ -389,7 +393,11 @@ func (c *Client) Announce(ctx context.Context, avatar map[string]any) (avatarID,
 	if c.opts.Token != "" {
 		identity["token"] = c.opts.Token
 	}
-	r, err := c.Request(ctx, "announce", "version", 3, "identity", identity, "spawn_avatar", avatar)
+	version := c.opts.Version
+	if version == 0 {
+		version = 4
+	}
+	r, err := c.Request(ctx, "announce", "version", version, "identity", identity, "spawn_avatar", avatar)
 	if err != nil {
 		return "", "", err
 	}

@@ -11,7 +11,8 @@ import (
 	"github.com/solipsism/mesh/relay"
 )
 
-// allonet's channels (include/allonet/net.h).
+// allonet's channels (include/allonet/net.h), in the layout of allonet 4
+// after its 4.0 tag: the one of a client that connects with six channels.
 const (
 	ChannelAudio    = 0 // unreliable; not served (ignored)
 	ChannelCommands = 1 // reliable: interactions, one JSON document per packet
@@ -21,6 +22,42 @@ const (
 	ChannelClock    = 5 // unreliable: {"client_time": T} answered with "server_time" added
 	channelCount    = 6
 )
+
+// The earlier layout, of allonet 3 and of the 4.0 tag itself: a client
+// that connects with five channels.
+const (
+	ChannelStatesV3   = 0 // unreliable: state packets out, intents in
+	ChannelCommandsV3 = 1 // reliable
+	ChannelAssetsV3   = 2 // reliable; not served (ignored)
+	ChannelMediaV3    = 3 // unreliable; not served (ignored)
+	ChannelClockV3    = 4 // unreliable
+	channelCountV3    = 5
+)
+
+// Layout is where an allonet generation puts each kind of packet.
+type Layout struct {
+	States, Commands, Clock uint8
+	// Channels is how many channels a client of this layout connects with.
+	Channels int
+}
+
+var (
+	// LayoutV4 is the layout of allonet since the commit after its 4.0 tag.
+	LayoutV4 = Layout{States: ChannelStates, Commands: ChannelCommands, Clock: ChannelClock, Channels: channelCount}
+	// LayoutV3 is the layout of allonet 3 (and of the 4.0 tag).
+	LayoutV3 = Layout{States: ChannelStatesV3, Commands: ChannelCommandsV3, Clock: ChannelClockV3, Channels: channelCountV3}
+)
+
+// layoutFor returns the layout of a client that connected with the given
+// number of channels: allonet connects with exactly its layout's count, so
+// the layout is known before the client sends anything (its intents and
+// clock requests may precede its announce).
+func layoutFor(channels int) Layout {
+	if channels < channelCount {
+		return LayoutV3
+	}
+	return LayoutV4
+}
 
 // ServeENet serves native Alloverse clients (allonet) on an ENet host
 // until the host closes: every peer is a Session, exactly like a
@@ -41,7 +78,10 @@ func (b *Bridge) ServeENet(h *enet.Host) error {
 }
 
 // enetConn is a Conn over one ENet peer.
-type enetConn struct{ p *enet.Peer }
+type enetConn struct {
+	p  *enet.Peer
+	ly Layout
+}
 
 // SendState sends a state packet unreliably when it fits one datagram. A
 // larger one (a set of a big world) would be lost whole with any of its
@@ -50,16 +90,16 @@ type enetConn struct{ p *enet.Peer }
 // client is sent newer state once it has acknowledged that one), so a
 // slow client is never queued more than one set.
 func (c enetConn) SendState(pkt []byte) {
-	if c.p.Unacknowledged(ChannelStates) > 0 {
+	if c.p.Unacknowledged(c.ly.States) > 0 {
 		return
 	}
 	var flags enet.Flags
 	if len(pkt) > c.p.MaxUnfragmented() {
 		flags = enet.Reliable
 	}
-	c.p.Send(ChannelStates, pkt, flags) //nolint:errcheck // the next heartbeat sends newer state
+	c.p.Send(c.ly.States, pkt, flags) //nolint:errcheck // the next heartbeat sends newer state
 }
-func (c enetConn) Send(frame []byte) error { return c.p.Send(ChannelCommands, frame, enet.Reliable) }
+func (c enetConn) Send(frame []byte) error { return c.p.Send(c.ly.Commands, frame, enet.Reliable) }
 func (c enetConn) MergeOnly() bool         { return true }
 
 // Describe implements Described.
@@ -68,12 +108,14 @@ func (c enetConn) Close(code StatusCode, reason string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		c.p.Disconnect(ctx, uint32(code)) //nolint:errcheck // it is going either way
+		// After what was sent before (a refusal), as allonet's place
+		// server disconnects.
+		c.p.DisconnectLater(ctx, uint32(code)) //nolint:errcheck // it is going either way
 	}()
 }
 
 func (b *Bridge) serveENetPeer(p *enet.Peer) {
-	conn := enetConn{p}
+	conn := enetConn{p: p, ly: layoutFor(p.Channels())}
 	s, err := b.Connect(conn)
 	if err != nil {
 		conn.Close(StatusGoingAway, "place shutting down")
@@ -88,14 +130,14 @@ func (b *Bridge) serveENetPeer(p *enet.Peer) {
 			return
 		}
 		switch pk.Channel {
-		case ChannelCommands, ChannelStates:
+		case conn.ly.Commands, conn.ly.States:
 			if err := s.Handle(pk.Data); err != nil {
 				conn.Close(StatusInvalid, err.Error())
 				return
 			}
-		case ChannelClock:
+		case conn.ly.Clock:
 			if reply := clockReply(pk.Data, time.Since(start).Seconds()); reply != nil {
-				p.Send(ChannelClock, reply, 0) //nolint:errcheck // unreliable
+				p.Send(conn.ly.Clock, reply, 0) //nolint:errcheck // unreliable
 			}
 		}
 	}
@@ -118,20 +160,26 @@ func clockReply(req []byte, now float64) []byte {
 }
 
 // DialENetClient connects to a place's ENet endpoint (host:port) as allonet
-// does, with six channels.
+// does: with six channels in LayoutV4, or five in LayoutV3 if
+// opts.Version is 3.
 func DialENetClient(ctx context.Context, addr string, opts ClientOptions) (*Client, error) {
 	if opts.History <= 0 {
 		opts.History = DefaultHistory
 	}
-	p, err := enet.Dial(ctx, addr, enet.Options{Channels: channelCount})
+	ly := LayoutV4
+	if opts.Version == 3 {
+		ly = LayoutV3
+	}
+	p, err := enet.Dial(ctx, addr, enet.Options{Channels: ly.Channels})
 	if err != nil {
 		return nil, fmt.Errorf("alloverse: %w", err)
 	}
-	return newClient(&enetTransport{p: p, clock: make(chan []byte, 1)}, opts), nil
+	return newClient(&enetTransport{p: p, ly: ly, clock: make(chan []byte, 1)}, opts), nil
 }
 
 type enetTransport struct {
 	p     *enet.Peer
+	ly    Layout
 	clock chan []byte
 }
 
@@ -142,11 +190,11 @@ func (t *enetTransport) read(ctx context.Context) (bool, []byte, error) {
 			return false, nil, err
 		}
 		switch pk.Channel {
-		case ChannelStates:
+		case t.ly.States:
 			return true, pk.Data, nil
-		case ChannelCommands:
+		case t.ly.Commands:
 			return false, pk.Data, nil
-		case ChannelClock:
+		case t.ly.Clock:
 			select {
 			case t.clock <- pk.Data:
 			default:
@@ -156,11 +204,11 @@ func (t *enetTransport) read(ctx context.Context) (bool, []byte, error) {
 }
 
 func (t *enetTransport) writeIntent(_ context.Context, b []byte) error {
-	return t.p.Send(ChannelStates, b, 0)
+	return t.p.Send(t.ly.States, b, 0)
 }
 
 func (t *enetTransport) writeRequest(_ context.Context, b []byte) error {
-	return t.p.Send(ChannelCommands, b, enet.Reliable)
+	return t.p.Send(t.ly.Commands, b, enet.Reliable)
 }
 
 func (t *enetTransport) close() error {
@@ -178,7 +226,7 @@ func (c *Client) ClockSync(ctx context.Context) (clientTime, serverTime float64,
 	}
 	clientTime = float64(time.Now().UnixNano()) / 1e9
 	req, _ := json.Marshal(map[string]float64{"client_time": clientTime})
-	if err := t.p.Send(ChannelClock, req, 0); err != nil {
+	if err := t.p.Send(t.ly.Clock, req, 0); err != nil {
 		return 0, 0, err
 	}
 	select {

@@ -25,7 +25,23 @@ const (
 	StatusInvalid     StatusCode = 1007
 	StatusPolicy      StatusCode = 1008
 	StatusTooBig      StatusCode = 1009
+	// StatusOutdatedVersion is allonet's alloerror_outdated_version: the
+	// client announced a protocol version the place does not speak. It is
+	// also the code a place server gives its ENet disconnect.
+	StatusOutdatedVersion StatusCode = 1003
 )
+
+// Protocol versions served: allonet announces its major version (3, or 4
+// since its 4.0 tag), and both generations speak the same interactions
+// and state packets; they differ in the ENet channel layout (Layout).
+const (
+	MinVersion = 3
+	MaxVersion = 4
+)
+
+// outdatedMessage is what allonet's place server answers an announce of
+// another version with.
+const outdatedMessage = "Please update your app. Outdated network protocol."
 
 // MergeOnly is implemented by a Conn whose clients read state packets
 // only as merge patches or sets (allonet, over ENet): they are never sent
@@ -60,8 +76,9 @@ type Session struct {
 	// peer lists the client in the node's state and metrics.
 	peer *relay.BridgedPeer
 	// ack is the revision the client acknowledged; sent is the revision
-	// of the last state handed to conn. Both guarded by b.mu.
-	ack, sent uint64
+	// of the last state handed to conn, at heartbeat sentAt. Guarded by
+	// b.mu.
+	ack, sent, sentAt uint64
 	// agent is the client's world identity, once it announced. Set under
 	// b.mu by the goroutine calling Handle, which alone reads it unlocked.
 	agent     *relay.Attachment
@@ -71,6 +88,9 @@ type Session struct {
 	// grant is what the client's token allows (nil: authentication off,
 	// or not yet presented over ENet).
 	grant *auth.Grant
+	// outdated is set when the client announced a version not served: it
+	// is sent the refusal, then disconnected.
+	outdated bool
 }
 
 // Connect starts a session for a client on conn. It is sent a full set at
@@ -134,7 +154,12 @@ func (s *Session) Handle(frame []byte) error {
 		if err != nil {
 			return fmt.Errorf("alloverse: encoding a response: %w", err)
 		}
-		return s.conn.Send(reply)
+		if err := s.conn.Send(reply); err != nil || !s.outdated {
+			return err
+		}
+		// As allonet's place server does: the refusal, then a disconnect
+		// with the same code.
+		s.conn.Close(StatusOutdatedVersion, outdatedMessage)
 	}
 	return nil
 }
@@ -200,7 +225,7 @@ func (s *Session) interact(body []json.RawMessage) []any {
 }
 
 // announce creates the agent's world identity and its avatar:
-// ["announce", "version", 3, "identity", {...}, "spawn_avatar", {...}].
+// ["announce", "version", 3 or 4, "identity", {...}, "spawn_avatar", {...}].
 func (s *Session) announce(body []json.RawMessage) []any {
 	fail := func(code int, msg string) []any { return []any{"announce", "error", code, msg} }
 	if s.agent != nil {
@@ -215,8 +240,9 @@ func (s *Session) announce(body []json.RawMessage) []any {
 		args[k] = body[i+1]
 	}
 	var version int
-	if json.Unmarshal(args["version"], &version) != nil || version != 3 {
-		return fail(400, "unsupported protocol version (this place speaks version 3)")
+	if json.Unmarshal(args["version"], &version) != nil || version < MinVersion || version > MaxVersion {
+		s.outdated = true
+		return fail(int(StatusOutdatedVersion), outdatedMessage)
 	}
 	var avatar map[string]json.RawMessage
 	if json.Unmarshal(args["spawn_avatar"], &avatar) != nil {

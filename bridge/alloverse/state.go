@@ -193,6 +193,21 @@ func (s *state) commit() bool {
 	if len(s.pending) == 0 {
 		return false
 	}
+	s.newRevision()
+	return true
+}
+
+// bump makes a new revision of the same document: a client that already
+// holds the current one (it was sent it, and has not acknowledged it yet)
+// must not be sent it again as if it were new, since allonet takes a
+// state equal to its latest for a broken place (an assertion, in builds
+// with asserts on). allonet's own place server numbers every heartbeat's
+// state afresh.
+func (s *state) bump() { s.newRevision() }
+
+// newRevision turns the pending changes (possibly none) into the next
+// revision.
+func (s *state) newRevision() {
 	s.rev = nextRevision(s.rev)
 	d := &delta{rev: s.rev, ents: s.pending}
 	for id, ed := range d.ents {
@@ -224,7 +239,6 @@ func (s *state) commit() bool {
 	clear(s.cache)
 	clear(s.mergeCache)
 	s.set = nil
-	return true
 }
 
 // inHistory reports whether a diff from base to the current revision can
