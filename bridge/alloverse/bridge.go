@@ -165,24 +165,36 @@ func (b *Bridge) heartbeat() {
 	}
 }
 
-// resendBeats is how many heartbeats a client has to acknowledge a state
-// before it is sent again (the packet or its acknowledgement may have been
-// lost).
-const resendBeats = 4
+// A client has resendBeats heartbeats to acknowledge a state before it is
+// sent again (the packet or its acknowledgement may have been lost); each
+// time it is sent again without acknowledging, it has twice as long, up to
+// maxResendBeats: a client slower than that (a big set crawling through a
+// slow link) is not sent a new revision on every heartbeat.
+const (
+	resendBeats    = 4
+	maxResendBeats = 64
+)
 
 // resendsLocked reports whether this heartbeat must send some client again
-// the revision it was last sent (not acknowledged within resendBeats), or
-// would send revision 0 (which an acknowledgement cannot tell from "send
-// me a set"): the heartbeat then numbers the document afresh, so that no
-// client is ever sent the same revision twice. b.mu must be held.
+// the revision it was last sent (not acknowledged in time), or would send
+// revision 0 (which an acknowledgement cannot tell from "send me a set"):
+// the heartbeat then numbers the document afresh, so that no client is
+// ever sent the same revision twice. b.mu must be held.
 func (b *Bridge) resendsLocked() bool {
 	beat := b.beats.Load()
+	resend := false
 	for s := range b.sessions {
-		if s.ack != b.st.rev && (s.sent == b.st.rev && beat-s.sentAt >= resendBeats || b.st.rev == 0) {
-			return true
+		if s.ack == b.st.rev {
+			continue
 		}
+		wait := max(s.wait, resendBeats)
+		if s.sent == b.st.rev && beat-s.sentAt >= wait {
+			s.wait = min(2*wait, maxResendBeats)
+			resend = true
+		}
+		resend = resend || b.st.rev == 0
 	}
-	return false
+	return resend
 }
 
 // Revision returns the document's current revision.

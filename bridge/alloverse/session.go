@@ -76,9 +76,10 @@ type Session struct {
 	// peer lists the client in the node's state and metrics.
 	peer *relay.BridgedPeer
 	// ack is the revision the client acknowledged; sent is the revision
-	// of the last state handed to conn, at heartbeat sentAt. Guarded by
+	// of the last state handed to conn, at heartbeat sentAt; wait is how
+	// many heartbeats it has to acknowledge it (0: resendBeats). Guarded by
 	// b.mu.
-	ack, sent, sentAt uint64
+	ack, sent, sentAt, wait uint64
 	// agent is the client's world identity, once it announced. Set under
 	// b.mu by the goroutine calling Handle, which alone reads it unlocked.
 	agent     *relay.Attachment
@@ -146,6 +147,9 @@ func (s *Session) Handle(frame []byte) error {
 	case f.Intent && f.AckOK:
 		s.b.mu.Lock()
 		s.ack = f.Ack
+		if f.Ack == s.sent {
+			s.wait = 0 // it keeps up again
+		}
 		s.b.mu.Unlock()
 	case f.Interaction != nil && f.Interaction.Type == "request" && f.Interaction.To == "place":
 		in := f.Interaction
