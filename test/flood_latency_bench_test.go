@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,8 @@ import (
 // and one adds an object. Reported: the time from the pair's arrival until
 // the other sees that object (ms), per topology and phase: a node that
 // holds its lock through bulk work makes the pair wait to connect too.
+// For the removal, also the CPU time all the nodes spent from the leaving
+// until each had let the flood go (nodes-cpu-ms).
 // The target is about one tick (50 ms) plus the hop: a flood on one link
 // must not hold up anyone else's changes.
 //
@@ -28,7 +31,7 @@ func BenchmarkFloodLatency(b *testing.B) {
 	for _, name := range []string{"node", "chain", "mesh"} {
 		for _, phase := range []string{"flood", "removal"} {
 			b.Run(name+"/"+phase, func(b *testing.B) {
-				var worst, total time.Duration
+				var worst, total, cpu time.Duration
 				for i := range b.N {
 					tp := startTopo(b, name)
 					flooder := floodClient(b, tp.entry.URL(), fmt.Sprintf("flood-%08d-%08d", i, 0))
@@ -44,6 +47,7 @@ func BenchmarkFloodLatency(b *testing.B) {
 						// sees everything).
 						floodClient(b, tp.far.URL(), fmt.Sprintf("watch-%08d-%08d", i, 1))
 						waitObjectsAt(b, tp.far, records)
+						cpu -= tp.cpu(b)
 						flooder.Close(websocket.StatusNormalClosure, "done")
 					}
 					// From the pair's arrival: a node that holds its lock
@@ -58,6 +62,17 @@ func BenchmarkFloodLatency(b *testing.B) {
 						b.Fatalf("%s: the pair's object did not arrive within 60 s", b.Name())
 					}
 					d := time.Since(t0)
+					if phase == "removal" {
+						// What the departure cost every node, until each
+						// has let the flood go.
+						for _, p := range tp.nodes() {
+							waitUntil(b, "the departure done", time.Minute, func() bool {
+								_, m := httpGet(b, "http://"+p.Addr+"/metrics")
+								return max(metricValue(m, `solipsism_objects{role="server"}`), metricValue(m, `solipsism_objects{role="proxy"}`)) < 10
+							})
+						}
+						cpu += tp.cpu(b)
+					}
 					tp.stop()
 					total += d
 					worst = max(worst, d)
@@ -65,6 +80,9 @@ func BenchmarkFloodLatency(b *testing.B) {
 				}
 				b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms")
 				b.ReportMetric(float64(worst.Milliseconds()), "worst-ms")
+				if phase == "removal" {
+					b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "nodes-cpu-ms")
+				}
 			})
 		}
 	}
@@ -80,9 +98,31 @@ type benchTopo struct {
 // stop kills the topology's processes: an iteration's nodes must not
 // take the next one's CPU (a flood's 99,000 objects stay in them).
 func (tp benchTopo) stop() {
-	for _, p := range []*proc{tp.entry, tp.mid, tp.far} {
+	for _, p := range tp.nodes() {
 		p.Kill()
 	}
+}
+
+// nodes returns the topology's distinct processes.
+func (tp benchTopo) nodes() []*proc {
+	out := []*proc{tp.entry}
+	for _, p := range []*proc{tp.mid, tp.far} {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// cpu returns the CPU time (user and system) the topology's processes
+// have used so far.
+func (tp benchTopo) cpu(tb testing.TB) time.Duration {
+	var sum time.Duration
+	for _, p := range tp.nodes() {
+		c, _ := procUsage(tb, p.cmd.Process.Pid)
+		sum += c
+	}
+	return sum
 }
 
 // startTopo starts a single node ("node"), a server with a proxy chain of
