@@ -218,6 +218,26 @@ func (w *World) Range(fn func(o Object) bool) {
 	}
 }
 
+// RangeFrom calls fn for every object in a slot from slot on, in slot
+// order, until fn returns false; it returns the slot to go on from, and
+// whether every slot was visited. Objects added or removed between two
+// calls are seen or not as their slots fall. fn must not call back into
+// the World.
+func (w *World) RangeFrom(slot uint32, fn func(o Object) bool) (next uint32, done bool) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	for i := int(slot); i < len(w.digests); i++ {
+		d := &w.digests[i]
+		if !d.used {
+			continue
+		}
+		if o := w.objs[d.id]; o != nil && !fn(*o) {
+			return uint32(i) + 1, i+1 >= len(w.digests)
+		}
+	}
+	return uint32(len(w.digests)), true
+}
+
 // RangeDigests calls fn with every object's slot, owner, IDHash and Digest,
 // without copying the objects, until fn returns false. fn must not call
 // back into the World.

@@ -219,6 +219,52 @@ func TestRange(t *testing.T) {
 	}
 }
 
+// TestRangeFrom: a pass over the world in pieces, by slot, sees every
+// object once, whatever the pieces' sizes; what is removed between two
+// pieces is not seen, what is added in a slot still to come is.
+func TestRangeFrom(t *testing.T) {
+	for _, piece := range []int{1, 3, 10, 100} {
+		t.Run(fmt.Sprint(piece), func(t *testing.T) {
+			w := New("w")
+			var adds []Change
+			for i := range 50 {
+				adds = append(adds, add(fmt.Sprintf("o%02d", i), "me"))
+			}
+			w.Apply(adds, nil)
+			w.Apply([]Change{{Type: Remove, ID: "o10"}, {Type: Remove, ID: "o11"}}, nil) // free slots 10, 11
+			seen := map[string]int{}
+			var at uint32
+			for round := 0; ; round++ {
+				n := 0
+				next, done := w.RangeFrom(at, func(o Object) bool { seen[o.ID]++; n++; return n < piece })
+				if round == 0 {
+					// Between pieces: o40 goes, o99 comes (in free slot 10,
+					// already passed unless the first piece was short).
+					w.Apply([]Change{{Type: Remove, ID: "o40"}, add("o99", "me")}, nil)
+				}
+				if done {
+					break
+				}
+				if next <= at {
+					t.Fatalf("no progress from slot %d", at)
+				}
+				at = next
+			}
+			for id, k := range seen {
+				if k != 1 {
+					t.Fatalf("%s seen %d times", id, k)
+				}
+			}
+			if seen["o40"] != 0 && piece < 40 {
+				t.Fatal("a removed object was seen")
+			}
+			if seen["o00"] != 1 || seen["o49"] != 1 || seen["o10"] != 0 {
+				t.Fatalf("seen %v", seen)
+			}
+		})
+	}
+}
+
 // TestSlotsReusedLowestFirst: after a flood of objects leaves, new objects
 // take the lowest free slots, so per-slot state elsewhere stays small.
 func TestSlotsReusedLowestFirst(t *testing.T) {

@@ -49,37 +49,17 @@ func BenchmarkDepartureLatency(b *testing.B) {
 		for _, w := range watchers {
 			waitFor(b, "the flood everywhere", time.Minute, func() bool { return w.World().Len() == objects })
 		}
-		seen := make(chan time.Time, 1)
 		probe := fmt.Sprintf("probe-%d", i)
-		cancelSub := watchers[1].Subscribe(func(e Event) {
-			if e.ID == probe && e.Type == gameworld.Add {
-				select {
-				case seen <- time.Now():
-				default:
-				}
-			}
-		})
 		b.StartTimer()
 		t0 := time.Now()
 		flooder.Close()
 		time.Sleep(5 * time.Millisecond) // the close reaches the node
-		t1 := time.Now()
-		if err := watchers[0].CreateWithID(probe, map[string]any{"n": 1}); err != nil {
-			b.Fatal(err)
-		}
-		var d time.Duration
-		select {
-		case at := <-seen:
-			d = at.Sub(t1)
-		case <-time.After(time.Minute):
-			b.Fatal("the probe did not arrive within a minute")
-		}
+		d := probeLatency(b, watchers[0], watchers[1], probe)
 		for _, w := range watchers {
 			waitFor(b, "the removals everywhere", time.Minute, func() bool { return w.World().Len() == 1 })
 		}
 		removal += time.Since(t0)
 		b.StopTimer()
-		cancelSub()
 		total += d
 		worst = max(worst, d)
 		b.Logf("probe after %v", d.Round(time.Millisecond))
@@ -87,4 +67,31 @@ func BenchmarkDepartureLatency(b *testing.B) {
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms")
 	b.ReportMetric(float64(worst.Milliseconds()), "worst-ms")
 	b.ReportMetric(float64(removal.Milliseconds())/float64(b.N), "removal-ms")
+}
+
+// probeLatency has maker create the object probe and returns how long
+// until watcher sees it.
+func probeLatency(b *testing.B, maker, watcher *Client, probe string) time.Duration {
+	b.Helper()
+	seen := make(chan time.Time, 1)
+	cancel := watcher.Subscribe(func(e Event) {
+		if e.ID == probe && e.Type == gameworld.Add {
+			select {
+			case seen <- time.Now():
+			default:
+			}
+		}
+	})
+	defer cancel()
+	t1 := time.Now()
+	if err := maker.CreateWithID(probe, map[string]any{"n": 1}); err != nil {
+		b.Fatal(err)
+	}
+	select {
+	case at := <-seen:
+		return at.Sub(t1)
+	case <-time.After(time.Minute):
+		b.Fatal("the probe did not arrive within a minute")
+	}
+	return 0
 }

@@ -197,9 +197,10 @@ func (n *Node) sendDigestsLocked(now time.Time) {
 			ls.digest.next = now.Add(time.Second)
 			continue
 		}
-		if ls.link.Queued() > burstQueued {
-			// The link is working through a burst: a digest, which goes
-			// after it, would hold up the live changes that overtake it.
+		if ls.link.Queued() > burstQueued || ls.refreshing {
+			// The link is working through a burst (or a refresh answer
+			// goes out a slice at a time): a digest, which goes after it,
+			// would hold up the live changes that overtake it.
 			ls.digest.next = now.Add(time.Second)
 			continue
 		}

@@ -50,8 +50,10 @@ type fanout struct {
 	unique bool
 	// removed lists the ids the log removes, while it removes any.
 	removed map[string]bool
-	// refreshes is set when some link waits for a refresh answer.
-	refreshes bool
+	// refreshes is set when some link waits for a refresh answer, or for
+	// the next slice of one; moreRefresh, during a flush, when some link
+	// does for the next.
+	refreshes, moreRefresh bool
 	// answers is set when some link has transfer answers due, or
 	// requests are to go upstream.
 	answers bool
@@ -153,6 +155,7 @@ func (n *Node) tickLoop() {
 		case <-n.ctx.Done():
 			return
 		case <-t.C:
+		case <-n.kick:
 		}
 		n.mu.Lock()
 		n.flushLocked()
@@ -223,9 +226,12 @@ func (n *Node) flushLocked() {
 			}
 			offer(len(f.log))
 		}
-		if ls.refreshWanted {
+		switch {
+		case ls.refreshWanted:
 			ls.refreshWanted = false
 			n.sendRefreshLocked(ls)
+		case ls.refreshing:
+			n.continueRefreshLocked(ls)
 		}
 		n.sendAnswersLocked(ls)
 		if ls.kind == ownership.Upstream && len(f.requests) > 0 {
@@ -248,7 +254,8 @@ func (n *Node) flushLocked() {
 	clear(f.recs)
 	clear(f.bySlot)
 	f.removed = nil
-	f.log, f.recs, f.refreshes, f.mdAt, f.answers = f.log[:0], f.recs[:0], false, f.mdAt[:0], false
+	f.log, f.recs, f.refreshes, f.mdAt, f.answers = f.log[:0], f.recs[:0], f.moreRefresh, f.mdAt[:0], false
+	f.moreRefresh = false
 	if cap(f.log) > 4096 { // after a burst, let the memory go
 		f.log, f.recs, f.bySlot = nil, nil, nil
 	}
@@ -340,9 +347,22 @@ func (n *Node) chainedLocked(id string) bool {
 	return c != nil && c.kind == ownership.Downstream && (len(n.departing) == 0 || n.departing[id] == nil)
 }
 
+// refreshSlice is how many objects a refresh answer takes from the world
+// per turn of the node's lock, when the world is bigger: a peer joining a
+// world of 100,000 objects would otherwise hold the node for a tenth of a
+// second or more, everyone else's changes and handshakes waiting.
+const refreshSlice = 8192
+
 // sendRefreshLocked offers ls every object it may receive as a full add,
-// then marks the refresh complete. n.mu must be held.
+// then marks the refresh complete: at once, or a slice at a time in a big
+// world (continueRefreshLocked). n.mu must be held.
 func (n *Node) sendRefreshLocked(ls *linkState) {
+	ls.refreshing = false
+	if ls.att == nil && ls.region == nil && n.opts.Tick != peer.Immediate && n.world.Len() > refreshSlice {
+		ls.refreshing, ls.refreshAt = true, 0
+		n.continueRefreshLocked(ls)
+		return
+	}
 	var recs []*peer.Record
 	each := n.world.Range
 	if ls.region != nil && !ls.region.wide && n.sp.active {
@@ -368,6 +388,41 @@ func (n *Node) sendRefreshLocked(ls *linkState) {
 	}
 	ls.link.Offer(recs, func(int) peer.Verdict { return peer.Send }, nil, false)
 	ls.link.MarkRefreshed()
+}
+
+// continueRefreshLocked offers ls the next slice of its refresh answer,
+// from the world as it is now (what changed in slots passed already went
+// with the log, as to any peer; what changed in slots to come goes in its
+// slice, current), and asks for the next flush at once if there is more;
+// the last slice marks the answer complete. n.mu must be held.
+func (n *Node) continueRefreshLocked(ls *linkState) {
+	recs := make([]*peer.Record, 0, refreshSlice)
+	next, done := n.world.RangeFrom(ls.refreshAt, func(o gameworld.Object) bool {
+		if len(n.departing) > 0 && n.departing[o.Owner] != nil {
+			return true // as good as gone (departures.go)
+		}
+		if ls.region != nil {
+			if p, ok := n.positionOf(o.Properties); ok && !inRegion(ls.region.boxes, p, 0) {
+				return true // (a region that came meanwhile)
+			}
+		}
+		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
+			recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties}, o.Slot))
+		}
+		return len(recs) < refreshSlice
+	})
+	ls.refreshAt = next
+	ls.link.Offer(recs, func(int) peer.Verdict { return peer.Send }, nil, false)
+	if done {
+		ls.refreshing = false
+		ls.link.MarkRefreshed()
+		return
+	}
+	n.fan.moreRefresh = true
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
 }
 
 // drain flushes the shared log now and waits until every link has

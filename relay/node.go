@@ -54,6 +54,9 @@ type Node struct {
 	// claims maps a world identifier to the downstream or mesh link whose
 	// identifierChain holds it.
 	claims map[string]*linkState
+	// kick asks the tick loop for a flush now (a refresh answer's next
+	// slice).
+	kick chan struct{}
 	// departing are the worlds whose objects are being removed a slice
 	// at a time (departures.go).
 	departing map[string]*departure
@@ -120,6 +123,11 @@ type linkState struct {
 	askedRefresh bool
 	// refreshWanted: the next flush answers the link's refresh request.
 	refreshWanted bool
+	// refreshing: a refresh answer of a big world is under way, a slice
+	// per turn of the node's lock; refreshAt is the world slot it goes on
+	// from (sendRefreshLocked).
+	refreshing bool
+	refreshAt  uint32
 	// answers are the objects whose owner this peer asked about: the
 	// next flush tells it, after what the log held (transfer.go).
 	answers   map[string]bool
@@ -215,6 +223,7 @@ func New(opts Options) (*Node, error) {
 		links:     make(map[*peer.Link]*linkState),
 		claims:    make(map[string]*linkState),
 		departing: make(map[string]*departure),
+		kick:      make(chan struct{}, 1),
 		started:   time.Now(),
 		// A burst as large as the largest world a digest may cover.
 		digestBudget: rate.NewLimiter(digestVisitsPerSecond, 10_000_000),
