@@ -319,11 +319,22 @@ func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
 		return // the refresh to come respects the region
 	}
 	// Objects of the old and new regions: what enters the view comes
-	// whole, what leaves it goes.
+	// whole, what leaves it goes. Only those the link may be sent are
+	// looked at: a mesh member's interest that widens in a world of
+	// 100,000 objects, nearly none of them for it, must not take the
+	// node's lock for a copy and sort of them all.
+	may := n.ownerFilter(ls, func(ls *linkState, owner string) bool {
+		return ownership.MaySend(n.role, ls.kind, n.relation(ls, owner))
+	})
 	var objs []gameworld.Object
 	switch {
 	case old == nil || !has || oldWide || ls.region.wide:
-		objs = n.world.Objects()
+		n.world.Range(func(o gameworld.Object) bool {
+			if may(o.Owner) {
+				objs = append(objs, o)
+			}
+			return true
+		})
 	default:
 		seen := map[uint32]bool{}
 		for _, cells := range [][]cellKey{oldCells, ls.region.cells} {
@@ -343,7 +354,7 @@ func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
 	recs := make([]*peer.Record, 0, len(objs))
 	verdicts := make([]peer.Verdict, 0, len(objs))
 	for _, o := range objs {
-		if !ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
+		if !may(o.Owner) {
 			continue
 		}
 		v := peer.Reveal
