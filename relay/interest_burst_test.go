@@ -94,7 +94,13 @@ func TestInterestFlipsDuringBursts(t *testing.T) {
 		return ""
 	}
 	var diff string
-	waitFor(t, "the watcher holds the node's world", 30*time.Second, func() bool { diff = same(); return diff == "" })
+	if !await(30*time.Second, func() bool { diff = same(); return diff == "" }) {
+		var links []string
+		for _, l := range s.Links() {
+			links = append(links, fmt.Sprintf("%s %s interest=%v queued=%d", l.Kind, l.Identifier, l.Interest, l.Queued))
+		}
+		t.Fatalf("the watcher does not hold the node's world: %s; the node's links: %v", diff, links)
+	}
 	time.Sleep(3 * testDigestInterval)
 	if r := w.node.Repairs(); r[RepairMissing]+r[RepairStale]+r[RepairExtra] > 0 {
 		t.Errorf("the watcher repaired %v: a divergence", r)
