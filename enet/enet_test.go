@@ -115,3 +115,53 @@ func TestNoAmplification(t *testing.T) {
 		t.Fatalf("a %d-byte connect brought back %d bytes", len(req), got)
 	}
 }
+
+// TestDisconnectLater: what was sent reliably before DisconnectLater
+// reaches the peer, all of it and before the disconnect (a refusal sent
+// just before hanging up is read), fragmented packets included.
+func TestDisconnectLater(t *testing.T) {
+	h, err := Listen("127.0.0.1:0", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	accepted := make(chan *Peer, 1)
+	go func() {
+		p, err := h.Accept(ctx)
+		if err == nil {
+			accepted <- p
+		}
+	}()
+	c, err := Dial(ctx, h.Addr().String(), Options{Channels: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := <-accepted
+	const n = 20
+	for i := range n {
+		if err := s.Send(1, payload(5000+i, byte(i)), Reliable); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.DisconnectLater(ctx, 1003) }()
+	for i := range n {
+		pk, err := c.Receive(ctx)
+		if err != nil {
+			t.Fatalf("packet %d: %v (the disconnect overtook what was sent before it)", i, err)
+		}
+		if len(pk.Data) != 5000+i {
+			t.Fatalf("packet %d has %d bytes", i, len(pk.Data))
+		}
+	}
+	select {
+	case <-c.Done():
+	case <-ctx.Done():
+		t.Fatal("the client never saw the disconnect")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
