@@ -35,14 +35,17 @@ func exchange(t *testing.T, a, b *Peer) {
 	receiveAll(t, b, big)
 }
 
-func TestGoToGo(t *testing.T) {
+// goPair connects a Go client to a Go host on 127.0.0.1 with the given
+// channels, and returns both ends and a context that ends with the test.
+func goPair(t *testing.T, channels int) (c, s *Peer, ctx context.Context) {
+	t.Helper()
 	h, err := Listen("127.0.0.1:0", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
+	t.Cleanup(func() { h.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	accepted := make(chan *Peer, 1)
 	go func() {
 		p, err := h.Accept(ctx)
@@ -50,11 +53,15 @@ func TestGoToGo(t *testing.T) {
 			accepted <- p
 		}
 	}()
-	c, err := Dial(ctx, h.Addr().String(), Options{Channels: 6})
+	c, err = Dial(ctx, h.Addr().String(), Options{Channels: channels})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := <-accepted
+	return c, <-accepted, ctx
+}
+
+func TestGoToGo(t *testing.T) {
+	c, s, ctx := goPair(t, 6)
 	if s.Channels() != 6 {
 		t.Fatalf("server side has %d channels", s.Channels())
 	}
@@ -120,25 +127,7 @@ func TestNoAmplification(t *testing.T) {
 // reaches the peer, all of it and before the disconnect (a refusal sent
 // just before hanging up is read), fragmented packets included.
 func TestDisconnectLater(t *testing.T) {
-	h, err := Listen("127.0.0.1:0", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	accepted := make(chan *Peer, 1)
-	go func() {
-		p, err := h.Accept(ctx)
-		if err == nil {
-			accepted <- p
-		}
-	}()
-	c, err := Dial(ctx, h.Addr().String(), Options{Channels: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := <-accepted
+	c, s, ctx := goPair(t, 2)
 	const n = 20
 	for i := range n {
 		if err := s.Send(1, payload(5000+i, byte(i)), Reliable); err != nil {

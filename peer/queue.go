@@ -285,6 +285,12 @@ func (q *queue) forget(slot uint32, id string) {
 	if e == nil || e.id != id {
 		return
 	}
+	q.takeOut(slot, e)
+}
+
+// takeOut removes e (in slot) from the queue, sent or dropped: the marks
+// no longer wait for it, and its pending remove is no longer pending.
+func (q *queue) takeOut(slot uint32, e *entry) {
 	delete(q.entries, slot)
 	if q.refreshed && e.seq < q.refreshSeq {
 		q.beforeMark--
@@ -380,18 +386,9 @@ func (q *queue) drainSlice(b *Batch, max int) (more bool) {
 	q.orphans = nil
 	var take func(slot uint32, e *entry)
 	take = func(slot uint32, e *entry) {
-		delete(q.entries, slot)
+		q.takeOut(slot, e)
 		slice.entries[slot] = e
 		slice.order = append(slice.order, qpos{slot, e.at})
-		if q.refreshed && e.seq < q.refreshSeq {
-			q.beforeMark--
-		}
-		if q.announce && e.seq < q.announceSeq {
-			q.beforeAnnounce--
-		}
-		if e.removed != nil {
-			q.forgetRemove(e.removed.ID, slot)
-		}
 		if e.rec != nil {
 			if s, ok := q.removes[e.rec.ID]; ok && s != slot {
 				if r := q.entries[s]; r != nil {
