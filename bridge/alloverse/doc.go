@@ -18,8 +18,15 @@
 //
 // Revisions: the document's revision is bumped once per heartbeat in which
 // the world changed, so a revision names one world state, the same for
-// every client. After MaxRevision (2^53) it wraps to 0. An acknowledgement
-// of 0 always asks for a full set.
+// every client, and bumped with the document unchanged when a client must
+// be sent its state again (unacknowledged within a few heartbeats) or
+// revision 0 would be sent: no client gets the same revision twice, which
+// allonet takes for a broken place. After MaxRevision (2^53) it wraps to
+// 0. An acknowledgement of 0 always asks for a full set.
+//
+// allonet clients announce version 3 or 4 (others are refused with its
+// own 1003 answer); over ENet, the channel layout (LayoutV3, LayoutV4)
+// follows the channel count a client connects with.
 //
 // Diffs are built from per-revision change sets, in time proportional to
 // what changed since the client's base, not by comparing documents. Merge
