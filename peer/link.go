@@ -150,6 +150,11 @@ type Link struct {
 	// processed carries the outcome of each message, handled on a worker;
 	// used only by the reading goroutine.
 	processed chan error
+	// heardAt is when bytes last came from the peer (Unix nanoseconds);
+	// handling counts handlers running: while either says the peer is
+	// alive, an unanswered keepalive is this node's delay, not the peer's.
+	heardAt  atomic.Int64
+	handling atomic.Int32
 
 	// mu guards the link's identity and lifecycle: when it started, why it
 	// closed, the peer's metadata and dialect, the flush interval. Held

@@ -108,8 +108,18 @@ func (l *Link) handleChanges(wc WorldChange) error {
 		l.recRate.WaitN(context.Background(), min(len(wc.Changes), l.recRate.Burst())) //nolint:errcheck // never cancelled
 	}
 	l.stats.RecordsIn.Add(uint64(len(wc.Changes)))
+	l.handling.Add(1)
+	defer l.handling.Add(-1)
 	l.h.HandleWorldChange(l, wc)
 	return nil
+}
+
+// peerAlive reports whether the peer was heard from within d, or a
+// message of it is being handled: the answer to a ping sent meanwhile
+// waits behind what the peer sent before it, which this node is still
+// reading.
+func (l *Link) peerAlive(d time.Duration) bool {
+	return l.handling.Load() > 0 || time.Since(time.Unix(0, l.heardAt.Load())) < d
 }
 
 // readFailed returns why reading stopped: the close reason if the link was
@@ -132,6 +142,7 @@ func (l *Link) readFailed(err error) error {
 // it wait.
 func (l *Link) readBytes(n int) error {
 	l.stats.BytesIn.Add(uint64(n))
+	l.heardAt.Store(time.Now().UnixNano())
 	if l.rate != nil {
 		return l.rate.WaitN(context.Background(), n)
 	}
@@ -142,6 +153,8 @@ func (l *Link) readBytes(n int) error {
 // were read.
 func (l *Link) handle(m Message) error {
 	l.stats.MessagesIn[kindOf(m.Type)].Add(1)
+	l.handling.Add(1)
+	defer l.handling.Add(-1)
 	switch m.Type {
 	case TypeRequestRefresh:
 		l.h.HandleRequestRefresh(l)

@@ -27,6 +27,9 @@ func (l *Link) writeOut() {
 	var batch Batch
 	var timer *time.Timer
 	bursting := false
+	// unpaced: a wait for the peer timed out during this burst; the rest
+	// of it goes without (see awaitPeer).
+	unpaced := false
 	for {
 		l.outMu.Lock()
 		if l.closed {
@@ -78,6 +81,9 @@ func (l *Link) writeOut() {
 		// The rest of a burst follows as soon as the peer has read this
 		// slice: the wait for its answer paces it.
 		bursting = more
+		if !more {
+			unpaced = false
+		}
 		if more {
 			// The rest of the queue stays at the head of the outbox (and
 			// goes on coalescing what arrives for it); its control
@@ -105,8 +111,10 @@ func (l *Link) writeOut() {
 			recs := it.recs[:0]
 			recsPool.Put(&recs)
 		}
-		if err == nil && (more || full) {
-			err = l.awaitPeer()
+		if err == nil && (more || full) && !unpaced {
+			var paced bool
+			paced, err = l.awaitPeer()
+			unpaced = !paced
 		}
 		if err != nil {
 			l.closeWith(err)
@@ -122,26 +130,36 @@ const sliceEntries = 2048
 // awaitPeer waits until the peer has read everything written so far (the
 // answer to a ping follows it), so that a burst is paced by what the peer
 // takes in rather than piled up in socket buffers ahead of live changes.
-// It waits at most the stall timeout; a peer that is merely slow then gets
-// the rest unpaced, and one that stopped reading is cut off by the stall
-// timer of a blocked write or by the keepalive, as without pacing.
-func (l *Link) awaitPeer() error {
+// It waits at most maxPaceWait (or the stall timeout, if shorter) and
+// reports whether the answer came: if not, the rest of the burst goes
+// unpaced, held back only by the connection's own flow control. The
+// answer is late when the peer reads slowly, or when this node reads the
+// peer slowly (the pong waits behind what the peer sent before it); in
+// either case waiting on gains nothing. A peer that stopped reading is cut
+// off by the stall timer of a blocked write or by the keepalive, as
+// without pacing.
+func (l *Link) awaitPeer() (paced bool, err error) {
 	p, ok := l.conn.(Pinger)
 	if !ok {
-		return nil
+		return true, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StallTimeout)
+	wait := min(maxPaceWait, l.opts.StallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := p.Ping(ctx); err != nil {
 		select {
 		case <-l.done:
-			return l.Err()
+			return false, l.Err()
 		default:
 		}
-		l.logger().Debug("peer slow to read a burst; sending on unpaced", "waited", l.opts.StallTimeout)
+		l.logger().Debug("peer slow to answer during a burst; sending the rest unpaced", "waited", wait)
+		return false, nil
 	}
-	return nil
+	return true, nil
 }
+
+// maxPaceWait bounds awaitPeer's wait.
+const maxPaceWait = 5 * time.Second
 
 // pingDelay is the ping interval with ±25% jitter: links opened together
 // (a reconnect storm, a load test) would otherwise ping together, each ping
@@ -152,8 +170,8 @@ func (l *Link) pingDelay() time.Duration {
 }
 
 // ping checks the peer is alive, from the ping timer's goroutine, and
-// re-arms the timer. A peer that does not answer within the stall timeout
-// is cut off.
+// re-arms the timer. A peer that does not answer within the stall timeout,
+// and was not heard from meanwhile, is cut off.
 func (l *Link) ping() {
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StallTimeout)
 	defer cancel()
@@ -162,6 +180,17 @@ func (l *Link) ping() {
 		case <-l.done:
 			return
 		default:
+		}
+		if l.peerAlive(l.opts.StallTimeout) {
+			// The pong is behind messages this node has yet to read: a
+			// busy node must not cut off the peers it is slow to serve.
+			l.logger().Debug("keepalive answer late, but the peer is sending; keeping the link")
+			l.outMu.Lock()
+			if !l.closed {
+				l.pingTimer.Reset(l.pingDelay())
+			}
+			l.outMu.Unlock()
+			return
 		}
 		l.logger().Info("peer did not answer a keepalive ping; closing link", "timeout", l.opts.StallTimeout)
 		l.closeWithMode(&CloseError{Code: StatusGoingAway, Reason: "keepalive ping failed"}, true)

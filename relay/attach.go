@@ -187,9 +187,7 @@ func (a *Attachment) Detach() {
 	if a.ls.region != nil {
 		n.unregisterLocked(a.ls)
 		a.ls.region = nil
-		if len(n.sp.regioned) == 0 {
-			n.sp = spatial{}
-		}
+		n.regionGoneLocked()
 		n.chainChanged()
 	}
 	n.forgetAskerLocked(a.ls)

@@ -234,9 +234,7 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 	if ls.region != nil {
 		n.unregisterLocked(ls)
 		ls.region = nil
-		if len(n.sp.regioned) == 0 {
-			n.sp = spatial{}
-		}
+		n.regionGoneLocked()
 		if !n.closed {
 			n.chainChanged()
 		}

@@ -158,6 +158,7 @@ func (n *Node) tickLoop() {
 		case <-n.kick:
 		}
 		n.mu.Lock()
+		n.applyWantedRegionsLocked()
 		n.flushLocked()
 		n.mu.Unlock()
 	}

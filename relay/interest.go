@@ -3,6 +3,7 @@ package relay
 import (
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/ownership"
@@ -52,6 +53,31 @@ type spatial struct {
 	regioned []*linkState
 	// peak is the most objects indexed since at was last rebuilt.
 	peak int
+	// unusedSince is when the last region went, while none has come
+	// since: the index lingers (spatialLinger).
+	unusedSince time.Time
+}
+
+// spatialLinger is how long the index outlives the last region. Building
+// it visits the whole world: a region that comes and goes (a node's whole
+// interest when its last local client leaves and another comes, a bridge
+// whose only client reconnects) must not cost that each time.
+const spatialLinger = 30 * time.Second
+
+// regionGoneLocked notes that a link's region went: the index, unused
+// from now on, goes once it has lingered. n.mu must be held.
+func (n *Node) regionGoneLocked() {
+	if sp := &n.sp; sp.active && len(sp.regioned) == 0 && sp.unusedSince.IsZero() {
+		sp.unusedSince = time.Now()
+	}
+}
+
+// dropUnusedSpatialLocked drops an index no region has used for
+// spatialLinger. n.mu must be held.
+func (n *Node) dropUnusedSpatialLocked() {
+	if sp := &n.sp; sp.active && len(sp.regioned) == 0 && !sp.unusedSince.IsZero() && time.Since(sp.unusedSince) >= spatialLinger {
+		n.sp = spatial{}
+	}
 }
 
 // region is a link's announced interest.
@@ -249,6 +275,7 @@ func (n *Node) registerLocked(ls *linkState) {
 		sp.links[c] = append(sp.links[c], ls)
 	}
 	sp.regioned = append(sp.regioned, ls)
+	sp.unusedSince = time.Time{}
 }
 
 func (n *Node) unregisterLocked(ls *linkState) {
@@ -312,9 +339,7 @@ func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
 	} else {
 		ls.region = nil
 	}
-	if len(n.sp.regioned) == 0 && n.sp.active {
-		n.sp = spatial{}
-	}
+	n.regionGoneLocked()
 	if !ls.ready || ls.refreshWanted {
 		return // the refresh to come respects the region
 	}
@@ -487,17 +512,81 @@ func (n *Node) unionInterestLocked() (boxes []peer.Box, has bool) {
 	return boxes, true
 }
 
+// regionEvery is how often at most a link's region changes: changing it
+// visits every object of the old and new regions (all of the world for a
+// wide one), so a peer that announces regions faster than that has only
+// the latest applied, at the first tick after regionEvery has passed since
+// the last change ended, or twice what that change took if longer.
+// Otherwise a peer flipping its region at a few dozen hertz over a big
+// world keeps the node's lock busy, and its own link's reader falls
+// behind what it sent, pongs included, for as long as it goes on.
+const regionEvery = 100 * time.Millisecond
+
+// wantedRegion is a region announced and not yet applied.
+type wantedRegion struct {
+	boxes []peer.Box
+	has   bool
+}
+
 // interestChangedLocked applies the region a peer announced in its
-// metadata, and reports whether it changed. n.mu must be held.
+// metadata, or keeps it for a later tick if the link's region changed too
+// recently, and reports whether it was applied (so the union of regions
+// changed). n.mu must be held.
 func (n *Node) interestChangedLocked(ls *linkState, md peer.Metadata) bool {
-	if ls.region == nil && !md.HasInterest {
+	cur := ls.region
+	switch {
+	case cur == nil && !md.HasInterest, cur != nil && md.HasInterest && sameBoxes(cur.boxes, md.Interest):
+		ls.wanted = nil // back to what applies: nothing to change
+		return false
+	case ls.wanted != nil && ls.wanted.has == md.HasInterest && sameBoxes(ls.wanted.boxes, md.Interest):
 		return false
 	}
-	if ls.region != nil && md.HasInterest && sameBoxes(ls.region.boxes, md.Interest) {
-		return false
+	// (An attachment's region is set by its bridge, at the pace its own
+	// peers come and go: it applies at once, as does a link's first.)
+	if !ls.ready || ls.att != nil || !time.Now().Before(ls.regionNext) {
+		ls.wanted = nil
+		n.applyRegionLocked(ls, md.Interest, md.HasInterest)
+		return true
 	}
-	n.setRegionLocked(ls, md.Interest, md.HasInterest)
-	return true
+	ls.wanted = &wantedRegion{boxes: md.Interest, has: md.HasInterest}
+	n.regionsWanted = true
+	return false
+}
+
+// applyRegionLocked sets ls's region and when it may change next. n.mu
+// must be held.
+func (n *Node) applyRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
+	start := time.Now()
+	n.setRegionLocked(ls, boxes, has)
+	end := time.Now()
+	ls.regionNext = end.Add(max(regionEvery, 2*end.Sub(start)))
+}
+
+// applyWantedRegionsLocked applies the regions kept by
+// interestChangedLocked whose time has come. n.mu must be held.
+func (n *Node) applyWantedRegionsLocked() {
+	n.dropUnusedSpatialLocked()
+	if !n.regionsWanted {
+		return
+	}
+	n.regionsWanted = false
+	changed := false
+	for _, ls := range n.order {
+		w := ls.wanted
+		if w == nil {
+			continue
+		}
+		if time.Now().Before(ls.regionNext) {
+			n.regionsWanted = true
+			continue
+		}
+		ls.wanted = nil
+		n.applyRegionLocked(ls, w.boxes, w.has)
+		changed = true
+	}
+	if changed {
+		n.chainChanged() // the union announced upstream and to the mesh
+	}
 }
 
 func sameBoxes(a, b []peer.Box) bool {

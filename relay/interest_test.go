@@ -201,3 +201,45 @@ func TestRegionProxies(t *testing.T) {
 		return n >= 6
 	})
 }
+
+// TestRegionLatestWins: a peer that announces regions faster than a node
+// applies them (regionEvery) ends up with exactly its last region's
+// objects, however its announcements fell between the node's ticks.
+func TestRegionLatestWins(t *testing.T) {
+	_, url := startNode(t, Options{Tick: 5 * time.Millisecond, InterestMargin: 0.5, InterestCell: 8})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	writer := dialTick(t, ctx, url, 5*time.Millisecond)
+	for x := range 100 {
+		if err := writer.CreateWithID(fmt.Sprint("x", x), map[string]any{"position": []float64{float64(x), 0, 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	viewer := dialTick(t, ctx, url, 2*time.Millisecond)
+	if !await(10*time.Second, func() bool { return viewer.World().Len() == 100 }) {
+		t.Fatalf("the viewer holds %d of 100 objects", viewer.World().Len())
+	}
+	// Ten integer positions from a, and none within the margin outside.
+	at := func(a int) []peer.Box { return []peer.Box{box(float64(a)-0.25, -1, -1, float64(a)+9.25, 1, 1)} }
+	for i := range 60 {
+		viewer.SetInterest(at((i * 37) % 90))
+		time.Sleep(3 * time.Millisecond)
+	}
+	const last = 41
+	viewer.SetInterest(at(last))
+	var want []string
+	for x := last; x < last+10; x++ {
+		want = append(want, fmt.Sprint("x", x))
+	}
+	sort.Strings(want)
+	if !await(10*time.Second, func() bool { return sameSet(worldIDs(viewer), want...) }) {
+		t.Fatalf("the viewer sees %v, want %v", worldIDs(viewer), want)
+	}
+	time.Sleep(3 * regionEvery) // no older region applies late
+	if got := worldIDs(viewer); !sameSet(got, want...) {
+		t.Fatalf("the viewer sees %v after a while, want %v", got, want)
+	}
+	if n := ignored(viewer); n != 0 {
+		t.Fatalf("the viewer got %d records for objects it was never sent", n)
+	}
+}

@@ -54,6 +54,8 @@ type Node struct {
 	// claims maps a world identifier to the downstream or mesh link whose
 	// identifierChain holds it.
 	claims map[string]*linkState
+	// regionsWanted: some link has a region waiting (interestChangedLocked).
+	regionsWanted bool
 	// kick asks the tick loop for a flush now (a refresh answer's next
 	// slice).
 	kick chan struct{}
@@ -140,6 +142,10 @@ type linkState struct {
 	detached bool
 	// region is what the peer wants to see; nil means everything.
 	region *region
+	// regionNext is when region may change next; wanted, if not nil, is
+	// a region announced since, applied then (interestChangedLocked).
+	regionNext time.Time
+	wanted     *wantedRegion
 	// grant is what the peer's token allows; nil when authentication is
 	// off (or for upstream and mesh links).
 	grant *auth.Grant
