@@ -42,17 +42,7 @@ func TestInterestFlipsDuringBursts(t *testing.T) {
 		}
 	}()
 	for round := range 4 {
-		id := fmt.Sprintf("burst-%08d-flipping", round)
-		b := wiretest.Dial(t, url, id, wiretest.Options{Forget: true})
-		b.Wait("asked", 5*time.Second, func(map[string]wiretest.Object) bool { return true })
-		const n = 10000
-		for start := 0; start < n; start += 5000 {
-			recs := make([]map[string]any, 0, 5000)
-			for i := start; i < start+5000; i++ {
-				recs = append(recs, wiretest.Add(fmt.Sprintf("%s-%d", id, i), id, map[string]any{"n": i, "position": []int{i % 100, 0, i / 100}}))
-			}
-			b.Change(recs...)
-		}
+		b := sendBurst(t, url, fmt.Sprintf("burst-%08d-flipping", round), 10000)
 		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
 		if round%2 == 0 {
 			b.Close()
@@ -105,4 +95,20 @@ func TestInterestFlipsDuringBursts(t *testing.T) {
 	if r := w.node.Repairs(); r[RepairMissing]+r[RepairStale]+r[RepairExtra] > 0 {
 		t.Errorf("the watcher repaired %v: a divergence", r)
 	}
+}
+
+// sendBurst connects a peer that forgets what it sends, as id, and sends n
+// adds of positioned objects in messages of 5,000. The caller closes it.
+func sendBurst(t *testing.T, url, id string, n int) *wiretest.Peer {
+	t.Helper()
+	p := wiretest.Dial(t, url, id, wiretest.Options{Forget: true})
+	p.Wait("asked", 5*time.Second, func(map[string]wiretest.Object) bool { return true })
+	for start := 0; start < n; start += 5000 {
+		recs := make([]map[string]any, 0, 5000)
+		for i := start; i < min(n, start+5000); i++ {
+			recs = append(recs, wiretest.Add(fmt.Sprintf("%s-%d", id, i), id, map[string]any{"n": i, "position": []int{i % 100, 0, i / 100}}))
+		}
+		p.Change(recs...)
+	}
+	return p
 }

@@ -1,0 +1,64 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestMemberFlipsDuringBursts: member a's clients come and go, so the
+// interest a announces to member b flips between nothing (no client) and
+// everything, while bursts of positioned objects enter b and leave it. At
+// the end a holds b's world, a last client holds a's, and no member
+// repaired anything (the nodes' cleanup fails the test on a repair).
+func TestMemberFlipsDuringBursts(t *testing.T) {
+	nodes := startMeshWith(t, 2, MeshOptions{}, Options{Tick: 10 * time.Millisecond})
+	a, b := nodes[0], nodes[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stop := make(chan struct{})
+	flipped := make(chan int)
+	go func() {
+		n := 0
+		defer func() { flipped <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Duration(5+rand.IntN(60)) * time.Millisecond):
+			}
+			c, err := Dial(ctx, a.url, ClientOptions{Tick: 10 * time.Millisecond})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(time.Duration(rand.IntN(60)) * time.Millisecond)
+			c.Close()
+			n++
+		}
+	}()
+	for round := range 6 {
+		p := sendBurst(t, b.url, fmt.Sprintf("burst-%08d-memberflip", round), 6000)
+		time.Sleep(time.Duration(rand.IntN(400)) * time.Millisecond)
+		if round%2 == 0 {
+			p.Close()
+		}
+	}
+	close(stop)
+	t.Logf("a's clients came and went %d times", <-flipped)
+	last := dialTick(t, ctx, a.url, 10*time.Millisecond)
+	var diff string
+	if !await(60*time.Second, func() bool {
+		if diff = worldDiff(a.node.World(), b.node.World()); diff != "" {
+			diff = "a and b: " + diff
+		} else if diff = worldDiff(last.World(), a.node.World()); diff != "" {
+			diff = "the last client and a: " + diff
+		}
+		return diff == ""
+	}) {
+		t.Fatal(diff)
+	}
+	time.Sleep(4 * testDigestInterval) // digests compare the settled views
+}
