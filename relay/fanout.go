@@ -158,7 +158,6 @@ func (n *Node) tickLoop() {
 		case <-n.kick:
 		}
 		n.mu.Lock()
-		n.applyWantedRegionsLocked()
 		n.flushLocked()
 		n.mu.Unlock()
 	}

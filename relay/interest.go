@@ -69,14 +69,7 @@ const spatialLinger = 30 * time.Second
 func (n *Node) regionGoneLocked() {
 	if sp := &n.sp; sp.active && len(sp.regioned) == 0 && sp.unusedSince.IsZero() {
 		sp.unusedSince = time.Now()
-	}
-}
-
-// dropUnusedSpatialLocked drops an index no region has used for
-// spatialLinger. n.mu must be held.
-func (n *Node) dropUnusedSpatialLocked() {
-	if sp := &n.sp; sp.active && len(sp.regioned) == 0 && !sp.unusedSince.IsZero() && time.Since(sp.unusedSince) >= spatialLinger {
-		n.sp = spatial{}
+		n.regionTimerLocked(sp.unusedSince.Add(spatialLinger))
 	}
 }
 
@@ -515,8 +508,8 @@ func (n *Node) unionInterestLocked() (boxes []peer.Box, has bool) {
 // regionEvery is how often at most a link's region changes: changing it
 // visits every object of the old and new regions (all of the world for a
 // wide one), so a peer that announces regions faster than that has only
-// the latest applied, at the first tick after regionEvery has passed since
-// the last change ended, or twice what that change took if longer.
+// the latest applied, once regionEvery has passed since the last change
+// ended, or twice what that change took if longer.
 // Otherwise a peer flipping its region at a few dozen hertz over a big
 // world keeps the node's lock busy, and its own link's reader falls
 // behind what it sent, pongs included, for as long as it goes on.
@@ -529,7 +522,7 @@ type wantedRegion struct {
 }
 
 // interestChangedLocked applies the region a peer announced in its
-// metadata, or keeps it for a later tick if the link's region changed too
+// metadata, or keeps it for later if the link's region changed too
 // recently, and reports whether it was applied (so the union of regions
 // changed). n.mu must be held.
 func (n *Node) interestChangedLocked(ls *linkState, md peer.Metadata) bool {
@@ -549,7 +542,7 @@ func (n *Node) interestChangedLocked(ls *linkState, md peer.Metadata) bool {
 		return true
 	}
 	ls.wanted = &wantedRegion{boxes: md.Interest, has: md.HasInterest}
-	n.regionsWanted = true
+	n.regionTimerLocked(ls.regionNext)
 	return false
 }
 
@@ -562,22 +555,41 @@ func (n *Node) applyRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
 	ls.regionNext = end.Add(max(regionEvery, 2*end.Sub(start)))
 }
 
-// applyWantedRegionsLocked applies the regions kept by
-// interestChangedLocked whose time has come. n.mu must be held.
-func (n *Node) applyWantedRegionsLocked() {
-	n.dropUnusedSpatialLocked()
-	if !n.regionsWanted {
+// regionTimerLocked makes the region timer fire at the latest at at: it
+// applies the regions kept by interestChangedLocked and drops an unused
+// index, on a timer of its own rather than the tick loop, which a node
+// that sends at once (peer.Immediate) has not. n.mu must be held.
+func (n *Node) regionTimerLocked(at time.Time) {
+	if n.regionTimer != nil && !n.regionAt.IsZero() && !at.Before(n.regionAt) {
+		return // it fires soon enough
+	}
+	n.regionAt = at
+	if n.regionTimer == nil {
+		n.regionTimer = time.AfterFunc(time.Until(at), n.regionsDue)
 		return
 	}
-	n.regionsWanted = false
+	n.regionTimer.Reset(time.Until(at))
+}
+
+// regionsDue runs on the region timer: it applies the kept regions whose
+// time has come, drops an index unused for spatialLinger, and sets the
+// timer for what is left.
+func (n *Node) regionsDue() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.regionAt = time.Time{}
+	if n.closed {
+		return
+	}
+	now := time.Now()
 	changed := false
 	for _, ls := range n.order {
 		w := ls.wanted
 		if w == nil {
 			continue
 		}
-		if time.Now().Before(ls.regionNext) {
-			n.regionsWanted = true
+		if now.Before(ls.regionNext) {
+			n.regionTimerLocked(ls.regionNext)
 			continue
 		}
 		ls.wanted = nil
@@ -586,6 +598,13 @@ func (n *Node) applyWantedRegionsLocked() {
 	}
 	if changed {
 		n.chainChanged() // the union announced upstream and to the mesh
+	}
+	if sp := &n.sp; sp.active && len(sp.regioned) == 0 && !sp.unusedSince.IsZero() {
+		if drop := sp.unusedSince.Add(spatialLinger); now.Before(drop) {
+			n.regionTimerLocked(drop)
+		} else {
+			n.sp = spatial{}
+		}
 	}
 }
 

@@ -204,9 +204,16 @@ func TestRegionProxies(t *testing.T) {
 
 // TestRegionLatestWins: a peer that announces regions faster than a node
 // applies them (regionEvery) ends up with exactly its last region's
-// objects, however its announcements fell between the node's ticks.
+// objects, however its announcements fell between the node's ticks, and
+// also on a node that sends at once (no tick loop).
 func TestRegionLatestWins(t *testing.T) {
-	_, url := startNode(t, Options{Tick: 5 * time.Millisecond, InterestMargin: 0.5, InterestCell: 8})
+	for _, tick := range []time.Duration{5 * time.Millisecond, peer.Immediate} {
+		t.Run(fmt.Sprint("tick ", tick), func(t *testing.T) { regionLatestWins(t, tick) })
+	}
+}
+
+func regionLatestWins(t *testing.T, tick time.Duration) {
+	_, url := startNode(t, Options{Tick: tick, InterestMargin: 0.5, InterestCell: 8})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	writer := dialTick(t, ctx, url, 5*time.Millisecond)

@@ -54,8 +54,11 @@ type Node struct {
 	// claims maps a world identifier to the downstream or mesh link whose
 	// identifierChain holds it.
 	claims map[string]*linkState
-	// regionsWanted: some link has a region waiting (interestChangedLocked).
-	regionsWanted bool
+	// regionTimer applies the regions links announced too soon after their
+	// last change and drops an unused spatial index (regionsDue); it fires
+	// at regionAt, zero when it is not set.
+	regionTimer *time.Timer
+	regionAt    time.Time
 	// kick asks the tick loop for a flush now (a refresh answer's next
 	// slice).
 	kick chan struct{}
@@ -273,6 +276,9 @@ func (n *Node) Close(ctx context.Context) error {
 	n.mu.Lock()
 	w := n.closeStoreLocked()
 	n.closed = true
+	if n.regionTimer != nil {
+		n.regionTimer.Stop()
+	}
 	for l := range n.links {
 		l.Close(peer.StatusGoingAway, "node shutting down")
 	}
