@@ -106,6 +106,20 @@ func TestSoak(t *testing.T) {
 	var rngMu sync.Mutex
 	rnd := func(n int) int { rngMu.Lock(); defer rngMu.Unlock(); return rng.IntN(n) }
 	t.Logf("seed %d, chaos %s per phase, bursts up to %d", seed, chaos, maxBurst)
+	// A failure is told again after the nodes' logs, which follow it in
+	// the output and would hide it from a reader of the output's tail.
+	var failures []string
+	phase := "setting up"
+	fail := func(format string, args ...any) {
+		t.Helper()
+		failures = append(failures, fmt.Sprintf(format, args...))
+		t.Errorf(format, args...)
+	}
+	t.Cleanup(func() { // registered first: runs after every log is printed
+		if t.Failed() {
+			t.Logf("TestSoak (seed %d) failed in phase %q: %s", seed, phase, strings.Join(failures, "; "))
+		}
+	})
 	stopBusy := wiretest.BusyCores()
 	defer stopBusy()
 
@@ -388,22 +402,26 @@ func TestSoak(t *testing.T) {
 		return out
 	}
 
+	phase = "chaos without faults"
 	runChaos(chaos)
+	phase = "checks without faults"
 	check("without faults")
 	time.Sleep(time.Second) // a few more digests
 	for name, r := range repairs() {
 		if r != 0 {
-			t.Errorf("node %s repaired %v objects in a run without faults: a divergence", name, r)
+			fail("node %s repaired %v objects in a run without faults: a divergence", name, r)
 		}
 	}
 	if log := a.proc().Log(); !strings.Contains(log, "peer stalled; closing link") && !strings.Contains(log, "did not answer a keepalive ping") {
-		t.Errorf("the reader that stopped reading was not closed")
+		fail("the reader that stopped reading was not closed")
 	}
 
 	// Faults: kill -9 a member and the middle of the chain, start them
 	// again, while the chaos goes on; their peers connect again.
+	phase = "chaos with faults"
 	runChaos(chaos, fault{0.25, func() { c.restart(t) }}, fault{0.5, func() { p2.restart(t) }})
 	ready()
+	phase = "checks after the faults"
 	check("after kill -9 of a member and a proxy")
 	t.Logf("repairs after the faults (allowed): %v", repairs())
 }
