@@ -57,7 +57,7 @@ func known(t string) bool {
 	switch t {
 	case TypeWorldChange, TypeRequestRefresh, TypeRequestMetadata, TypeMetadata,
 		TypeMetadataChange, TypeRequestLessData, TypeRequestMoreData,
-		TypeDigest, TypeRequestRepair, TypeRepairing, TypeRepaired:
+		TypeDigest, TypeRequestRepair, TypeRepairing, TypeRepaired, TypeDeparted:
 		return true
 	}
 	return false

@@ -3,6 +3,7 @@ package peer
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
@@ -145,6 +146,34 @@ func FuzzDigest(f *testing.F) {
 			if err != nil || r2.Of != r.Of || len(r2.Buckets) != len(r.Buckets) {
 				t.Fatalf("repair round trip: %+v %+v %v", r, r2, err)
 			}
+		}
+	})
+}
+
+func FuzzDeparted(f *testing.F) {
+	for _, s := range []string{
+		`{"worlds":["client-AAAAAAAA-BBBBBBBB"],"heir":"server-8f3KQ2ab-Lm0c9Xz1"}`,
+		`{"worlds":[],"heir":"s"}`,
+		`{"worlds":["a","a"],"heir":"s"}`,
+		`{"worlds":["a"]}`,
+		`{"worlds":["\u00e9t\u00e9"],"heir":"\ud800"}`,
+		`{"worlds":"a","heir":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	var lim Limits
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := lim.DecodeDeparted(b)
+		if err != nil {
+			return
+		}
+		m, err := DecodeMessage(AppendDeparted(nil, d))
+		if err != nil || m.Type != TypeDeparted {
+			t.Fatalf("re-encoded departed: %v", err)
+		}
+		d2, err := lim.DecodeDeparted(m.Data)
+		if err != nil || !slices.Equal(d.Worlds, d2.Worlds) || d.Heir != d2.Heir {
+			t.Fatalf("departed round trip: %+v %+v %v", d, d2, err)
 		}
 	})
 }

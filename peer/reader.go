@@ -195,6 +195,16 @@ func (l *Link) handle(m Message) error {
 			return err
 		}
 		dh.HandleRepair(l, m.Type, r)
+	case TypeDeparted:
+		dh, ok := l.h.(DepartedHandler)
+		if !ok {
+			return nil
+		}
+		d, err := l.opts.Limits.DecodeDeparted(m.Data)
+		if err != nil {
+			return err
+		}
+		dh.HandleDeparted(l, d)
 	case TypeWorldChange:
 	default:
 		// Ignored and counted: newer peers may speak types we lack.

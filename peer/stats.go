@@ -14,11 +14,12 @@ const (
 	KindRequestLessData
 	KindRequestMoreData
 	KindDigest // digest, requestRepair, repairing, repaired
+	KindDeparted
 	KindUnknown
 	NumKinds
 )
 
-var kindNames = [NumKinds]string{"worldChange", "requestRefresh", "requestMetadata", "metadata", "requestLessData", "requestMoreData", "digest", "unknown"}
+var kindNames = [NumKinds]string{"worldChange", "requestRefresh", "requestMetadata", "metadata", "requestLessData", "requestMoreData", "digest", "departed", "unknown"}
 
 // String returns the kind's name, as used in metric labels.
 func (k MessageKind) String() string { return kindNames[k] }
@@ -39,6 +40,21 @@ func kindOf(t string) MessageKind {
 		return KindRequestMoreData
 	case TypeDigest, TypeRequestRepair, TypeRepairing, TypeRepaired:
 		return KindDigest
+	case TypeDeparted:
+		return KindDeparted
+	}
+	return KindUnknown
+}
+
+// kindOfMessage returns the kind of an encoded message, from its type.
+func kindOfMessage(msg []byte) MessageKind {
+	if len(msg) < 2 || msg[0] != '[' || msg[1] != '"' {
+		return KindUnknown
+	}
+	for i := 2; i < len(msg); i++ {
+		if msg[i] == '"' {
+			return kindOf(string(msg[2:i]))
+		}
 	}
 	return KindUnknown
 }

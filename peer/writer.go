@@ -232,7 +232,7 @@ func (l *Link) flushItem(bp *[]byte, it *item, batch *Batch) error {
 		}
 	}
 	for _, msg := range it.msgs {
-		if err := l.write(msg, KindDigest); err != nil {
+		if err := l.write(msg, kindOfMessage(msg)); err != nil {
 			return err
 		}
 	}

@@ -64,6 +64,10 @@ type fanout struct {
 	// so that a departed world's removals go before the metadata that drops
 	// it, and a new world's objects after the metadata that announces it.
 	mdAt []int
+	// departedAt lists positions in the log where big departures began:
+	// downstream links that take departed messages are sent one there,
+	// and not the removes that follow (departures.go).
+	departedAt []departedMark
 }
 
 // route appends applied records to the shared log. from is the link whose
@@ -167,7 +171,7 @@ func (n *Node) tickLoop() {
 // refreshes, and empties the log. n.mu must be held.
 func (n *Node) flushLocked() {
 	f := &n.fan
-	if len(f.log) == 0 && !f.refreshes && len(f.mdAt) == 0 && !f.answers {
+	if len(f.log) == 0 && !f.refreshes && len(f.mdAt) == 0 && len(f.departedAt) == 0 && !f.answers {
 		return
 	}
 	start := time.Now()
@@ -218,12 +222,7 @@ func (n *Node) flushLocked() {
 					func(i int) *peer.Record { return full(base + i) }, f.unique)
 				from = to
 			}
-			if announces {
-				for _, at := range f.mdAt {
-					offer(at)
-					ls.link.Announce(md)
-				}
-			}
+			n.markLocked(ls, announces, md, offer)
 			offer(len(f.log))
 		}
 		switch {
@@ -255,6 +254,8 @@ func (n *Node) flushLocked() {
 	clear(f.bySlot)
 	f.removed = nil
 	f.log, f.recs, f.refreshes, f.mdAt, f.answers = f.log[:0], f.recs[:0], f.moreRefresh, f.mdAt[:0], false
+	clear(f.departedAt)
+	f.departedAt = f.departedAt[:0]
 	f.moreRefresh = false
 	if cap(f.log) > 4096 { // after a burst, let the memory go
 		f.log, f.recs, f.bySlot = nil, nil, nil
@@ -297,13 +298,41 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 		}
 		from = to
 	}
-	if announces {
-		for _, at := range f.mdAt {
-			flush(at)
+	n.markLocked(ls, announces, md, flush)
+	flush(len(f.log))
+}
+
+// markLocked sends ls what the log's marks hold for it, each where it is
+// in the log: this node's metadata (if announces) and departed messages
+// (to downstream links that take them). upTo(i) offers the link the log's
+// records before position i not yet offered. n.mu must be held.
+func (n *Node) markLocked(ls *linkState, announces bool, md peer.Metadata, upTo func(int)) {
+	f := &n.fan
+	departs := len(f.departedAt) > 0 && n.takesDeparted(ls)
+	if !announces && !departs {
+		return
+	}
+	i, j := 0, 0
+	for {
+		nextMD, nextDep := announces && i < len(f.mdAt), departs && j < len(f.departedAt)
+		switch {
+		case nextMD && (!nextDep || f.mdAt[i] <= f.departedAt[j].at):
+			upTo(f.mdAt[i])
 			ls.link.Announce(md)
+			i++
+		case nextDep:
+			dm := f.departedAt[j]
+			j++
+			if dm.from == ls {
+				continue // its peer told us
+			}
+			upTo(dm.at)
+			ls.link.SendDeparted(peer.Departed{Worlds: dm.worlds, Heir: dm.heir})
+			dm.told[ls] = true
+		default:
+			return
 		}
 	}
-	flush(len(f.log))
 }
 
 // verdict says what ls gets of the log's i-th record. n.mu must be held.
@@ -312,10 +341,18 @@ func (n *Node) verdict(ls *linkState, i int) peer.Verdict {
 	switch {
 	case e.from == ls:
 		return peer.Echo
-	case e.oi.departing && e.rec.Type == gameworld.Remove && n.departsOnMetadata(ls) && !n.chainedLocked(e.rec.Owner):
+	case e.oi.dep != nil && e.rec.Type == gameworld.Remove && n.departsOnMetadata(ls) && !n.chainedLocked(e.rec.Owner):
 		// The peer removes the departed world's objects itself when our
 		// metadata, announced in this flush or an earlier one, drops it.
 		return peer.Forget
+	case e.oi.dep != nil && e.oi.dep.told[ls]:
+		// The peer was sent a departed message for the world, before
+		// this record: it removes the objects itself, and would take
+		// any other record of the world for its return.
+		if e.rec.Type == gameworld.Remove {
+			return peer.Forget
+		}
+		return peer.Skip
 	case ownership.MaySend(n.role, ls.kind, e.oi.relation(ls)):
 		return peer.Send
 	}

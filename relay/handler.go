@@ -59,6 +59,9 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 		for i := range wc.Changes {
 			wc.Changes[i].Stated = wc.Changes[i].Type == gameworld.Transfer
 		}
+		if len(n.departing) > 0 {
+			n.settleReturnsLocked(ls, wc.Changes)
+		}
 	}
 	if ls.digest.repair != nil && ls.digest.repair.answering {
 		n.seeRepairLocked(ls, wc.Changes)
@@ -326,7 +329,7 @@ func (n *Node) localMetadataLocked(kind ownership.LinkKind) peer.Metadata {
 // departure is under way if departing (for an upstream that must be sent
 // their removes: see departsOnMetadata). n.mu must be held.
 func (n *Node) chainMetadataLocked(kind ownership.LinkKind, departing bool) peer.Metadata {
-	md := peer.Metadata{Identifier: n.id, IdentifierChain: []string{n.id}, Role: n.role.String(), Features: []string{peer.FeatureOwnership, peer.FeatureDigest, peer.FeatureRefused}}
+	md := peer.Metadata{Identifier: n.id, IdentifierChain: []string{n.id}, Role: n.role.String(), Features: []string{peer.FeatureOwnership, peer.FeatureDigest, peer.FeatureRefused, peer.FeatureDeparted}}
 	if kind == ownership.Downstream {
 		return md
 	}

@@ -386,6 +386,12 @@ func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
 				v = peer.Hide
 			}
 		}
+		if v == peer.Reveal && n.departingLocked(o.Owner) != nil {
+			// As good as gone (departures.go): not sent now, and a peer
+			// told of the departure would take it for the world's
+			// return and keep it.
+			continue
+		}
 		recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties}, o.Slot))
 		verdicts = append(verdicts, v)
 	}

@@ -508,14 +508,15 @@ type ownerInfo struct {
 	owner string
 	claim *linkState
 	local bool
-	// departing: the owner's world is leaving (departures.go).
-	departing bool
+	// dep is the departure of the owner's world, while it is leaving
+	// (departures.go).
+	dep *departure
 }
 
 func (n *Node) ownerInfo(owner string) ownerInfo {
 	claim := n.claims[owner]
 	return ownerInfo{owner: owner, claim: claim, local: owner == n.id || (claim != nil && claim.kind == ownership.Downstream),
-		departing: len(n.departing) > 0 && n.departing[owner] != nil}
+		dep: n.departingLocked(owner)}
 }
 
 func (oi ownerInfo) relation(ls *linkState) ownership.Owner {
