@@ -232,6 +232,9 @@ func (n *Node) flushLocked() {
 		case ls.refreshing:
 			n.continueRefreshLocked(ls)
 		}
+		if ls.revealing && ls.ready {
+			n.continueRevealLocked(ls)
+		}
 		n.sendAnswersLocked(ls)
 		if ls.kind == ownership.Upstream && len(f.requests) > 0 {
 			n.sendRequestsLocked(ls)

@@ -341,12 +341,20 @@ func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
 	// looked at: a mesh member's interest that widens in a world of
 	// 100,000 objects, nearly none of them for it, must not take the
 	// node's lock for a copy and sort of them all.
-	may := n.ownerFilter(ls, func(ls *linkState, owner string) bool {
-		return ownership.MaySend(n.role, ls.kind, n.relation(ls, owner))
-	})
+	ls.revealing = false
 	var objs []gameworld.Object
 	switch {
+	case (old == nil || !has || oldWide || ls.region.wide) && ls.att == nil && n.opts.Tick != peer.Immediate && n.world.Len() > refreshSlice:
+		// The whole world to look at, and a big one: a slice at a time,
+		// the lock let go between (continueRevealLocked), as for a
+		// refresh answer. A mesh member whose first client arrives while
+		// a flood comes in would otherwise hold the node for a tenth of
+		// a second or more, everyone's changes and handshakes waiting.
+		ls.revealing, ls.revealAt = true, 0
+		n.continueRevealLocked(ls)
+		return
 	case old == nil || !has || oldWide || ls.region.wide:
+		may := n.mayFilterLocked(ls)
 		n.world.Range(func(o gameworld.Object) bool {
 			if may(o.Owner) {
 				objs = append(objs, o)
@@ -369,6 +377,24 @@ func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
 			}
 		}
 	}
+	n.revealLocked(ls, objs)
+}
+
+// mayFilterLocked returns whether ls may be sent an owner's objects, by
+// ownership: only those are looked at when a region changes (a mesh
+// member's interest that widens in a world of 100,000 objects, nearly
+// none of them for it, must not take the node's lock for a copy of them
+// all). n.mu must be held.
+func (n *Node) mayFilterLocked(ls *linkState) func(owner string) bool {
+	return n.ownerFilter(ls, func(ls *linkState, owner string) bool {
+		return ownership.MaySend(n.role, ls.kind, n.relation(ls, owner))
+	})
+}
+
+// revealLocked offers ls, of objs, what enters its region whole and the
+// removes of what leaves it. n.mu must be held.
+func (n *Node) revealLocked(ls *linkState, objs []gameworld.Object) {
+	may := n.mayFilterLocked(ls)
 	recs := make([]*peer.Record, 0, len(objs))
 	verdicts := make([]peer.Verdict, 0, len(objs))
 	for _, o := range objs {
@@ -376,7 +402,7 @@ func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
 			continue
 		}
 		v := peer.Reveal
-		if has {
+		if ls.region != nil {
 			p, hasP := n.positionOf(o.Properties)
 			switch {
 			case !hasP || inRegion(ls.region.boxes, p, 0):
@@ -397,6 +423,39 @@ func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
 	}
 	if len(recs) > 0 {
 		ls.endpointOffer(recs, func(i int) peer.Verdict { return verdicts[i] })
+	}
+}
+
+// continueRevealLocked offers ls the next slice of the world for its new
+// region, from the world as it is now: what changed in slots passed went
+// with the log under the new region already (an update of an object the
+// peer lacks arrives whole), what changes in slots to come is looked at
+// as it is when its slice comes. It asks for the next flush at once if
+// there is more. n.mu must be held.
+func (n *Node) continueRevealLocked(ls *linkState) {
+	may := n.mayFilterLocked(ls)
+	objs := make([]gameworld.Object, 0, refreshSlice)
+	next, done := n.world.RangeFrom(ls.revealAt, func(o gameworld.Object) bool {
+		if may(o.Owner) {
+			objs = append(objs, o)
+		}
+		return len(objs) < refreshSlice
+	})
+	ls.revealAt = next
+	n.revealLocked(ls, objs)
+	if n.revealHook != nil {
+		n.revealHook(done)
+	}
+	if done {
+		ls.revealing = false
+		return
+	}
+	// The next flush goes on (refreshes: also when this slice was not
+	// taken in a flush, but when the region changed).
+	n.fan.moreRefresh, n.fan.refreshes = true, true
+	select {
+	case n.kick <- struct{}{}:
+	default:
 	}
 }
 

@@ -250,3 +250,69 @@ func regionLatestWins(t *testing.T, tick time.Duration) {
 		t.Fatalf("the viewer got %d records for objects it was never sent", n)
 	}
 }
+
+// TestRegionChangeSliced: a region that widens to everything in a big
+// world is looked at a slice at a time, the node's lock let go between,
+// and another peer's object gets in meanwhile; the viewer ends with the
+// node's whole world. Narrowed again, it ends with exactly what is in its
+// box, and it is never sent a remove of an object it was not sent.
+func TestRegionChangeSliced(t *testing.T) {
+	const objects = 2*refreshSlice + 7
+	n, url := startNode(t, Options{Tick: 5 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	writer := dialTick(t, ctx, url, 5*time.Millisecond)
+	changes := make([]gameworld.Change, 0, objects)
+	for k := range objects {
+		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("o-%06d", k),
+			Properties: gameworld.Properties{"position": json.RawMessage(fmt.Sprintf("[%d,0,0]", k))}})
+	}
+	if _, err := writer.node.Apply(changes); err != nil {
+		t.Fatal(err)
+	}
+	viewer, err := Dial(ctx, url, ClientOptions{Tick: 5 * time.Millisecond, Interest: []peer.Box{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer viewer.Close()
+	prober := dialTick(t, ctx, url, 5*time.Millisecond)
+	waitFor(t, "the node holds the objects", 30*time.Second, func() bool { return n.World().Len() == objects })
+	slices, probed := 0, false
+	var probeErr error
+	n.mu.Lock()
+	n.revealHook = func(done bool) {
+		slices++
+		if !probed {
+			// The node's lock is let go after this slice: the probe
+			// gets in before the rest of the world is looked at.
+			probed = true
+			go func() { probeErr = prober.CreateWithID("probe", map[string]any{"n": 1}) }()
+		}
+	}
+	n.mu.Unlock()
+	viewer.SetInterest(nil)
+	sameWorld(t, "the viewer holds the node's world", n, viewer)
+	n.mu.Lock()
+	got := slices
+	n.revealHook = nil
+	n.mu.Unlock()
+	if probeErr != nil {
+		t.Fatal(probeErr)
+	}
+	if got < 3 {
+		t.Errorf("the region change took %d slices, want one per %d objects (3)", got, refreshSlice)
+	}
+	viewer.SetInterest([]peer.Box{box(99.5, -1, -1, 120.5, 1, 1)})
+	// In the box, or near enough its edge (the margin, 2) to stay; the
+	// probe has no position.
+	want := []string{"probe"}
+	for x := 98; x <= 122; x++ {
+		want = append(want, fmt.Sprintf("o-%06d", x))
+	}
+	if !await(30*time.Second, func() bool { return sameSet(worldIDs(viewer), want...) }) {
+		t.Fatalf("after narrowing the viewer holds %d objects, want the %d in its box and margin", viewer.World().Len(), len(want))
+	}
+	if k := ignored(viewer); k != 0 {
+		t.Fatalf("the viewer got %d records for objects it was never sent", k)
+	}
+}

@@ -68,11 +68,14 @@ type Node struct {
 	// yieldHook, if set (by tests), runs whenever a long task lets the
 	// lock go (yieldLocked).
 	yieldHook func()
-	nextID    uint64
-	totals    closedTotals
-	mesh      *Mesh
-	fan       fanout
-	sp        spatial
+	// revealHook, if set (by tests), runs with n.mu held after each slice
+	// of a region change taken a slice at a time (continueRevealLocked).
+	revealHook func(done bool)
+	nextID     uint64
+	totals     closedTotals
+	mesh       *Mesh
+	fan        fanout
+	sp         spatial
 	// interest is what a client node wants of its upstream (SetInterest);
 	// nil means everything.
 	interest []peer.Box
@@ -133,6 +136,11 @@ type linkState struct {
 	// from (sendRefreshLocked).
 	refreshing bool
 	refreshAt  uint32
+	// revealing is set while a region change over a big world is being
+	// looked at a slice at a time (continueRevealLocked); revealAt is the
+	// world slot it goes on from.
+	revealing bool
+	revealAt  uint32
 	// answers are the objects whose owner this peer asked about: the
 	// next flush tells it, after what the log held (transfer.go).
 	answers   map[string]bool
