@@ -78,7 +78,7 @@ func openFile(path string) (db *bolt.DB, err error) {
 	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("store: %s is in use by another process (is another node running on this data directory?)", path)
+		return nil, fmt.Errorf("store: %s is in use by another process (is another node running on this data directory? give each node its own --data-dir)", path)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrChecksum):
 		return nil, fmt.Errorf("store: %s is %w (%v); %s", path, ErrCorrupt, err, recoverHint(path))
 	case err != nil:

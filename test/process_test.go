@@ -85,7 +85,15 @@ func startProc(t testing.TB, args ...string) *proc {
 // startProcEnv is startProc with extra environment variables.
 func startProcEnv(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
-	hasListen, hasData := false, false
+	return startProcIn(t, "", env, args...)
+}
+
+// startProcIn is startProcEnv in the working directory dir ("": this
+// one's); there, a node not given --data-dir keeps its store in dir too,
+// as it would for a user.
+func startProcIn(t testing.TB, dir string, env []string, args ...string) *proc {
+	t.Helper()
+	hasListen, hasData := false, dir != ""
 	for _, a := range args {
 		hasListen = hasListen || strings.HasPrefix(a, "--listen")
 		hasData = hasData || strings.HasPrefix(a, "--data-dir")
@@ -98,6 +106,7 @@ func startProcEnv(t testing.TB, env []string, args ...string) *proc {
 		args = append([]string{"--data-dir", t.TempDir()}, args...)
 	}
 	cmd := exec.Command(nodeBinary(t), args...)
+	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), "SOLIPSISM_LOG_LEVEL=debug"), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
