@@ -102,8 +102,11 @@ func envName(flagName string) string {
 	return "SOLIPSISM_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// parseConfig parses args, filling flags not given from the environment.
-func parseConfig(args []string, getenv func(string) string, out io.Writer) (config, error) {
+// parseConfig parses args, filling flags not given from the environment
+// (lookupEnv is os.LookupEnv or a stand-in): a variable set, even to
+// nothing, counts as the flag given that value (SOLIPSISM_DATA_DIR= is
+// --data-dir "").
+func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Writer) (config, error) {
 	fs := flag.NewFlagSet("solipsism-node", flag.ContinueOnError)
 	fs.SetOutput(out)
 	var (
@@ -190,7 +193,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		if set[f.Name] {
 			return
 		}
-		if v := getenv(envName(f.Name)); v != "" {
+		if v, ok := lookupEnv(envName(f.Name)); ok {
 			if err := fs.Set(f.Name, v); err != nil {
 				shown := fmt.Sprintf("%q", v)
 				if secretFlags[f.Name] {

@@ -17,12 +17,12 @@ import (
 )
 
 func TestParseConfig(t *testing.T) {
-	env := func(kv ...string) func(string) string {
+	env := func(kv ...string) func(string) (string, bool) {
 		m := map[string]string{}
 		for i := 0; i+1 < len(kv); i += 2 {
 			m[kv[i]] = kv[i+1]
 		}
-		return func(k string) string { return m[k] }
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 	}
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "key")
@@ -32,13 +32,23 @@ func TestParseConfig(t *testing.T) {
 	tests := []struct {
 		name    string
 		args    []string
-		env     func(string) string
+		env     func(string) (string, bool)
 		check   func(t *testing.T, c config)
 		wantErr string
 	}{
 		{"defaults", nil, env(), func(t *testing.T, c config) {
 			if c.listen != ":8080" || c.role != ownership.Server || c.tick != peer.DefaultTick || c.readLimit != 1<<20 || c.nodeTick() != peer.DefaultTick {
 				t.Fatalf("%+v", c)
+			}
+		}, ""},
+		{"default store", nil, env(), func(t *testing.T, c config) {
+			if c.dataDir != "solipsism-data" {
+				t.Fatalf("data dir %q", c.dataDir)
+			}
+		}, ""},
+		{"an empty variable is the flag given empty", nil, env("SOLIPSISM_DATA_DIR", ""), func(t *testing.T, c config) {
+			if c.dataDir != "" {
+				t.Fatalf("SOLIPSISM_DATA_DIR= gave data dir %q, want none (as --data-dir \"\")", c.dataDir)
 			}
 		}, ""},
 		{"tick 0 is immediate", []string{"--tick", "0"}, env(), func(t *testing.T, c config) {
@@ -187,11 +197,11 @@ func TestInterestFlag(t *testing.T) {
 		{args: []string{"--interest", "0,0,0,1,1,1"}, wantErr: true},
 	} {
 		t.Run(strings.Join(c.args, " ")+c.env, func(t *testing.T) {
-			env := func(k string) string {
-				if k == "SOLIPSISM_INTEREST" {
-					return c.env
+			env := func(k string) (string, bool) {
+				if k == "SOLIPSISM_INTEREST" && c.env != "" {
+					return c.env, true
 				}
-				return ""
+				return "", false
 			}
 			cfg, err := parseConfig(c.args, env, io.Discard)
 			if (err != nil) != c.wantErr {
@@ -207,7 +217,7 @@ func TestInterestFlag(t *testing.T) {
 // TestUsageGroups: every flag is in one group of -h, once.
 func TestUsageGroups(t *testing.T) {
 	var out strings.Builder
-	if _, err := parseConfig([]string{"-h"}, func(string) string { return "" }, &out); !errors.Is(err, flag.ErrHelp) {
+	if _, err := parseConfig([]string{"-h"}, func(string) (string, bool) { return "", false }, &out); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
 	if strings.Contains(out.String(), "\nOther:") {

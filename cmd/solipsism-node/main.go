@@ -47,7 +47,7 @@ func main() {
 	case "version", "--version", "-version":
 		printVersion(os.Stdout)
 	default:
-		err = run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+		err = run(ctx, os.Args[1:], os.LookupEnv, os.Stderr)
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return
@@ -80,8 +80,8 @@ func cmdline(w http.ResponseWriter, r *http.Request) {
 }
 
 // run starts the node and serves until ctx is done.
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	cfg, err := parseConfig(args, getenv, stderr)
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stderr io.Writer) error {
+	cfg, err := parseConfig(args, lookupEnv, stderr)
 	if err != nil {
 		return err
 	}
