@@ -151,6 +151,9 @@ export interface ConnectOptions {
   connectTimeout?: number;
   /** Where solipsism-worker.js lives (default: beside this module, in a form bundlers resolve). */
   workerURL?: string | URL;
+  /** The WebSocket class to connect with when not in a worker (default globalThis.WebSocket): Node.js 20 has none
+   * without --experimental-websocket; pass one (the ws package's, say). connect throws if there is none. */
+  WebSocket?: typeof WebSocket;
 }
 
 /** Connects a new world to a solipsism-node. */

@@ -752,6 +752,11 @@ export class SocketConnection extends EventTarget {
     this.token = token;
     this.getToken = getToken;
     this.tokenRefreshes = tokenRefreshes;
+    if (typeof WebSocketImpl !== "function") {
+      // Node.js 20 has no WebSocket unless run with --experimental-websocket:
+      // say so now rather than retry forever.
+      throw new TypeError("solipsism: no WebSocket here: pass options.WebSocket (the ws package's, say), or run Node.js 21+ or Node.js 20 with --experimental-websocket");
+    }
     this.WebSocketImpl = WebSocketImpl;
     this.status = "connecting";
     this.failures = 0;
@@ -939,17 +944,19 @@ export class Session extends EventTarget {
  * @param {number} [options.stableAfter] how long (ms) a connection must stay up before the backoff starts over (default 5000)
  * @param {number} [options.connectTimeout] how long (ms) an attempt may take before the next URL is tried (default 5000)
  * @param {string|URL} [options.workerURL] where solipsism-worker.js lives (default: beside this module)
+ * @param {typeof WebSocket} [options.WebSocket] the WebSocket class outside a worker (default globalThis.WebSocket;
+ *   Node.js 20 has none without --experimental-websocket); connect throws if there is none
  * @returns {Session}
  */
 export function connect({ url, urls, token, getToken, worker = typeof Worker !== "undefined", prefix = "client", identifier, tick = 50,
-  minBackoff = 100, maxBackoff = 5000, stableAfter = 5000, connectTimeout = 5000, workerURL } = {}) {
+  minBackoff = 100, maxBackoff = 5000, stableAfter = 5000, connectTimeout = 5000, workerURL, WebSocket: WebSocketImpl = globalThis.WebSocket } = {}) {
   const list = urls && urls.length ? [...urls] : [url];
   const session = new Session();
   const world = new GameWorld({ identifier, prefix });
   session.world = world;
   if (!worker) {
     session.mode = "main";
-    const conn = new SocketConnection(world, list, { tick, token, getToken, minBackoff, maxBackoff, stableAfter, connectTimeout });
+    const conn = new SocketConnection(world, list, { tick, token, getToken, minBackoff, maxBackoff, stableAfter, connectTimeout, WebSocketImpl });
     conn.addEventListener("status", (e) => session.setStatus(e.detail));
     conn.addEventListener("close", (e) => session.dispatchEvent(new CustomEvent("close", { detail: e.detail })));
     session.connection = conn;

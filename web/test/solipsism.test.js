@@ -431,3 +431,27 @@ test("refusals: 4005 without getToken stops at once; 4004 and 4005 with getToken
   for (const s of [stuck, refreshing, holder, thief]) s.close();
   await node.stop();
 });
+
+test("the WebSocket class: given, it is what connects; missing (Node.js 20 without the flag), connect says so", async () => {
+  const node = await startNode(await freePort());
+  let made = 0;
+  // The real WebSocket, counted: the class given is the one used.
+  class Counted extends globalThis.WebSocket {
+    constructor(...args) {
+      super(...args);
+      made++;
+    }
+  }
+  const a = connect({ url: node.url, worker: false, WebSocket: Counted });
+  await connected(a);
+  assert.equal(made, 1);
+  a.close();
+  const saved = globalThis.WebSocket;
+  try {
+    delete globalThis.WebSocket;
+    assert.throws(() => connect({ url: node.url, worker: false }), /no WebSocket here.*--experimental-websocket/);
+  } finally {
+    globalThis.WebSocket = saved;
+  }
+  await node.stop();
+});
