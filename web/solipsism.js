@@ -818,9 +818,16 @@ export class SocketConnection extends EventTarget {
       if (ended) return;
       openedAt = Date.now();
       this.stats.connects++;
-      this.link = new Link(this.world, port, "upstream", { tick: this.tick });
+      // Connected once the node answers our requestMetadata: it handles
+      // our metadata first, so an answer means it took our identifier (a
+      // refusal, 4004 or 4005, closes the socket instead).
+      this.link = new Link(this.world, port, "upstream", {
+        tick: this.tick,
+        onMetadata: () => {
+          if (!ended) this.setStatus("connected");
+        },
+      });
       this.link.start();
-      this.setStatus("connected");
     };
     ws.onmessage = (ev) => {
       if (typeof ev.data !== "string") {

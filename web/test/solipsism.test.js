@@ -394,7 +394,7 @@ test("fails over to the next URL when a node dies", async () => {
   await b.stop();
 });
 
-test("refusals: 4005 without getToken stops at once; 4004 and 4005 with getToken back off (a few attempts in 10 s)", async () => {
+test("refusals: 4005 without getToken stops at once, never having reported connected; 4004 and 4005 with getToken back off (a few attempts in 10 s)", async () => {
   const node = await startNode(await freePort(), authArgs());
   const good = mintToken({ prefixes: ["client"] });
   const wrong = mintToken({ prefixes: ["other"] });
@@ -403,6 +403,8 @@ test("refusals: 4005 without getToken stops at once; 4004 and 4005 with getToken
   const stuck = connect({ url: node.url, worker: false, prefix: "client", token: wrong, minBackoff: 100 });
   const stuckCloses = [];
   stuck.addEventListener("close", (e) => stuckCloses.push(e.detail));
+  const stuckStatuses = [];
+  stuck.addEventListener("status", (e) => stuckStatuses.push(e.detail));
 
   // The same, with getToken (which keeps returning a token that does not
   // grant it), and a claim to an identifier another connection holds.
@@ -421,6 +423,8 @@ test("refusals: 4005 without getToken stops at once; 4004 and 4005 with getToken
   assert.equal(stuckCloses[0].code, 4005);
   assert.equal(stuckCloses[0].retry, false);
   assert.match(stuckCloses[0].reason, /does not grant/);
+  // Connected means the node took us: a refused client never says it was.
+  assert.deepEqual(stuckStatuses, ["refused"]);
   for (const [name, s] of [["4005 with getToken", refreshing], ["4004", thief]]) {
     const n = s.connection.stats.attempts;
     assert.ok(n >= 2 && n <= 6, `${name}: ${n} attempts in 10 s`);
