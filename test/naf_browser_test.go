@@ -44,6 +44,14 @@ func TestNetworkedAFrame(t *testing.T) {
 	id := evalJS[string](t, a, `boxA.components.networked.data.networkId`)
 	ent := `NAF.entities.entities[` + jsString(id) + `]`
 	waitJS(t, b, "b sees a's box", ent+` && `+ent+`.components.networked && `+ent+`.components.networked.data.owner === `+jsString(idA))
+	// Each page draws the box, its creator's included (count the meshes,
+	// not only the entities: a template whose root is a shape gives the
+	// creator an entity with nothing to draw).
+	meshes := func(el string) string {
+		return `(() => { let n = 0; ` + el + `.object3D.traverse((o) => { if (o.isMesh) n++; }); return n; })()`
+	}
+	waitJS(t, a, "a draws its own box", meshes("boxA")+` > 0`)
+	waitJS(t, b, "b draws a's box", meshes(ent)+` > 0`)
 	evalJS[bool](t, a, `boxA.setAttribute("position", "2.5 0.25 -1"), true`)
 	waitJS(t, b, "b sees a's box move", ent+`.object3D.position.x > 2.4`)
 
@@ -63,6 +71,8 @@ func TestNetworkedAFrame(t *testing.T) {
 	idBox := evalJS[string](t, b, `boxB.components.networked.data.networkId`)
 	entB := `NAF.entities.entities[` + jsString(idBox) + `]`
 	waitJS(t, a, "a sees b's box", entB+` !== undefined`)
+	waitJS(t, b, "b draws its own box", meshes("boxB")+` > 0`)
+	waitJS(t, a, "a draws b's box", meshes(entB)+` > 0`)
 	evalJS[bool](t, b, `boxB.parentNode.removeChild(boxB), true`)
 	waitJS(t, a, "b's box vanishes on a", entB+` === undefined && !document.querySelector("[networked*='`+idBox+`']")`)
 }
