@@ -79,9 +79,10 @@ type Options struct {
 	// (see Quotas).
 	Quotas Quotas
 	// ResumeSecret keys the resume tokens the node hands its downstream
-	// peers (see docs/security.md). Nil means a random one per process:
-	// tokens then do not survive a restart. Nodes of one mesh that share
-	// it accept each other's tokens.
+	// peers (see docs/security.md). Nil means the one in Store, or a
+	// random one kept there (without a Store, tokens do not survive a
+	// restart). Nodes of one mesh that share it accept each other's
+	// tokens.
 	ResumeSecret []byte
 	// Store keeps the node's identifier, resume secret and durable
 	// objects (those it owns, and persistent ones of the worlds behind
