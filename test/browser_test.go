@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
 
@@ -62,6 +64,21 @@ func newBrowser(t testing.TB) context.Context {
 // tab opens a new tab at url. Its screenshot is saved if the test fails.
 func tab(t *testing.T, browser context.Context, name, url string) (context.Context, context.CancelFunc) {
 	t.Helper()
+	ctx, cancel, _ := openTab(t, browser, name, url, "")
+	return ctx, cancel
+}
+
+// tabWithin is tab, and also returns what the page requested from
+// anywhere but origin (scheme://host:port) so far: a page served by a
+// node must need nothing else (no CDN, no font service).
+func tabWithin(t *testing.T, browser context.Context, name, url, origin string) (context.Context, func() []string) {
+	t.Helper()
+	ctx, _, outside := openTab(t, browser, name, url, origin)
+	return ctx, outside
+}
+
+func openTab(t *testing.T, browser context.Context, name, url, origin string) (context.Context, context.CancelFunc, func() []string) {
+	t.Helper()
 	ctx, cancel := chromedp.NewContext(browser)
 	t.Cleanup(func() {
 		if t.Failed() && ctx.Err() == nil {
@@ -69,10 +86,40 @@ func tab(t *testing.T, browser context.Context, name, url string) (context.Conte
 		}
 		cancel()
 	})
+	var mu sync.Mutex
+	var outside []string
+	if origin != "" {
+		wsOrigin := "ws" + strings.TrimPrefix(origin, "http")
+		err := chromedp.Listen(ctx, func(ev any) {
+			e, ok := ev.(*network.EventRequestWillBeSent)
+			if !ok {
+				return
+			}
+			u := e.Request.URL
+			for _, ok := range []string{origin + "/", wsOrigin + "/", "data:", "blob:", "about:"} {
+				if strings.HasPrefix(u, ok) {
+					return
+				}
+			}
+			mu.Lock()
+			outside = append(outside, u)
+			mu.Unlock()
+		})
+		if err == nil {
+			_, err = chromedp.Call(ctx, network.Enable, network.EnableParams{})
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 		t.Fatalf("%s: navigate %s: %v", name, url, err)
 	}
-	return ctx, cancel
+	return ctx, cancel, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(outside)
+	}
 }
 
 func saveScreenshot(t *testing.T, ctx context.Context, name string) {

@@ -28,8 +28,15 @@ func TestNetworkedAFrame(t *testing.T) {
 	browser := newBrowser(t)
 	node, front, _ := startWebNode(t, relay.Options{})
 
-	a, _ := tab(t, browser, "a", front.URL+"/naf.html?spawn=0")
-	b, _ := tab(t, browser, "b", front.URL+"/naf.html?spawn=0")
+	a, aOutside := tabWithin(t, browser, "a", front.URL+"/naf.html?spawn=0", front.URL)
+	b, bOutside := tabWithin(t, browser, "b", front.URL+"/naf.html?spawn=0", front.URL)
+	defer func() {
+		for name, outside := range map[string]func() []string{"a": aOutside, "b": bOutside} {
+			if o := outside(); len(o) > 0 {
+				t.Errorf("page %s requested from outside its node: %v", name, o)
+			}
+		}
+	}()
 	for name, p := range map[string]context.Context{"a": a, "b": b} {
 		waitJS(t, p, name+" connected", `window.NAF && NAF.clientId && NAF.connection.isConnected()`)
 	}
@@ -95,11 +102,20 @@ func TestBrowserDemo3D(t *testing.T) {
 	browser := newBrowser(t)
 	_, front, _ := startWebNode(t, relay.Options{})
 
-	alice, _ := tab(t, browser, "alice", front.URL+"/?name=alice")
-	bob, _ := tab(t, browser, "bob", front.URL+"/?name=bob&mode=main")
+	alice, aliceOutside := tabWithin(t, browser, "alice", front.URL+"/?name=alice", front.URL)
+	bob, bobOutside := tabWithin(t, browser, "bob", front.URL+"/?name=bob&mode=main", front.URL)
+	defer func() {
+		// Everything the demo needs, name tags included, comes from its node.
+		for name, outside := range map[string]func() []string{"alice": aliceOutside, "bob": bobOutside} {
+			if o := outside(); len(o) > 0 {
+				t.Errorf("%s's page requested from outside its node: %v", name, o)
+			}
+		}
+	}()
 	waitJS(t, alice, "alice connected in a worker", `window.demo && demo.session.status === "connected" && demo.mode === "worker"`)
 	waitJS(t, bob, "bob connected on the page", `window.demo && demo.session.status === "connected" && demo.mode === "main"`)
 	waitJS(t, alice, "alice sees bob", `demo.avatars().some(a => a.name === "bob")`)
+	waitJS(t, alice, "bob's name tag drawn", `[...document.querySelectorAll("#others [name-tag]")].some(e => e.getAttribute("name-tag").text === "bob" && e.getObject3D("mesh"))`)
 	waitJS(t, bob, "bob sees alice", `demo.avatars().some(a => a.name === "alice")`)
 	waitJS(t, alice, "frames drawn", `demo.frames() > 10`)
 

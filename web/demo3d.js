@@ -45,18 +45,61 @@ function follow(now) {
   me.set({ position: p, rotation: [yaw, pitch] });
 }
 
+// Name tags are drawn on a canvas with the page's own fonts: a-text would
+// fetch its font from a CDN, and the page must need nothing but its node.
+// The tag turns to face the camera.
+const faceTo = new THREE.Vector3();
+AFRAME.registerComponent("name-tag", {
+  schema: { text: { default: "" } },
+  init() {
+    this.canvas = document.createElement("canvas");
+    this.canvas.width = 256;
+    this.canvas.height = 64;
+    this.texture = new THREE.CanvasTexture(this.canvas);
+    const material = new THREE.MeshBasicMaterial({ map: this.texture, transparent: true, depthWrite: false });
+    this.el.setObject3D("mesh", new THREE.Mesh(new THREE.PlaneGeometry(0.8, 0.2), material));
+  },
+  update() {
+    const g = this.canvas.getContext("2d");
+    g.clearRect(0, 0, 256, 64);
+    g.font = "bold 34px system-ui, sans-serif";
+    g.textAlign = "center";
+    g.textBaseline = "middle";
+    g.lineWidth = 6;
+    g.strokeStyle = "rgba(0, 0, 0, 0.6)";
+    g.strokeText(this.data.text, 128, 32, 248);
+    g.fillStyle = "#fff";
+    g.fillText(this.data.text, 128, 32, 248);
+    this.texture.needsUpdate = true;
+  },
+  tick() {
+    const cam = this.el.sceneEl.camera;
+    if (cam) this.el.object3D.lookAt(cam.getWorldPosition(faceTo));
+  },
+  remove() {
+    const mesh = this.el.getObject3D("mesh");
+    this.el.removeObject3D("mesh");
+    mesh.geometry.dispose();
+    mesh.material.dispose();
+    this.texture.dispose();
+  },
+});
+
 // Remote avatars: an entity each, gliding a fraction of the way to the
 // last update every frame.
 const others = document.getElementById("others");
 const shown = new Map(); // id -> {el, at: THREE.Vector3, yaw}
 function avatarEntity(o) {
   const el = document.createElement("a-entity");
-  const color = o.properties.color || "#ccc";
+  // Another peer's property goes into markup: only a plain color may.
+  const c = String(o.properties.color || "");
+  const color = /^(#[0-9a-fA-F]{3,8}|[a-z]{3,20}|hsl\([0-9 .,%]{1,40}\))$/.test(c) ? c : "#ccc";
   // Few segments: a crowd of avatars stays cheap to draw.
   el.innerHTML = `<a-sphere class="head" radius="0.18" segments-width="10" segments-height="8" color="${color}"></a-sphere>
     <a-box position="0 0 -0.17" width="0.2" height="0.06" depth="0.04" color="#111"></a-box>
     <a-cylinder position="0 -0.6 0" radius="0.16" height="0.8" segments-radial="10" color="${color}"></a-cylinder>
-    <a-text value="${String(o.properties.name || "").replace(/[<>"&]/g, "")}" align="center" position="0 0.35 0" width="2" side="double"></a-text>`;
+    <a-entity class="name" position="0 0.35 0"></a-entity>`;
+  el.querySelector(".name").setAttribute("name-tag", { text: String(o.properties.name || "") });
   others.appendChild(el);
   return el;
 }
