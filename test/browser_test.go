@@ -77,6 +77,17 @@ func tabWithin(t *testing.T, browser context.Context, name, url, origin string) 
 	return ctx, outside
 }
 
+// noneOutside fails t for each page (by name, what tabWithin returned)
+// that requested anything from outside its node.
+func noneOutside(t *testing.T, pages map[string]func() []string) {
+	t.Helper()
+	for name, outside := range pages {
+		if o := outside(); len(o) > 0 {
+			t.Errorf("page %s requested from outside its node: %v", name, o)
+		}
+	}
+}
+
 func openTab(t *testing.T, browser context.Context, name, url, origin string) (context.Context, context.CancelFunc, func() []string) {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(browser)

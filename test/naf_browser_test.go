@@ -30,13 +30,7 @@ func TestNetworkedAFrame(t *testing.T) {
 
 	a, aOutside := tabWithin(t, browser, "a", front.URL+"/naf.html?spawn=0", front.URL)
 	b, bOutside := tabWithin(t, browser, "b", front.URL+"/naf.html?spawn=0", front.URL)
-	defer func() {
-		for name, outside := range map[string]func() []string{"a": aOutside, "b": bOutside} {
-			if o := outside(); len(o) > 0 {
-				t.Errorf("page %s requested from outside its node: %v", name, o)
-			}
-		}
-	}()
+	defer noneOutside(t, map[string]func() []string{"a": aOutside, "b": bOutside})
 	for name, p := range map[string]context.Context{"a": a, "b": b} {
 		waitJS(t, p, name+" connected", `window.NAF && NAF.clientId && NAF.connection.isConnected()`)
 	}
@@ -104,14 +98,8 @@ func TestBrowserDemo3D(t *testing.T) {
 
 	alice, aliceOutside := tabWithin(t, browser, "alice", front.URL+"/?name=alice", front.URL)
 	bob, bobOutside := tabWithin(t, browser, "bob", front.URL+"/?name=bob&mode=main", front.URL)
-	defer func() {
-		// Everything the demo needs, name tags included, comes from its node.
-		for name, outside := range map[string]func() []string{"alice": aliceOutside, "bob": bobOutside} {
-			if o := outside(); len(o) > 0 {
-				t.Errorf("%s's page requested from outside its node: %v", name, o)
-			}
-		}
-	}()
+	// Everything the demo needs, name tags included, comes from its node.
+	defer noneOutside(t, map[string]func() []string{"alice": aliceOutside, "bob": bobOutside})
 	waitJS(t, alice, "alice connected in a worker", `window.demo && demo.session.status === "connected" && demo.mode === "worker"`)
 	waitJS(t, bob, "bob connected on the page", `window.demo && demo.session.status === "connected" && demo.mode === "main"`)
 	waitJS(t, alice, "alice sees bob", `demo.avatars().some(a => a.name === "bob")`)
