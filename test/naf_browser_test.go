@@ -115,6 +115,15 @@ func TestBrowserDemo3D(t *testing.T) {
 		waitJS(t, bob, fmt.Sprintf("bob sees alice walk (step %d)", i),
 			fmt.Sprintf(`demo.avatars().some(a => a.name === "alice" && Math.abs(a.shown[0] - %g) < 0.05 && Math.abs(a.shown[2] - %g) < 0.05)`, -step[0], step[1]+1))
 	}
+	// The map at /2d shows the same world: the 3D avatars where they
+	// stand (metres at 10 map units each, the floor's middle at the
+	// map's) and the 3D ball.
+	carol, carolOutside := tabWithin(t, browser, "carol", front.URL+"/2d?name=carol", front.URL)
+	defer noneOutside(t, map[string]func() []string{"carol": carolOutside})
+	waitJS(t, carol, "the map shows alice where she stands in 3D", `demo.avatars3d().some(a => a.name === "alice" && Math.abs(a.x - 550) < 1 && Math.abs(a.y - 330) < 1)`)
+	waitJS(t, carol, "the map shows bob", `demo.avatars3d().some(a => a.name === "bob")`)
+	waitJS(t, carol, "the map has the 3D ball", `!!demo.ball3d()`)
+
 	// The ball: alice grabs it, carries it and throws it; bob sees it move
 	// and then owns it after taking it in turn. The owner runs the flight
 	// in its render loop, which a background tab does not run: alice's tab

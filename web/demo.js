@@ -24,6 +24,23 @@ function colorFor(id) {
 const x0 = 200 + Math.random() * 600, y0 = 150 + Math.random() * 300;
 const me = session.world.create({ kind: "avatar", name, color: colorFor(session.world.identifier), x: x0, y: y0, position: [x0, y0, 0] });
 
+// The 3D demo (/) shares the world: its avatars and ball are drawn on the
+// map too, its floor (metres around the origin) laid over the map's middle
+// at M map units a metre. They are the 3D tabs' to move.
+const FLOOR = 30, M = 10;
+const from3d = (p) => ({ x: W / 2 + p[0] * M, y: H / 2 + p[2] * M });
+const is3d = (p) => Array.isArray(p) && p.length === 3 && p.every(Number.isFinite);
+function avatars3d() {
+  const out = [];
+  for (const o of session.world.objects.values()) {
+    if (o.properties.kind === "avatar3d" && is3d(o.properties.position)) {
+      out.push({ id: o.id, owner: o.owner, name: o.properties.name, ...from3d(o.properties.position) });
+    }
+  }
+  return out;
+}
+const ball3d = () => session.world.get("demo-ball-3d");
+
 // Each tab sees only what is within a region around its avatar (?region=N
 // world units each way; 0 turns it off): the server sends nothing else.
 const R = params.has("region") ? Number(params.get("region")) : 1000;
@@ -33,7 +50,9 @@ function followRegion() {
   const { x, y } = me.properties;
   if (regionAt && Math.hypot(x - regionAt.x, y - regionAt.y) < R / 4) return;
   regionAt = { x, y };
-  session.setInterest({ min: [x - R, y - R, -1], max: [x + R, y + R, 1] });
+  // Two boxes: the map's own around this avatar, and the 3D demo's floor
+  // (its positions are metres, [x, height, z], around the origin).
+  session.setInterest([{ min: [x - R, y - R, -1], max: [x + R, y + R, 1] }, { min: [-FLOOR, -10, -FLOOR], max: [FLOOR, 20, FLOOR] }]);
 }
 followRegion();
 
@@ -227,6 +246,20 @@ function frame(now) {
     const obj = session.world.get(a.id);
     drawAvatar(p.x, p.y, obj.properties.color || colorFor(a.owner), a.name || "?", false);
   }
+  ctx.strokeStyle = "#2f6b4f"; // the 3D demo's floor
+  ctx.strokeRect(o.x + (W / 2 - FLOOR * M) * s, o.y + (H / 2 - FLOOR * M) * s, 2 * FLOOR * M * s, 2 * FLOOR * M * s);
+  for (const a of avatars3d()) {
+    const obj = session.world.get(a.id);
+    drawAvatar(a.x, a.y, obj.properties.color || colorFor(a.owner), (a.name || "?") + " (3D)", false);
+  }
+  const b3 = ball3d();
+  if (b3 && is3d(b3.properties.position)) {
+    const p = from3d(b3.properties.position);
+    ctx.beginPath();
+    ctx.arc(o.x + p.x * s, o.y + p.y * s, 6 * s, 0, Math.PI * 2);
+    ctx.fillStyle = "#f0c419";
+    ctx.fill();
+  }
   drawAvatar(me.properties.x, me.properties.y, me.properties.color, name + " (you)", true);
   fly(dt);
   const b = ball();
@@ -251,4 +284,4 @@ const errors = [];
 addEventListener("error", (e) => errors.push(String(e.message)));
 addEventListener("unhandledrejection", (e) => errors.push(String(e.reason)));
 if (session.worker) session.worker.addEventListener("error", (e) => errors.push("worker: " + e.message));
-window.demo = { session, me, name, mode, avatars, moveTo, errors, region: () => regionAt && R, ball, grab, throwBall, toScreen, holding: () => holding };
+window.demo = { session, me, name, mode, avatars, avatars3d, ball3d, moveTo, errors, region: () => regionAt && R, ball, grab, throwBall, toScreen, holding: () => holding };
