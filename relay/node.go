@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -340,6 +341,12 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	conn, err := peer.Accept(w, r, peer.AcceptOptions{OriginPatterns: n.opts.OriginPatterns})
 	if err != nil {
 		release()
+		if origin := r.Header.Get("Origin"); origin != "" && strings.Contains(err.Error(), "Origin") {
+			// A page elsewhere: its user sees only a failed connection,
+			// so the operator is told (--origin admits it).
+			n.log.Info("refused a page from a foreign origin (403); --origin admits it", "origin", origin, "remote", r.RemoteAddr)
+			return
+		}
 		n.log.Debug("websocket accept failed", "err", err)
 		return
 	}

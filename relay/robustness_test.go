@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -109,7 +110,8 @@ func TestOriginPatterns(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, url := startNode(t, Options{OriginPatterns: tt.patterns})
+			var logs syncBuffer
+			_, url := startNode(t, Options{OriginPatterns: tt.patterns, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			h := http.Header{}
 			if tt.origin != "" {
 				h.Set("Origin", tt.origin)
@@ -126,6 +128,11 @@ func TestOriginPatterns(t *testing.T) {
 			}
 			if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
 				t.Fatalf("err = %v, resp = %v; want 403", err, resp)
+			}
+			// The page's user sees a failed connection; the operator
+			// sees why.
+			if l := logs.String(); !strings.Contains(l, "foreign origin") || !strings.Contains(l, tt.origin) {
+				t.Fatalf("the node did not log the refused origin:\n%s", l)
 			}
 		})
 	}

@@ -44,6 +44,9 @@ export interface CloseDetail {
   url: string;
   /** Whether the connection will try again (false after a refusal a retry cannot fix, or close()). */
   retry: boolean;
+  /** The HTTP status of a refused handshake (code 1006): 401 no valid token (retried only with getToken),
+   * 403 a foreign origin (not retried), 429 too many connections from this address (retried, slowly). */
+  status?: number;
 }
 
 export type Status = "connecting" | "connected" | "reconnecting" | "refused" | "closed";

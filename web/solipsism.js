@@ -737,6 +737,23 @@ const HELD = 4004;
  * (connecting, connected, reconnecting, refused, closed) and "close"
  * events ({code, reason, url, retry}).
  */
+// httpRefusal asks a node over HTTP why it refused a WebSocket handshake:
+// {status, reason} for 401, 403 or 429, else null (not there, or an answer
+// this page may not read).
+async function httpRefusal(wsURL, timeout) {
+  try {
+    const u = new URL(wsURL);
+    u.protocol = u.protocol === "wss:" ? "https:" : "http:";
+    const res = await fetch(u, { cache: "no-store", signal: AbortSignal.timeout(timeout) });
+    if (res.status === 401 || res.status === 403 || res.status === 429) {
+      return { status: res.status, reason: (await res.text()).trim().slice(0, 200) };
+    }
+  } catch {
+    // unreachable, or a foreign origin's answer
+  }
+  return null;
+}
+
 export class SocketConnection extends EventTarget {
   constructor(world, urls, { tick = 50, minBackoff = 100, maxBackoff = 5000, stableAfter = 5000, connectTimeout = 5000, token, getToken, tokenRefreshes = !!getToken, WebSocketImpl = globalThis.WebSocket } = {}) {
     super();
@@ -793,13 +810,14 @@ export class SocketConnection extends EventTarget {
       }
       if (this.closed) return;
     }
-    let ws;
+    let ws, attempt;
     try {
       const u = new URL(base);
       // Browsers cannot set headers on a WebSocket: the node takes the
       // token as a query parameter too.
       if (token) u.searchParams.set("token", token);
-      ws = new this.WebSocketImpl(u.toString());
+      attempt = u.toString();
+      ws = new this.WebSocketImpl(attempt);
     } catch (err) {
       this.retry();
       return;
@@ -867,20 +885,40 @@ export class SocketConnection extends EventTarget {
       if (openedAt && Date.now() - openedAt >= this.stableAfter) this.failures = 0;
       const code = ev && typeof ev.code === "number" ? ev.code : 1006;
       const reason = ev && typeof ev.reason === "string" ? ev.reason : "";
-      // A refusal a retry cannot fix stops the connection: the app hears
-      // why, and may connect again (with a new token, say).
-      const hopeless = !this.closed && (code === REPLACED || (code === NOT_GRANTED && !this.tokenRefreshes));
-      const retry = !this.closed && !hopeless;
-      this.dispatchEvent(new CustomEvent("close", { detail: { code, reason, url: base, retry } }));
-      if (hopeless) {
-        this.closed = true;
-        this.setStatus("refused");
+      const finish = (status, why) => {
+        // A refusal a retry cannot fix stops the connection: the app hears
+        // why, and may connect again (with a new token, say). 401 without
+        // a way to a new token, and 403 (a foreign origin), are such;
+        // 429 (too many connections) is retried, slowly.
+        const hopeless = !this.closed && (code === REPLACED || (code === NOT_GRANTED && !this.tokenRefreshes) ||
+          (status === 401 && !this.tokenRefreshes) || status === 403);
+        const retry = !this.closed && !hopeless;
+        const detail = { code, reason: why, url: base, retry };
+        if (status) detail.status = status;
+        this.dispatchEvent(new CustomEvent("close", { detail }));
+        if (hopeless) {
+          this.closed = true;
+          this.setStatus("refused");
+          return;
+        }
+        if (retry) this.retry(code === HELD || code === NOT_GRANTED || status > 0);
+      };
+      if (!openedAt && code === 1006 && !this.closed && typeof fetch === "function") {
+        // A WebSocket tells a refused handshake (401, 403, 429) from a node
+        // that is not there by nothing but 1006: ask the node over HTTP.
+        httpRefusal(attempt, this.connectTimeout).then((r) => {
+          if (!this.closed) finish(r ? r.status : 0, r ? `HTTP ${r.status}: ${r.reason}` : reason);
+        });
         return;
       }
-      if (retry) this.retry(code === HELD || code === NOT_GRANTED);
+      finish(0, reason);
     };
     ws.onclose = end;
-    ws.onerror = () => {}; // onclose follows
+    // Browsers follow an error with a close; Node.js does not, when the
+    // handshake failed: end the attempt here (end runs once).
+    ws.onerror = () => {
+      if (!openedAt) end({ code: 1006, reason: "" });
+    };
   }
 
   retry(refused = false) {
@@ -990,8 +1028,10 @@ export function connect({ url, urls, token, getToken, worker = typeof Worker !==
       if (typeof md.status === "string") session.setStatus(md.status);
       if (md.lastClose && typeof md.lastClose === "object" && md.lastClose.seq > closesSeen) {
         closesSeen = md.lastClose.seq;
-        const { code, reason, url: at, retry } = md.lastClose;
-        session.dispatchEvent(new CustomEvent("close", { detail: { code, reason, url: at, retry } }));
+        const { code, reason, url: at, retry, status } = md.lastClose;
+        const detail = { code, reason, url: at, retry };
+        if (Number.isSafeInteger(status)) detail.status = status;
+        session.dispatchEvent(new CustomEvent("close", { detail }));
       }
       if (Number.isSafeInteger(md.needToken) && (!tokenAnswer || tokenAnswer.tokenFor !== md.needToken)) {
         const ask = md.needToken;

@@ -459,3 +459,38 @@ test("the WebSocket class: given, it is what connects; missing (Node.js 20 witho
   }
   await node.stop();
 });
+
+test("a handshake refused over HTTP is told as such: 401 stops without getToken, and retries with it; 429 retries", async () => {
+  const node = await startNode(await freePort(), [...authArgs(), "--max-conns-per-ip", "1"]);
+  // No token: 401, said with the node's reason, not retried.
+  const none = connect({ url: node.url, worker: false, minBackoff: 100 });
+  const noneCloses = [];
+  none.addEventListener("close", (e) => noneCloses.push(e.detail));
+  await waitFor("the tokenless client refused", () => none.status === "refused");
+  assert.equal(noneCloses.length, 1);
+  assert.equal(noneCloses[0].status, 401);
+  assert.equal(noneCloses[0].retry, false);
+  assert.match(noneCloses[0].reason, /^HTTP 401: a valid token is required/);
+  assert.equal(none.connection.stats.attempts, 1);
+
+  // With getToken (a bad token each time): 401, retried with backoff.
+  const bad = connect({ url: node.url, worker: false, minBackoff: 100, getToken: () => "not-a-token" });
+  const badCloses = [];
+  bad.addEventListener("close", (e) => badCloses.push(e.detail));
+  await waitFor("the getToken client tried again", () => badCloses.length >= 2, 10000);
+  assert.ok(badCloses.every((c) => c.status === 401 && c.retry), JSON.stringify(badCloses));
+  bad.close();
+
+  // One connection per address: a second one gets 429, and tries again.
+  const first = connect({ url: node.url, worker: false, token: mintToken({ prefixes: ["client"] }) });
+  await connected(first);
+  const second = connect({ url: node.url, worker: false, token: mintToken({ prefixes: ["client"] }), minBackoff: 100 });
+  const secondCloses = [];
+  second.addEventListener("close", (e) => secondCloses.push(e.detail));
+  await waitFor("the second client hears 429", () => secondCloses.some((c) => c.status === 429), 10000);
+  assert.ok(secondCloses.every((c) => c.retry), JSON.stringify(secondCloses));
+  first.close();
+  await waitFor("the second connects once the first is gone", () => second.status === "connected", 20000);
+  for (const s of [none, second]) s.close();
+  await node.stop();
+});
