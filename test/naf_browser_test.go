@@ -219,3 +219,39 @@ func startWebNode(tb testing.TB, opts relay.Options) (*relay.Node, *httptest.Ser
 	tb.Cleanup(func() { node.Close(context.Background()); front.Close() })
 	return node, front, mux
 }
+
+// TestBrowserPagesWithTokens: a node that requires tokens and names a
+// token endpoint (--token-url; here auth.TokenEndpoint at /token): its
+// 3D demo (in a WebWorker) and networked-aframe example connect. Without
+// the endpoint the map is refused, said as such (401), not retried.
+func TestBrowserPagesWithTokens(t *testing.T) {
+	browser := newBrowser(t)
+	key := []byte("0123456789abcdef0123456789abcdef")
+	authn, err := auth.NewHS256(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(tokenURL string) *httptest.Server {
+		node, err := relay.New(relay.Options{Auth: authn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/ws", node)
+		mux.Handle("/token", &auth.TokenEndpoint{Key: key})
+		mux.Handle("/", web.HandlerWith(web.Options{TokenURL: tokenURL}))
+		front := httptest.NewServer(mux)
+		t.Cleanup(func() { node.Close(context.Background()); front.Close() })
+		return front
+	}
+	withTokens := serve("/token")
+	demo, demoOutside := tabWithin(t, browser, "demo", withTokens.URL+"/?name=dora", withTokens.URL)
+	naf, nafOutside := tabWithin(t, browser, "naf", withTokens.URL+"/naf.html?spawn=0", withTokens.URL)
+	defer noneOutside(t, map[string]func() []string{"demo": demoOutside, "naf": nafOutside})
+	waitJS(t, demo, "the 3D demo connected with a token", `window.demo && demo.session.status === "connected" && demo.mode === "worker"`)
+	waitJS(t, naf, "the networked-aframe page connected with a token", `window.NAF && NAF.clientId && NAF.connection.isConnected()`)
+
+	without := serve("")
+	m, _ := tab(t, browser, "map", without.URL+"/2d?name=mo&mode=main")
+	waitJS(t, m, "the map refused, not reconnecting", `window.demo && demo.session.status === "refused" && demo.session.connection.stats.attempts === 1`)
+}

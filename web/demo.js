@@ -4,7 +4,7 @@
 // tab asks the server for ownership), carry it and throw it (release while
 // moving); whoever owns it runs its flight. The ball is persistent: it
 // stays, owned by the server, when its owner leaves.
-import { connect } from "/solipsism.js";
+import { connect, nodeGetToken } from "/solipsism.js";
 
 const params = new URLSearchParams(location.search);
 const mode = params.get("mode") === "main" ? "main" : "worker";
@@ -12,7 +12,8 @@ const names = ["otter", "heron", "lynx", "orca", "finch", "gecko", "ibis", "koal
 const name = params.get("name") || names[Math.floor(Math.random() * names.length)] + "-" + Math.floor(Math.random() * 100);
 const wsURL = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws";
 
-const session = connect({ url: wsURL, worker: mode === "worker" });
+// A node that requires tokens tells its pages where to get one (--token-url).
+const session = connect({ url: wsURL, worker: mode === "worker", getToken: await nodeGetToken() });
 const W = 1000, H = 600; // world units; the canvas scales them
 
 function colorFor(id) {

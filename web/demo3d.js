@@ -5,14 +5,15 @@
 // server for ownership), and it floats in front of you; click again to
 // throw it. Whoever owns the ball runs its flight. Everything goes through
 // solipsism.js, in a WebWorker by default (?mode=main for the page).
-import { connect } from "/solipsism.js";
+import { connect, nodeGetToken } from "/solipsism.js";
 
 const params = new URLSearchParams(location.search);
 const mode = params.get("mode") === "main" ? "main" : "worker";
 const names = ["otter", "heron", "lynx", "orca", "finch", "gecko", "ibis", "koala", "marten", "newt", "puffin", "quokka"];
 const name = params.get("name") || names[Math.floor(Math.random() * names.length)] + "-" + Math.floor(Math.random() * 100);
 const wsURL = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws";
-const session = connect({ url: wsURL, worker: mode === "worker" });
+// A node that requires tokens tells its pages where to get one (--token-url).
+const session = connect({ url: wsURL, worker: mode === "worker", getToken: await nodeGetToken() });
 const world = session.world;
 
 function colorFor(id) {

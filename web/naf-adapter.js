@@ -23,6 +23,19 @@
 
 import { connect } from "./solipsism.js";
 
+// tokenSource is the getToken the adapter connects with, for a node that
+// requires tokens (set with useGetToken before networked-scene connects).
+let tokenSource;
+
+/**
+ * Sets where the adapter gets a token before each connection attempt (see
+ * connect's getToken; nodeGetToken gives a node's own pages theirs).
+ * @param {(() => string|Promise<string>)|undefined} getToken
+ */
+export function useGetToken(getToken) {
+  tokenSource = getToken;
+}
+
 const ENTITY = "naf-";
 const PRESENCE = "naf-presence-";
 
@@ -70,7 +83,7 @@ export class SolipsismAdapter {
   }
 
   connect() {
-    const s = (this.session = connect({ url: this.url(), prefix: "naf" }));
+    const s = (this.session = connect({ url: this.url(), prefix: "naf", getToken: tokenSource }));
     const world = (this.world = s.world);
     this.myId = world.identifier;
     let joined = false;

@@ -162,6 +162,10 @@ export interface ConnectOptions {
 /** Connects a new world to a solipsism-node. */
 export declare function connect(options: ConnectOptions): Session;
 
+/** For a page served by a node: the getToken its operator configured (solipsism-node --token-url, told at the
+ * node's /config.json), fetching a token with the page's cookies; undefined when the node requires none. */
+export declare function nodeGetToken(origin?: string): Promise<(() => Promise<string>) | undefined>;
+
 /** A fresh object id. */
 export declare function newObjectId(): string;
 

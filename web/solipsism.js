@@ -941,6 +941,31 @@ export class SocketConnection extends EventTarget {
 }
 
 /**
+ * For a page served by a node: the getToken its operator configured
+ * (solipsism-node --token-url, told at the node's /config.json), or
+ * undefined when the node requires no token. The function fetches a token,
+ * with the page's cookies, from that endpoint (see auth.TokenEndpoint).
+ * @param {string} [origin] the node's http(s) origin (default: the page's)
+ * @returns {Promise<(() => Promise<string>)|undefined>}
+ */
+export async function nodeGetToken(origin = globalThis.location && location.origin) {
+  let cfg = {};
+  try {
+    const res = await fetch(new URL("/config.json", origin), { cache: "no-store" });
+    if (res.ok) cfg = await res.json();
+  } catch {
+    // an older node, or none: no token
+  }
+  const at = cfg && typeof cfg.tokenURL === "string" && cfg.tokenURL ? new URL(cfg.tokenURL, origin) : null;
+  if (!at) return undefined;
+  return async () => {
+    const res = await fetch(at, { credentials: "include", cache: "no-store" });
+    if (!res.ok) throw new Error(`token endpoint ${at}: HTTP ${res.status}`);
+    return (await res.text()).trim();
+  };
+}
+
+/**
  * A connection to a solipsism-node, as seen from a page (or any script).
  * The API is the same whether the socket lives on this thread or in a
  * WebWorker. Emits "status" events.

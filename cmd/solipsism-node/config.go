@@ -13,6 +13,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -55,6 +56,7 @@ type config struct {
 	transfers     ownership.Policy
 	alloENet      string
 	authKey       string
+	tokenURL      string
 	upstreamToken string
 	tlsCert       string
 	tlsKey        string
@@ -164,6 +166,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 	fs.StringVar(&worldBytes, "max-world-bytes", "256MiB", "bytes of properties the node accepts from its upstream and mesh members (bytes, or with KiB/MiB/GiB); -1 for no limit")
 	fs.StringVar(&c.authKey, "auth-key", "", "turns authentication on: peers must present a JWT signed with this key (an HS256 secret of 32+ bytes in hex or base64, or ed25519:<base64 public key>); see docs/security.md")
 	fs.StringVar(&c.upstreamToken, "upstream-token", "", "proxy: the token presented to an upstream that wants one")
+	fs.StringVar(&c.tokenURL, "token-url", "", "with --auth-key: where the node's own pages (/, /2d, /naf.html) get a token before each connection, a GET answered with a token as text (your login service's; see docs/security.md); told to them at /config.json")
 	fs.StringVar(&authKeyFile, "auth-key-file", "", "a file holding --auth-key (kept out of the command line, which every local user can read)")
 	fs.StringVar(&upstreamTokenFile, "upstream-token-file", "", "a file holding --upstream-token")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate: serve https:// and wss:// (with --tls-key)")
@@ -279,6 +282,11 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 	for _, o := range strings.Split(origins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			c.origins = append(c.origins, o)
+		}
+	}
+	if c.tokenURL != "" {
+		if u, err := url.Parse(c.tokenURL); err != nil || !(u.Scheme == "http" || u.Scheme == "https" || u.Scheme == "" && strings.HasPrefix(u.Path, "/")) {
+			return c, fmt.Errorf("--token-url: want an http(s) URL or a path on this node, got %q", c.tokenURL)
 		}
 	}
 	if c.role == ownership.Proxy && c.upstream == "" {

@@ -16,7 +16,7 @@ var flagGroups = []struct {
 	{"Serving", []string{"listen", "role", "prefix", "tick", "origin", "data-dir"}},
 	{"Proxies and sharding", []string{"upstream", "upstream-token", "upstream-token-file", "backoff-min", "backoff-max", "interest", "reclaim-grace", "digest-interval"}},
 	{"Mesh", []string{"mesh-bind", "join", "mesh-secret", "mesh-secret-file", "mesh-label", "mesh-profile", "advertise-url"}},
-	{"Security", []string{"auth-key", "auth-key-file", "tls-cert", "tls-key", "tls-ca", "transfers"}},
+	{"Security", []string{"auth-key", "auth-key-file", "token-url", "tls-cert", "tls-key", "tls-ca", "transfers"}},
 	{"Limits", []string{"read-limit", "read-rate", "stall-timeout", "ping-interval", "max-conns-per-ip", "max-msgs-per-sec", "max-records-per-sec",
 		"max-objects-per-owner", "max-props-per-object", "max-value-bytes", "max-object-bytes", "max-world-objects", "max-world-bytes"}},
 	{"Bridges", []string{"alloverse-enet", "allo-heartbeat", "allo-history", "allo-patch-style", "place-name", "snapshot-listen", "snapshot-rate"}},
