@@ -120,7 +120,7 @@ func TestBrowserDemo3D(t *testing.T) {
 	// map's) and the 3D ball.
 	carol, carolOutside := tabWithin(t, browser, "carol", front.URL+"/2d?name=carol", front.URL)
 	defer noneOutside(t, map[string]func() []string{"carol": carolOutside})
-	waitJS(t, carol, "the map shows alice where she stands in 3D", `demo.avatars3d().some(a => a.name === "alice" && Math.abs(a.x - 550) < 1 && Math.abs(a.y - 330) < 1)`)
+	waitJS(t, carol, "the map shows alice where she stands in 3D", `window.demo && demo.avatars3d().some(a => a.name === "alice" && Math.abs(a.x - 550) < 1 && Math.abs(a.y - 330) < 1)`)
 	waitJS(t, carol, "the map shows bob", `demo.avatars3d().some(a => a.name === "bob")`)
 	waitJS(t, carol, "the map has the 3D ball", `!!demo.ball3d()`)
 
