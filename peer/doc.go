@@ -24,5 +24,6 @@
 // A queue that has fallen behind by a burst is sent a slice at a time,
 // paced by the peer's answer to a ping, live changes first (queue.go); the
 // anti-entropy messages (digest.go) go only to peers that list
-// FeatureDigest.
+// FeatureDigest, and departed messages (departed.go) only to those that
+// list FeatureDeparted.
 package peer

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 	"testing"
@@ -63,8 +64,8 @@ func newDepartedChain(t *testing.T, objects int) *departedChain {
 	return c
 }
 
-// converged waits until every node and watcher holds the server's world
-// (the watchers, every object of it, with its owner).
+// converged waits until every node and watcher holds the server's world:
+// every object, with its owner and properties.
 func (c *departedChain) converged(t *testing.T, what string) {
 	t.Helper()
 	for i, n := range []*Node{c.p1, c.p2} {
@@ -73,16 +74,22 @@ func (c *departedChain) converged(t *testing.T, what string) {
 			t.Fatalf("%s: proxy %d: %s", what, i+1, diff)
 		}
 	}
-	want := map[string]string{}
-	c.s.World().Range(func(o gameworld.Object) bool { want[o.ID] = o.Owner; return true })
+	want := map[string]gameworld.Object{}
+	c.s.World().Range(func(o gameworld.Object) bool { want[o.ID] = o; return true })
 	for i, w := range c.watchers {
 		w.Wait(fmt.Sprintf("%s: watcher %d holds the server's world", what, i), 30*time.Second, func(objs map[string]wiretest.Object) bool {
 			if len(objs) != len(want) {
 				return false
 			}
 			for id, o := range objs {
-				if want[id] != o.Owner {
+				ref, ok := want[id]
+				if !ok || ref.Owner != o.Owner || len(ref.Properties) != len(o.Properties) {
 					return false
+				}
+				for k, v := range ref.Properties {
+					if !bytes.Equal(o.Properties[k], v) {
+						return false
+					}
 				}
 			}
 			return true
@@ -99,6 +106,8 @@ func (c *departedChain) converged(t *testing.T, what string) {
 // the server's world.
 func TestDepartedDownTheChain(t *testing.T) {
 	const objects = 4 * departSlice
+	stop := wiretest.BusyCores()
+	defer stop()
 	c := newDepartedChain(t, objects)
 	c.leaver.Close()
 	waitFor(t, "the departure at the server", 30*time.Second, func() bool {
@@ -124,6 +133,8 @@ func TestDepartedDownTheChain(t *testing.T) {
 // keeps exactly what the world sent since.
 func TestDepartedWorldComesBack(t *testing.T) {
 	const objects = 6 * departSlice
+	stop := wiretest.BusyCores()
+	defer stop()
 	c := newDepartedChain(t, objects)
 	var once sync.Once
 	returned := make(chan *wiretest.Peer, 1)

@@ -115,10 +115,7 @@ func (n *Node) releaseClaimsTo(ids []string, from *linkState, heir string) {
 		// Told at once, not at the next tick: a peer joining there
 		// meanwhile would be sent the departing objects.
 		n.fan.departedAt = append(n.fan.departedAt, departedMark{at: len(n.fan.log), worlds: ids, heir: heir, from: from, told: told})
-		select {
-		case n.kick <- struct{}{}:
-		default:
-		}
+		n.kickLocked()
 	}
 	if chained {
 		// Our nodes upstream and in the mesh learn of the departure from

@@ -25,7 +25,10 @@
 // buckets that differ are repaired and counted (Node.Repairs). What the
 // node accepts from its upstream and mesh members is bounded (quota.go),
 // and a world behind a proxy that the upstream does not grant is refused
-// alone (identity.go).
+// alone (identity.go). Work proportional to the world (a departure, a
+// refresh answer, a region change over everything) is taken a slice at a
+// time with the lock let go between, and a big departure reaches our
+// downstream nodes as one departed message (departures.go).
 //
 // Concurrency: a Node serialises applying and routing under one mutex, so
 // every link sees changes in the same order the world applied them. Links

@@ -149,6 +149,16 @@ func (n *Node) chainChanged() {
 	}
 }
 
+// kickLocked asks the tick loop for a flush now, not at the next tick
+// (more of a sliced answer is due, or a departure must be told). n.mu must
+// be held.
+func (n *Node) kickLocked() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
 // tickLoop flushes the shared log once per tick until the node closes.
 func (n *Node) tickLoop() {
 	defer n.wg.Done()
@@ -232,7 +242,7 @@ func (n *Node) flushLocked() {
 		case ls.refreshing:
 			n.continueRefreshLocked(ls)
 		}
-		if ls.revealing && ls.ready {
+		if ls.revealing {
 			n.continueRevealLocked(ls)
 		}
 		n.sendAnswersLocked(ls)
@@ -414,7 +424,7 @@ func (n *Node) sendRefreshLocked(ls *linkState) {
 				return true
 			}
 		}
-		if len(n.departing) > 0 && n.departing[o.Owner] != nil {
+		if n.departingLocked(o.Owner) != nil {
 			return true // as good as gone (departures.go)
 		}
 		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
@@ -438,7 +448,7 @@ func (n *Node) sendRefreshLocked(ls *linkState) {
 func (n *Node) continueRefreshLocked(ls *linkState) {
 	recs := make([]*peer.Record, 0, refreshSlice)
 	next, done := n.world.RangeFrom(ls.refreshAt, func(o gameworld.Object) bool {
-		if len(n.departing) > 0 && n.departing[o.Owner] != nil {
+		if n.departingLocked(o.Owner) != nil {
 			return true // as good as gone (departures.go)
 		}
 		if ls.region != nil {
@@ -459,10 +469,7 @@ func (n *Node) continueRefreshLocked(ls *linkState) {
 		return
 	}
 	n.fan.moreRefresh = true
-	select {
-	case n.kick <- struct{}{}:
-	default:
-	}
+	n.kickLocked()
 }
 
 // drain flushes the shared log now and waits until every link has

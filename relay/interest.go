@@ -453,10 +453,7 @@ func (n *Node) continueRevealLocked(ls *linkState) {
 	// The next flush goes on (refreshes: also when this slice was not
 	// taken in a flush, but when the region changed).
 	n.fan.moreRefresh, n.fan.refreshes = true, true
-	select {
-	case n.kick <- struct{}{}:
-	default:
-	}
+	n.kickLocked()
 }
 
 // endpointOffer offers records with verdicts to a link or attachment.

@@ -173,11 +173,7 @@ func TestInspectorCrowd(t *testing.T) {
 // off and tries again (the next token may grant it).
 func TestBrowserTokenInWorker(t *testing.T) {
 	browser := newBrowser(t)
-	key := []byte("0123456789abcdef0123456789abcdef")
-	authn, err := auth.NewHS256(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, authn := testAuthKey(t)
 	good, _ := auth.Issue(key, nil, []string{"client", "webworker"}, time.Now().Add(time.Hour))
 	bad, _ := auth.Issue(key, nil, []string{"webworker"}, time.Now().Add(time.Hour))
 	_, front, mux := startWebNode(t, relay.Options{Auth: authn})
@@ -226,11 +222,7 @@ func startWebNode(tb testing.TB, opts relay.Options) (*relay.Node, *httptest.Ser
 // the endpoint the map is refused, said as such (401), not retried.
 func TestBrowserPagesWithTokens(t *testing.T) {
 	browser := newBrowser(t)
-	key := []byte("0123456789abcdef0123456789abcdef")
-	authn, err := auth.NewHS256(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, authn := testAuthKey(t)
 	serve := func(tokenURL string) *httptest.Server {
 		node, err := relay.New(relay.Options{Auth: authn})
 		if err != nil {
@@ -254,4 +246,16 @@ func TestBrowserPagesWithTokens(t *testing.T) {
 	without := serve("")
 	m, _ := tab(t, browser, "map", without.URL+"/2d?name=mo&mode=main")
 	waitJS(t, m, "the map refused, not reconnecting", `window.demo && demo.session.status === "refused" && demo.session.connection.stats.attempts === 1`)
+}
+
+// testAuthKey returns an HS256 key and the authenticator of a node that
+// requires tokens signed with it.
+func testAuthKey(t *testing.T) ([]byte, *auth.JWT) {
+	t.Helper()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	authn, err := auth.NewHS256(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, authn
 }
