@@ -57,7 +57,7 @@ func known(t string) bool {
 	switch t {
 	case TypeWorldChange, TypeRequestRefresh, TypeRequestMetadata, TypeMetadata,
 		TypeMetadataChange, TypeRequestLessData, TypeRequestMoreData,
-		TypeDigest, TypeRequestRepair, TypeRepairing, TypeRepaired, TypeDeparted:
+		TypeDigest, TypeRequestRepair, TypeRepairing, TypeRepaired, TypeDeparted, TypeMessage:
 		return true
 	}
 	return false

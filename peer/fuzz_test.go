@@ -177,3 +177,28 @@ func FuzzDeparted(f *testing.F) {
 		}
 	})
 }
+
+func FuzzAppMessage(f *testing.F) {
+	for _, v := range messageVectors {
+		m, _ := DecodeMessage([]byte(v.wire))
+		f.Add([]byte(m.Data))
+	}
+	for _, s := range []string{`{"type":"x","room":"a","world":"b"}`, `{"type":"x","at":[1e400,0,0]}`, `{"type":"\ud800"}`, `{"type":"x","data":[[[[]]]]}`} {
+		f.Add([]byte(s))
+	}
+	var lim Limits
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := lim.DecodeAppMessage(b)
+		if err != nil {
+			return
+		}
+		env, err := DecodeMessage(AppendAppMessage(nil, m))
+		if err != nil || env.Type != TypeMessage {
+			t.Fatalf("re-encoded message: %v", err)
+		}
+		m2, err := lim.DecodeAppMessage(env.Data)
+		if err != nil || m2.From != m.From || m2.Type != m.Type || m2.Room != m.Room || m2.World != m.World || m2.At != m.At || m2.HasAt != m.HasAt {
+			t.Fatalf("message round trip: %+v %+v %v", m, m2, err)
+		}
+	})
+}

@@ -92,6 +92,9 @@ type LinkOptions struct {
 	// records per second the link reads; a peer that sends faster is read
 	// slower (throttled), not closed. Zero means unlimited.
 	MessageRate, RecordRate float64
+	// MaxQueuedMessageBytes bounds the ephemeral messages waiting for the
+	// peer (SendAppMessage). Zero means DefaultMaxQueuedMessageBytes.
+	MaxQueuedMessageBytes int
 }
 
 // Verdict is what a link does with one record its node offers it.
@@ -197,6 +200,8 @@ type Link struct {
 	lastFlush time.Time
 	coalesced uint64
 	dropped   uint64
+	// msgQueued is the bytes of ephemeral messages in the outbox.
+	msgQueued int
 }
 
 // item is one entry of a link's outbox: control messages, or records
@@ -245,6 +250,9 @@ func NewLink(conn Conn, h Handler, opts LinkOptions) *Link {
 	}
 	if opts.MaxFrameBytes <= 0 {
 		opts.MaxFrameBytes = DefaultMaxFrameBytes
+	}
+	if opts.MaxQueuedMessageBytes <= 0 {
+		opts.MaxQueuedMessageBytes = DefaultMaxQueuedMessageBytes
 	}
 	log := opts.Logger
 	if log == nil {

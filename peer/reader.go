@@ -205,6 +205,16 @@ func (l *Link) handle(m Message) error {
 			return err
 		}
 		dh.HandleDeparted(l, d)
+	case TypeMessage:
+		mh, ok := l.h.(AppMessageHandler)
+		if !ok {
+			return nil
+		}
+		am, err := l.opts.Limits.DecodeAppMessage(m.Data)
+		if err != nil {
+			return err
+		}
+		mh.HandleAppMessage(l, am)
 	case TypeWorldChange:
 	default:
 		// Ignored and counted: newer peers may speak types we lack.

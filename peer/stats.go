@@ -15,11 +15,12 @@ const (
 	KindRequestMoreData
 	KindDigest // digest, requestRepair, repairing, repaired
 	KindDeparted
+	KindMessage
 	KindUnknown
 	NumKinds
 )
 
-var kindNames = [NumKinds]string{"worldChange", "requestRefresh", "requestMetadata", "metadata", "requestLessData", "requestMoreData", "digest", "departed", "unknown"}
+var kindNames = [NumKinds]string{"worldChange", "requestRefresh", "requestMetadata", "metadata", "requestLessData", "requestMoreData", "digest", "departed", "message", "unknown"}
 
 // String returns the kind's name, as used in metric labels.
 func (k MessageKind) String() string { return kindNames[k] }
@@ -42,6 +43,8 @@ func kindOf(t string) MessageKind {
 		return KindDigest
 	case TypeDeparted:
 		return KindDeparted
+	case TypeMessage:
+		return KindMessage
 	}
 	return KindUnknown
 }
@@ -72,4 +75,7 @@ type Stats struct {
 	Refused atomic.Uint64
 	// Ignored counts change records that changed nothing (unknown ids).
 	Ignored atomic.Uint64
+	// MessagesDropped counts ephemeral messages not sent to the peer
+	// because too many waited for it (SendAppMessage).
+	MessagesDropped atomic.Uint64
 }

@@ -232,8 +232,12 @@ func (l *Link) flushItem(bp *[]byte, it *item, batch *Batch) error {
 		}
 	}
 	for _, msg := range it.msgs {
-		if err := l.write(msg, kindOfMessage(msg)); err != nil {
+		k := kindOfMessage(msg)
+		if err := l.write(msg, k); err != nil {
 			return err
+		}
+		if k == KindMessage {
+			l.sentAppMessage(len(msg))
 		}
 	}
 	ts := time.Now().UnixMilli()

@@ -107,7 +107,7 @@ func NewClient(url string, opts ClientOptions) (*Client, error) {
 		defer close(c.done)
 		node.RunUpstream(ctx, UpstreamOptions{ //nolint:errcheck // returns only when closed
 			URL: url, FailoverURLs: opts.FailoverURLs, MinBackoff: opts.MinBackoff, MaxBackoff: opts.MaxBackoff, Dial: opts.Dial,
-			OnConnect:    func() { c.setConnected(true) },
+			OnReady:      func() { c.setConnected(true) },
 			OnDisconnect: func(error) { c.setConnected(false) },
 		})
 	}()
@@ -263,6 +263,20 @@ func (c *Client) transfer(ctx context.Context, id, owner string) error {
 		return fmt.Errorf("%w: %s is owned by %s", ErrTransferRefused, id, a.owner)
 	}
 	return nil
+}
+
+// Send sends an ephemeral message from this client: to everyone, or to
+// m.Room or m.World if set (see peer.AppMessage; m.From is this client,
+// whatever it says). It is not stored: a message sent while the client is
+// not connected is lost, and so is one for a world not connected.
+func (c *Client) Send(m peer.AppMessage) error { return c.node.Publish(m) }
+
+// SubscribeMessages calls fn for every message that reaches this client,
+// in order, as Node.SubscribeMessages does: fn must not block for long and
+// must not call the Client. The returned function cancels the
+// subscription.
+func (c *Client) SubscribeMessages(fn func(peer.AppMessage)) (cancel func()) {
+	return c.node.SubscribeMessages(fn)
 }
 
 // Owner returns the owner of an object in the client's copy of the world.

@@ -68,6 +68,9 @@ type fanout struct {
 	// downstream links that take departed messages are sent one there,
 	// and not the removes that follow (departures.go).
 	departedAt []departedMark
+	// msgAt lists the ephemeral messages posted since the last flush, at
+	// their positions in the log (messages.go).
+	msgAt []msgMark
 }
 
 // route appends applied records to the shared log. from is the link whose
@@ -181,7 +184,7 @@ func (n *Node) tickLoop() {
 // refreshes, and empties the log. n.mu must be held.
 func (n *Node) flushLocked() {
 	f := &n.fan
-	if len(f.log) == 0 && !f.refreshes && len(f.mdAt) == 0 && len(f.departedAt) == 0 && !f.answers {
+	if len(f.log) == 0 && !f.refreshes && len(f.mdAt) == 0 && len(f.departedAt) == 0 && len(f.msgAt) == 0 && !f.answers {
 		return
 	}
 	start := time.Now()
@@ -269,6 +272,8 @@ func (n *Node) flushLocked() {
 	f.log, f.recs, f.refreshes, f.mdAt, f.answers = f.log[:0], f.recs[:0], f.moreRefresh, f.mdAt[:0], false
 	clear(f.departedAt)
 	f.departedAt = f.departedAt[:0]
+	clear(f.msgAt)
+	f.msgAt = f.msgAt[:0]
 	f.moreRefresh = false
 	if cap(f.log) > 4096 { // after a burst, let the memory go
 		f.log, f.recs, f.bySlot = nil, nil, nil
@@ -316,24 +321,36 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 }
 
 // markLocked sends ls what the log's marks hold for it, each where it is
-// in the log: this node's metadata (if announces) and departed messages
-// (to downstream links that take them). upTo(i) offers the link the log's
-// records before position i not yet offered. n.mu must be held.
+// in the log: this node's metadata (if announces), departed messages (to
+// downstream links that take them) and ephemeral messages. upTo(i) offers
+// the link the log's records before position i not yet offered. n.mu must
+// be held.
 func (n *Node) markLocked(ls *linkState, announces bool, md peer.Metadata, upTo func(int)) {
 	f := &n.fan
 	departs := len(f.departedAt) > 0 && n.takesDeparted(ls)
-	if !announces && !departs {
+	msgs := len(f.msgAt) > 0 && takesMessages(ls)
+	if !announces && !departs && !msgs {
 		return
 	}
-	i, j := 0, 0
+	const none = int(^uint(0) >> 1)
+	i, j, k := 0, 0, 0
 	for {
-		nextMD, nextDep := announces && i < len(f.mdAt), departs && j < len(f.departedAt)
+		atMD, atDep, atMsg := none, none, none
+		if announces && i < len(f.mdAt) {
+			atMD = f.mdAt[i]
+		}
+		if departs && j < len(f.departedAt) {
+			atDep = f.departedAt[j].at
+		}
+		if msgs && k < len(f.msgAt) {
+			atMsg = f.msgAt[k].at
+		}
 		switch {
-		case nextMD && (!nextDep || f.mdAt[i] <= f.departedAt[j].at):
-			upTo(f.mdAt[i])
+		case atMD != none && atMD <= atDep && atMD <= atMsg:
+			upTo(atMD)
 			ls.link.Announce(md)
 			i++
-		case nextDep:
+		case atDep != none && atDep <= atMsg:
 			dm := f.departedAt[j]
 			j++
 			if dm.from == ls {
@@ -342,6 +359,10 @@ func (n *Node) markLocked(ls *linkState, announces bool, md peer.Metadata, upTo 
 			upTo(dm.at)
 			ls.link.SendDeparted(peer.Departed{Worlds: dm.worlds, Heir: dm.heir})
 			dm.told[ls] = true
+		case atMsg != none:
+			upTo(atMsg)
+			n.sendMessageLocked(ls, &f.msgAt[k])
+			k++
 		default:
 			return
 		}

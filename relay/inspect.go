@@ -39,6 +39,11 @@ type LinkInfo struct {
 	BytesOut    uint64    `json:"bytesOut"`
 	Refused     uint64    `json:"refused"`
 	Ignored     uint64    `json:"ignored"`
+	// MessagesDropped counts ephemeral messages not sent to the peer, too
+	// slow to take them.
+	MessagesDropped uint64 `json:"messagesDropped"`
+	// Rooms are the rooms the peer is in; absent means all of them.
+	Rooms []string `json:"rooms,omitempty"`
 }
 
 // RegionBox is one box of an interest region, as the inspector shows it.
@@ -63,7 +68,7 @@ func (n *Node) Links() []LinkInfo {
 			IntervalMs: float64(l.Interval()) / float64(time.Millisecond), Since: l.Started(),
 			RecordsIn: s.RecordsIn.Load(), RecordsOut: s.RecordsOut.Load(),
 			BytesIn: s.BytesIn.Load(), BytesOut: s.BytesOut.Load(),
-			Refused: s.Refused.Load(), Ignored: s.Ignored.Load(),
+			Refused: s.Refused.Load(), Ignored: s.Ignored.Load(), MessagesDropped: s.MessagesDropped.Load(),
 		}
 		if ls.region != nil {
 			boxes := []RegionBox{}

@@ -76,6 +76,12 @@ func (n *Node) regionGoneLocked() {
 // region is a link's announced interest.
 type region struct {
 	boxes []peer.Box
+	// hasBoxes is false when the region is rooms only (rooms.go): it
+	// holds all of space.
+	hasBoxes bool
+	// rooms are the rooms whose objects the region holds, with the
+	// objects of no room; nil means every room.
+	rooms map[string]bool
 	cells []cellKey // cells registered, unless wide
 	wide  bool
 	// sub lists the log entries of this flush the link must consider;
@@ -327,7 +333,7 @@ func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
 	}
 	n.unregisterLocked(ls)
 	if has {
-		ls.region = &region{boxes: boxes}
+		ls.region = &region{boxes: boxes, hasBoxes: true}
 		n.registerLocked(ls)
 	} else {
 		ls.region = nil

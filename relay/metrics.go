@@ -49,6 +49,8 @@ type nodeMetrics struct {
 	// checked, repairs answered. Its rate against the process's CPU is
 	// what anti-entropy costs.
 	digest prometheus.Counter
+	// messages counts ephemeral messages by outcome (messages.go).
+	messages *prometheus.CounterVec
 }
 
 func newNodeMetrics(role string) *nodeMetrics {
@@ -64,8 +66,9 @@ func newNodeMetrics(role string) *nodeMetrics {
 			Help:    "Per message written, the age of its oldest change record: from when the change took effect on this node until it was written to a peer.",
 			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16), // 100µs … ~3.3s
 		}),
-		limited: limitedCounter(labels),
-		repairs: repairsCounter(labels),
+		limited:  limitedCounter(labels),
+		repairs:  repairsCounter(labels),
+		messages: messagesCounter(labels),
 		digest: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "solipsism_digest_seconds_total", ConstLabels: labels,
 			Help: "Time spent on anti-entropy: making and checking digests, answering repairs (all of it CPU: passes over the world under the node's lock).",

@@ -77,6 +77,10 @@ type Node struct {
 	mesh       *Mesh
 	fan        fanout
 	sp         spatial
+	// subs receive the messages that reach this node (messages.go).
+	subs msgSubs
+	// onUpstreamReady is UpstreamOptions.OnReady.
+	onUpstreamReady func()
 	// interest is what a client node wants of its upstream (SetInterest);
 	// nil means everything.
 	interest []peer.Box
@@ -252,7 +256,7 @@ func New(opts Options) (*Node, error) {
 	}
 	if opts.Registerer != nil {
 		n.metrics = newNodeMetrics(n.role.String())
-		for _, c := range []prometheus.Collector{newCollector(n), n.metrics.tick, n.metrics.delivery, n.metrics.limited, n.metrics.repairs, n.metrics.digest} {
+		for _, c := range []prometheus.Collector{newCollector(n), n.metrics.tick, n.metrics.delivery, n.metrics.limited, n.metrics.repairs, n.metrics.digest, n.metrics.messages} {
 			if err := opts.Registerer.Register(c); err != nil {
 				cancel()
 				return nil, fmt.Errorf("relay: registering metrics: %w", err)

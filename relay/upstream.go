@@ -33,6 +33,11 @@ type UpstreamOptions struct {
 	// opens and closes. They run on RunUpstream's goroutine.
 	OnConnect    func()
 	OnDisconnect func(err error)
+	// OnReady, if set, is called when the upstream's metadata has arrived
+	// on a link just opened: from then on the upstream is told what this
+	// node sends it, messages included. It is called with the node's lock
+	// held and must not call the node.
+	OnReady func()
 }
 
 // RunUpstream keeps a link to the upstream open until ctx is done or the node
@@ -64,6 +69,9 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 	n.upstream.mu.Lock()
 	n.upstream.wanted = true
 	n.upstream.mu.Unlock()
+	n.mu.Lock()
+	n.onUpstreamReady = opts.OnReady
+	n.mu.Unlock()
 	urls := append([]string{opts.URL}, opts.FailoverURLs...)
 	failures := 0
 	for attempt := 0; ; attempt++ {

@@ -39,6 +39,17 @@ func TestNetworkedAFrame(t *testing.T) {
 	waitJS(t, a, "a sees b in the room", `NAF.connection.getConnectedClients()[`+jsString(idB)+`] !== undefined`)
 	waitJS(t, b, "b sees a in the room", `NAF.connection.getConnectedClients()[`+jsString(idA)+`] !== undefined`)
 
+	// networked-aframe's chat (broadcastDataGuaranteed, subscribeToDataChannel)
+	// through the node, and a message to one client (sendDataGuaranteed).
+	evalJS[bool](t, a, `document.getElementById("say").value = "hello from a", document.querySelector("#chat").requestSubmit(), true`)
+	waitJS(t, b, "b reads a's chat line", `chatLines.some((l) => l.who === `+jsString(idA)+` && l.txt === "hello from a")`)
+	evalJS[bool](t, b, `NAF.connection.subscribeToDataChannel("ping", (from, type, data) => { window.pinged = [from, type, data]; }), true`)
+	evalJS[bool](t, a, `NAF.connection.sendDataGuaranteed(`+jsString(idB)+`, "ping", {n: 7}), true`)
+	waitJS(t, b, "b gets a's ping", `window.pinged && pinged[0] === `+jsString(idA)+` && pinged[1] === "ping" && pinged[2].n === 7`)
+	if n := evalJS[float64](t, a, `chatLines.filter((l) => l.who !== "me").length`); n != 0 {
+		t.Errorf("a heard its own chat line back (%v lines)", n)
+	}
+
 	// a's box appears on b, and moves there.
 	evalJS[bool](t, a, `window.boxA = spawn(1, -1), true`)
 	waitJS(t, a, "a's box is networked", `boxA.components.networked && boxA.components.networked.data.networkId`)

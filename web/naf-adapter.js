@@ -19,7 +19,11 @@
 //     only its room's. Occupants are the worlds with a presence object in
 //     the room; a tab that leaves takes its presence and its (not
 //     persistent) entities with it.
-//   - NAF's own data channels (sendData of other types) are not carried.
+//   - NAF's data channels (sendData, sendDataGuaranteed, broadcastData,
+//     broadcastDataGuaranteed of any type but NAF's own "u", "um", "r";
+//     subscribeToDataChannel to receive) are the node's ephemeral messages:
+//     to one client, or to everyone in the room. Over WebSocket every one of
+//     them is delivered in order; the sender is stamped by the node.
 
 import { connect } from "./solipsism.js";
 
@@ -37,6 +41,10 @@ export function useGetToken(getToken) {
 }
 
 const ENTITY = "naf-";
+// NAF's own data types: entity syncs, carried as objects. A message of one
+// of these types from another page is not passed on (it would bypass the
+// node's ownership of entities).
+const SYNC_TYPES = new Set(["u", "um", "r"]);
 const PRESENCE = "naf-presence-";
 
 export class SolipsismAdapter {
@@ -98,6 +106,10 @@ export class SolipsismAdapter {
     for (const type of ["add", "update", "transfer", "remove"]) {
       world.addEventListener(type, (e) => this.heard(type, e.detail.object, e.detail.changed));
     }
+    world.addEventListener("message", (e) => {
+      const m = e.detail;
+      if (!SYNC_TYPES.has(m.type) && (m.room === undefined || m.room === this.room)) this.onMessage(m.from, m.type, m.data);
+    });
   }
 
   /** A change of the world, to pass on to NAF if it is someone else's. */
@@ -202,18 +214,21 @@ export class SolipsismAdapter {
   getConnectStatus(clientId) {
     return this.open.has(clientId) ? NAF.adapters.IS_CONNECTED : NAF.adapters.NOT_CONNECTED;
   }
-  // Every client sees the same world: what NAF sends to one, all have.
+  // NAF's syncs go to the world's objects, which every client of the room
+  // sees, whoever NAF addressed; other types are messages.
   sendData(to, type, data) {
-    this.send(type, data);
+    if (SYNC_TYPES.has(type)) this.send(type, data);
+    else if (this.world) this.world.send(type, data === undefined ? null : data, { world: to });
   }
   sendDataGuaranteed(to, type, data) {
-    this.send(type, data);
+    this.sendData(to, type, data);
   }
   broadcastData(type, data) {
-    this.send(type, data);
+    if (SYNC_TYPES.has(type)) this.send(type, data);
+    else if (this.world) this.world.send(type, data === undefined ? null : data, { room: this.room });
   }
   broadcastDataGuaranteed(type, data) {
-    this.send(type, data);
+    this.broadcastData(type, data);
   }
   getMediaStream() {
     return Promise.reject(new Error("solipsism: no media streams"));

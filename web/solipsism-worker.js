@@ -38,6 +38,7 @@ const page = new Link(world, { send: (m) => self.postMessage(m) }, "downstream",
     // The worlds behind us, or the region the page wants, changed: tell
     // the server before any of the page's objects reach it.
     world.interest = page.peerInterest;
+    world.rooms = page.peerRooms;
     if (conn && conn.link) conn.link.sendMetadata();
   },
 });

@@ -74,7 +74,31 @@ export declare class GameObject {
   release(): Promise<boolean>;
 }
 
+/** An ephemeral message, as received (a "message" event's detail). */
+export interface AppMessage {
+  /** The world that sent it, stamped by the node: it cannot be forged. */
+  from: string;
+  /** The app's name for the kind of message. */
+  type: string;
+  data: any;
+  /** Set if it was sent to a room. */
+  room?: string;
+  /** Set if it was sent to one world (this one). */
+  world?: string;
+  /** Where it happens, if the sender said. */
+  at?: [number, number, number];
+}
+
+/** Where a message goes: everyone (empty), a room, or one world; at most one of room and world. */
+export interface MessageTarget {
+  room?: string;
+  world?: string;
+  /** Where it happens: peers with a region receive it only if the region holds it. */
+  at?: [number, number, number];
+}
+
 export interface GameWorldEventMap {
+  message: CustomEvent<AppMessage>;
   add: ObjectEvent;
   update: ObjectEvent;
   remove: ObjectEvent;
@@ -92,6 +116,12 @@ export declare class GameWorld extends EventTarget {
   readonly objects: Map<string, GameObject>;
   /** Resume tokens the node handed out, by identifier. */
   resumeTokens: { [identifier: string]: string };
+  /** The rooms this world is in (set with setRooms); null means all of them. */
+  readonly rooms: string[] | null;
+  /** Sends an ephemeral message (never stored); a type of 1 to 64 bytes, any JSON data. */
+  send(type: string, data?: any, to?: MessageTarget): void;
+  /** Sets the rooms this world is in: the node sends it only their objects and messages (and those of no room). */
+  setRooms(rooms: string[] | null): void;
   /** Whether owner is this world or a world behind it. */
   isLocal(owner: string): boolean;
   get(id: string): GameObject | undefined;
@@ -119,6 +149,10 @@ export declare class Session extends EventTarget {
   readonly mode: "worker" | "main";
   /** Sets the region this world sees; null means everything. */
   setInterest(boxes: Box | Box[] | null): void;
+  /** Sends an ephemeral message: see GameWorld.send. */
+  send(type: string, data?: any, to?: MessageTarget): void;
+  /** Sets the rooms this world is in: see GameWorld.setRooms. */
+  setRooms(rooms: string[] | null): void;
   /** Disconnects for good. */
   close(): void;
   addEventListener<K extends keyof SessionEventMap>(type: K, listener: (ev: SessionEventMap[K]) => void, options?: boolean | AddEventListenerOptions): void;

@@ -140,6 +140,70 @@ export class GameWorld extends EventTarget {
      * @type {Object<string, string>}
      */
     this.resumeTokens = {};
+    /**
+     * The rooms this world is in: the node sends it only their objects
+     * and messages (and those of no room). null means every room.
+     * @type {string[]|null}
+     */
+    this.rooms = null;
+  }
+
+  /**
+   * Sends an ephemeral message (not stored, not state): to everyone, or to
+   * the peers of one room, or to one world. The node stamps it with this
+   * world's identifier; others receive it as a "message" event. It is lost
+   * if this world is not connected.
+   * @param {string} type the app's name for it, 1 to 64 bytes
+   * @param {any} [data] any JSON value
+   * @param {{room?: string, world?: string, at?: number[]}} [to] at most one of room and world; at: where it happens
+   */
+  send(type, data = null, { room, world, at } = {}) {
+    if (typeof type !== "string" || !type || new TextEncoder().encode(type).length > 64) throw new TypeError("message type: 1 to 64 bytes");
+    if (room !== undefined && world !== undefined) throw new TypeError("a message goes to a room or to a world, not both");
+    const m = { from: this.identifier, type, data };
+    if (room !== undefined) m.room = String(room);
+    if (world !== undefined) m.world = String(world);
+    if (at !== undefined) {
+      if (!Array.isArray(at) || at.length !== 3 || !at.every(Number.isFinite)) throw new TypeError("at: [x, y, z]");
+      m.at = [...at];
+    }
+    JSON.stringify(m); // throws on what JSON cannot carry
+    this.route(m, null);
+  }
+
+  /**
+   * Passes a message on to the links it is for, and fires a "message"
+   * event (detail: {from, type, data, room, world, at}) if it is for this
+   * world. from is the link it came by, or null.
+   * @package
+   */
+  route(m, from) {
+    if (from && m.from !== this.identifier && this.forMe(m)) {
+      this.dispatchEvent(new CustomEvent("message", { detail: m }));
+    }
+    for (const l of this.links) {
+      if (l !== from && l.takesMessage(m)) l.sendMessage(m);
+    }
+  }
+
+  /** @package */
+  forMe(m) {
+    if (m.world !== undefined) return m.world === this.identifier;
+    if (m.room !== undefined) return this.rooms === null || this.rooms.includes(m.room);
+    return true;
+  }
+
+  /**
+   * Sets the rooms this world is in (see rooms); null means all of them.
+   * The node is told at once.
+   * @param {string[]|null} rooms
+   */
+  setRooms(rooms) {
+    if (rooms !== null && !(Array.isArray(rooms) && rooms.length <= 64 && rooms.every((r) => typeof r === "string" && r))) {
+      throw new TypeError("rooms: null or a list of up to 64 room names");
+    }
+    this.rooms = rooms === null ? null : [...new Set(rooms)].sort();
+    for (const l of this.links) if (l.kind === "upstream") l.sendMetadata();
   }
 
   /** @returns {boolean} whether owner is this world or a world behind it. */
@@ -303,7 +367,7 @@ export class GameWorld extends EventTarget {
   }
 }
 
-const KNOWN_TYPES = new Set(["worldChange", "requestRefresh", "requestMetadata", "metadata", "metadataChange", "requestLessData", "requestMoreData"]);
+const KNOWN_TYPES = new Set(["worldChange", "requestRefresh", "requestMetadata", "metadata", "metadataChange", "requestLessData", "requestMoreData", "message"]);
 
 /**
  * A link between a GameWorld and one peer, over a port with send(message)
@@ -370,8 +434,9 @@ export class Link {
   metadata(extra) {
     const chain = [this.world.identifier];
     if (this.kind === "upstream") chain.push(...[...this.world.behind].sort());
-    const md = { identifier: this.world.identifier, identifierChain: chain, features: ["ownership"], ...(this.metaExtra ? this.metaExtra() : {}), ...extra };
+    const md = { identifier: this.world.identifier, identifierChain: chain, features: ["ownership", "messages"], ...(this.metaExtra ? this.metaExtra() : {}), ...extra };
     if (this.kind === "upstream" && this.world.interest) md.interest = this.world.interest;
+    if (this.kind === "upstream" && this.world.rooms) md.rooms = this.world.rooms;
     if (this.kind === "upstream" && Object.keys(this.world.resumeTokens).length) md.resumeTokens = { ...this.world.resumeTokens };
     return md;
   }
@@ -400,6 +465,53 @@ export class Link {
   mayAccept(owner) {
     if (this.kind === "upstream") return !this.world.isLocal(owner);
     return this.peerChain.has(owner);
+  }
+
+  /**
+   * Whether the peer is to be sent message m: it takes messages, m's
+   * sender's changes would go to it, and m's target lies beyond it.
+   * @package
+   */
+  takesMessage(m) {
+    if (!this.peer || !Array.isArray(this.peer.features) || !this.peer.features.includes("messages") || !this.mayReceive(m.from)) return false;
+    if (this.kind === "upstream") return m.world === undefined || !this.world.isLocal(m.world);
+    if (m.world !== undefined) return this.peerChain.has(m.world);
+    if (m.room !== undefined && Array.isArray(this.peerRooms) && !this.peerRooms.includes(m.room)) return false;
+    if (m.at !== undefined && this.peerInterest) return this.peerInterest.some((b) => b.min.every((v, i) => m.at[i] >= v - 2 && m.at[i] <= b.max[i] + 2));
+    return true;
+  }
+
+  /**
+   * Sends a message after every change queued before it.
+   * @package
+   */
+  sendMessage(m) {
+    this.flush();
+    this.post(["message", m]);
+  }
+
+  /** A message from the peer: checked, stamped, routed. */
+  receiveMessage(d) {
+    const name = (v) => typeof v === "string" && v.length > 0 && v.length <= 256;
+    if (!d || typeof d !== "object" || Array.isArray(d) || !name(d.type) || d.type.length > 64 ||
+        (d.room !== undefined && !name(d.room)) || (d.world !== undefined && !name(d.world)) || (d.room !== undefined && d.world !== undefined) ||
+        (d.at !== undefined && !(Array.isArray(d.at) && d.at.length === 3 && d.at.every(Number.isFinite)))) {
+      this.stats.ignored++;
+      return;
+    }
+    if (!this.peer) {
+      this.stats.refused++;
+      return;
+    }
+    const m = { from: d.from === undefined ? this.peer.identifier : d.from, type: d.type, data: d.data === undefined ? null : d.data };
+    for (const k of ["room", "world", "at"]) if (d[k] !== undefined) m[k] = d[k];
+    // Only the upstream may speak for worlds beyond this one; a peer
+    // below, only for those behind it.
+    if (!name(m.from) || !this.mayAccept(m.from)) {
+      this.stats.refused++;
+      return;
+    }
+    this.world.route(m, this);
   }
 
   /** @returns {boolean} whether the peer takes part in ownership transfers. */
@@ -594,6 +706,9 @@ export class Link {
       case "requestMoreData":
         this.tick = Math.max(this.tick / 1.2, this.baseTick / 2);
         break;
+      case "message":
+        this.receiveMessage(data);
+        break;
     }
   }
 
@@ -614,6 +729,7 @@ export class Link {
     this.peer = { ...data, identifier: id };
     this.peerChain = chain;
     this.peerInterest = validInterest(data.interest);
+    this.peerRooms = Array.isArray(data.rooms) ? data.rooms.filter((r) => typeof r === "string") : null;
     this.keepTokens(data.resumeTokens);
     if (first) this.post(["requestRefresh", null]);
     if (this.kind === "downstream") {
@@ -982,6 +1098,19 @@ export class Session extends EventTarget {
     if (s === this.status) return;
     this.status = s;
     this.dispatchEvent(new CustomEvent("status", { detail: s }));
+  }
+
+  /**
+   * Sends an ephemeral message: see GameWorld.send. Messages for this
+   * world arrive as "message" events on session.world.
+   */
+  send(type, data, to) {
+    this.world.send(type, data, to);
+  }
+
+  /** Sets the rooms this world is in: see GameWorld.setRooms. */
+  setRooms(rooms) {
+    this.world.setRooms(rooms);
   }
 
   /**

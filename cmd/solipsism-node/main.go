@@ -188,6 +188,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	})
 	mux.Handle("/metrics", adminOnly(authn, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	mux.Handle("/api/state", adminOnly(authn, node.StateHandler()))
+	mux.Handle("/api/messages", adminOnly(authn, node.MessagesHandler()))
 	mux.Handle("/api/alloverse", adminOnly(authn, allo.StateHandler()))
 	pages := web.HandlerWith(web.Options{TokenURL: cfg.tokenURL})
 	mux.Handle("/inspect", adminOnly(authn, pages))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,11 @@ type Options struct {
 	// Forget keeps only the first 16 messages for Messages (a long-lived
 	// peer's view stays; the log of what built it does not).
 	Forget bool
+	// Features are listed in the peer's metadata; a peer that lists
+	// "messages" takes ephemeral messages (any other is a violation).
+	Features []string
+	// Extra holds more metadata keys (say "rooms").
+	Extra map[string]any
 }
 
 // Peer is a raw protocol peer over a real WebSocket connection.
@@ -214,6 +220,12 @@ func (p *Peer) handle(m Message) {
 				name = "metadata"
 			}
 			md := map[string]any{"identifier": p.ID, "identifierChain": p.opts.Chain}
+			if p.opts.Features != nil {
+				md["features"] = p.opts.Features
+			}
+			for k, v := range p.opts.Extra {
+				md[k] = v
+			}
 			if p.opts.MetadataDelay > 0 {
 				time.AfterFunc(p.opts.MetadataDelay, func() {
 					p.mu.Lock()
@@ -240,6 +252,10 @@ func (p *Peer) handle(m Message) {
 			replies = append(replies, [2]any{"worldChange", map[string]any{"timestamp": time.Now().UnixMilli(), "changes": changes}})
 		}
 	case "metadata", "metadataChange":
+	case "message":
+		if !slices.Contains(p.opts.Features, "messages") {
+			p.violations = append(p.violations, "a message to a peer that does not take them")
+		}
 	default:
 		p.violations = append(p.violations, "unknown message type "+m.Type)
 	}
@@ -540,4 +556,18 @@ func (p *Peer) Drop() { p.conn.CloseNow() }
 func (p *Peer) WaitHas(id string) {
 	p.t.Helper()
 	p.Wait(id+" present", 5*time.Second, func(m map[string]Object) bool { _, ok := m[id]; return ok })
+}
+
+// AppMessages returns the data of the ephemeral messages received so far,
+// in order.
+func (p *Peer) AppMessages() []json.RawMessage {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []json.RawMessage
+	for _, m := range p.messages {
+		if m.Type == "message" {
+			out = append(out, m.Data)
+		}
+	}
+	return out
 }

@@ -298,7 +298,7 @@ test("answers requestMetadata in the peer's dialect and requestRefresh with its 
   const { world, link, sent } = fakeLink("upstream");
   const o = world.create({ v: 1 });
   link.receive(["requestMetadata"]);
-  assert.deepEqual(sent.at(-1), ["metadataChange", { identifier: world.identifier, identifierChain: [world.identifier], features: ["ownership"] }]);
+  assert.deepEqual(sent.at(-1), ["metadataChange", { identifier: world.identifier, identifierChain: [world.identifier], features: ["ownership", "messages"] }]);
   link.receive(["metadata", { identifier: "server-AAAAAAAA-AAAAAAAA" }]);
   link.receive(["requestMetadata", null]);
   assert.equal(sent.at(-1)[0], "metadata");
@@ -325,6 +325,44 @@ test("never sends what crashes a 2016 peer", async () => {
   await flushSoon();
   assert.deepEqual(sent.map((m) => m[1].changes.map((c) => c.type + ":" + c.id)), [[`add:${o.id}`], [`remove:${o.id}`], [`add:${o.id}`]]);
   for (const m of sent) assert.ok(["worldChange", "metadata", "metadataChange", "requestRefresh", "requestMetadata"].includes(m[0]));
+  // A message for a peer that does not list the feature "messages" is not sent.
+  world.send("chat", "hello");
+  await flushSoon();
+  assert.ok(sent.every((m) => m[0] !== "message"));
+});
+
+test("messages: to everyone, to one world, in order after the changes before them; the sender is stamped", async () => {
+  const node = await startNode(await freePort());
+  const [a, b, c] = [0, 1, 2].map(() => connect({ url: node.url, worker: false }));
+  await Promise.all([a, b, c].map(connected));
+  const got = new Map([a, b, c].map((s) => [s, []]));
+  for (const s of [a, b, c]) {
+    s.world.addEventListener("message", (e) => got.get(s).push({ ...e.detail, seen: s.world.get(e.detail.data.obj)?.properties.n }));
+  }
+  const o = a.world.create({ n: -1 });
+  for (let i = 0; i < 50; i++) {
+    o.set({ n: i });
+    a.send("tick", { i, obj: o.id });
+  }
+  await waitFor("b and c get 50 ticks", () => got.get(b).length === 50 && got.get(c).length === 50);
+  for (const s of [b, c]) {
+    got.get(s).forEach((m, i) => {
+      assert.equal(m.from, a.world.identifier);
+      assert.equal(m.data.i, i);
+      assert.ok(m.seen >= i, `message ${i} arrived before the change it follows (n=${m.seen})`);
+    });
+  }
+  assert.equal(got.get(a).length, 0, "the sender does not hear itself");
+  b.send("dm", { obj: "none", text: "psst" }, { world: c.world.identifier });
+  await waitFor("c gets the direct message", () => got.get(c).length === 51);
+  assert.deepEqual([got.get(c)[50].from, got.get(c)[50].world, got.get(c)[50].data.text], [b.world.identifier, c.world.identifier, "psst"]);
+  a.send("end", { obj: "none" });
+  await waitFor("the end", () => got.get(c).length === 52 && got.get(b).length === 51);
+  assert.equal(got.get(a).length, 0, "a bystander does not get a direct message");
+  assert.throws(() => a.send(""), /type/);
+  assert.throws(() => a.send("x", 1, { room: "r", world: "w" }), /not both/);
+  a.close(); b.close(); c.close();
+  await node.stop();
 });
 
 test("ignores malformed messages and refuses others' objects", () => {

@@ -1,6 +1,6 @@
 // An app written against solipsism.d.ts: `tsc --noEmit -p web/test/types`
 // must accept it. It uses every part of the public API.
-import { connect, GameWorld, GameObject, Session, CloseDetail, Status, Box, newIdentifier, beats, validInterest } from "solipsism-mesh-client";
+import { connect, GameWorld, GameObject, Session, CloseDetail, Status, Box, AppMessage, newIdentifier, beats, validInterest } from "solipsism-mesh-client";
 
 async function fetchToken(): Promise<string> {
   const res = await fetch("/token");
@@ -34,6 +34,17 @@ me.set({ position: [1, 1.6, 0] });
 world.addEventListener("add", (e) => console.log("new", e.detail.object.id, e.detail.changed));
 world.addEventListener("update", (e) => console.log("moved", e.detail.object.properties.position));
 world.addEventListener("lost", (e) => console.log("lost", e.detail.object.id, "to", e.detail.object.owner));
+
+world.addEventListener("message", (e) => {
+  const m: AppMessage = e.detail;
+  if (m.type === "chat") console.log(m.from, "says", m.data.text, m.room ?? "");
+});
+session.setRooms(["lobby"]);
+world.send("chat", { text: "hello" }, { room: "lobby" });
+session.send("rpc", { call: "open" }, { world: "bot-AAAAAAAA-BBBBBBBB" });
+world.send("boom", null, { at: [1, 2, 3] });
+const inRooms: string[] | null = world.rooms;
+console.log(inRooms);
 
 const region: Box = { min: [-10, -10, -10], max: [10, 10, 10] };
 session.setInterest(region);

@@ -1,0 +1,257 @@
+package relay
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+// Ephemeral messages (peer.AppMessage). A message goes where a change of
+// an object its sender owns would go, by the same ownership rules: up
+// from the world that sent it, down to every peer but the sender's, to
+// mesh members only from their own side (split horizon). Its target
+// narrows that: one world (only the way to it), or one room. It is
+// stamped with its sender where it enters, so no one downstream can
+// forge one: a peer may name as sender only a world its link holds.
+// Messages take their place in the shared log, so that each peer gets a
+// sender's changes and messages in the order the sender made them, and
+// ask for a flush at once: they are for now, and never stored.
+
+// msgMark is a message waiting in the shared log.
+type msgMark struct {
+	at   int
+	m    peer.AppMessage
+	enc  []byte
+	from *linkState
+	oi   ownerInfo
+}
+
+// MessageHandler receives the messages that reach a node (see
+// Node.SubscribeMessages).
+type MessageHandler func(peer.AppMessage)
+
+// msgSubs are a node's message subscribers. Guarded by Node.mu.
+type msgSubs struct {
+	next int
+	fns  map[int]MessageHandler
+}
+
+// SubscribeMessages calls fn for every message that reaches this node:
+// sent to everyone, to this node's world, or to a room this node is in
+// (all rooms, if it announces none). fn is called in order, with the
+// node's lock held: it must not block for long or call the node. The
+// returned function ends the subscription.
+func (n *Node) SubscribeMessages(fn MessageHandler) (cancel func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.subs.fns == nil {
+		n.subs.fns = map[int]MessageHandler{}
+	}
+	id := n.subs.next
+	n.subs.next++
+	n.subs.fns[id] = fn
+	return func() {
+		n.mu.Lock()
+		delete(n.subs.fns, id)
+		n.mu.Unlock()
+	}
+}
+
+// ErrBadMessage is matched (errors.Is) by the errors of Publish for a
+// message that breaks the protocol's rules.
+var ErrBadMessage = errors.New("relay: bad message")
+
+// Publish sends a message from this node's world, as a peer's message
+// would go. Its From is this node's identifier, whatever it says.
+func (n *Node) Publish(m peer.AppMessage) error {
+	m.From = n.id
+	if err := checkAppMessage(m); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return ErrClosed
+	}
+	n.postLocked(m, nil, n.ownerInfo(m.From))
+	return nil
+}
+
+// checkAppMessage applies the decoder's rules to a message made here.
+func checkAppMessage(m peer.AppMessage) error {
+	enc, err := peer.DecodeMessage(peer.AppendAppMessage(nil, m))
+	if err == nil {
+		_, err = peer.Limits{}.DecodeAppMessage(enc.Data)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadMessage, err)
+	}
+	return nil
+}
+
+// HandleAppMessage implements peer.AppMessageHandler.
+func (n *Node) HandleAppMessage(l *peer.Link, m peer.AppMessage) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ls := n.links[l]
+	if ls == nil || n.closed {
+		return
+	}
+	if m.From == "" {
+		if md, ok := l.Metadata(); ok {
+			m.From = md.Identifier
+		}
+	}
+	oi := n.ownerInfo(m.From)
+	if !ls.ready || m.From == "" || ownership.MayAccept(n.role, ls.kind, oi.relation(ls)) != nil {
+		// Not the peer's to send (a world its link does not hold, or
+		// before its metadata): dropped, like a write to an object it
+		// does not own.
+		n.countMessage("refused")
+		n.log.Debug("refused message", "link", l.ID(), "from", m.From, "type", m.Type)
+		return
+	}
+	n.postLocked(m, ls, oi)
+}
+
+// postLocked delivers m here and puts it in the shared log for the
+// links. n.mu must be held.
+func (n *Node) postLocked(m peer.AppMessage, from *linkState, oi ownerInfo) {
+	n.countMessage("relayed")
+	if n.forMeLocked(m) {
+		for _, fn := range n.subs.fns {
+			fn(m)
+		}
+	}
+	n.fan.msgAt = append(n.fan.msgAt, msgMark{at: len(n.fan.log), m: m, enc: peer.AppendAppMessage(nil, m), from: from, oi: oi})
+	if n.opts.Tick == peer.Immediate {
+		n.flushLocked()
+		return
+	}
+	n.kickLocked()
+}
+
+// forMeLocked reports whether m is for this node's own world. n.mu must
+// be held.
+func (n *Node) forMeLocked(m peer.AppMessage) bool {
+	switch {
+	case m.From == n.id:
+		return false
+	case m.World != "":
+		return m.World == n.id
+	case m.Room != "":
+		return n.inRoomLocked(m.Room)
+	}
+	return true
+}
+
+// takesMessages reports whether ls's peer takes ephemeral messages.
+func takesMessages(ls *linkState) bool {
+	if !ls.ready || ls.link == nil {
+		return false
+	}
+	md, ok := ls.link.Metadata()
+	return ok && md.Has(peer.FeatureMessages)
+}
+
+// sendMessageLocked sends ls the message of mm if it is for ls's peer.
+// n.mu must be held.
+func (n *Node) sendMessageLocked(ls *linkState, mm *msgMark) {
+	m := &mm.m
+	switch {
+	case mm.from == ls,
+		!ownership.MaySend(n.role, ls.kind, mm.oi.relation(ls)),
+		m.World != "" && !n.towardLocked(ls, m.World),
+		m.Room != "" && !ls.inRoom(m.Room),
+		m.HasAt && ls.region != nil && ls.region.hasBoxes && !inRegion(ls.region.boxes, m.At, n.opts.InterestMargin):
+		return
+	}
+	if !ls.link.SendAppMessage(mm.enc) {
+		n.countMessage("dropped")
+	}
+}
+
+// towardLocked reports whether world lies beyond ls: behind it, or, for
+// an upstream link, anywhere not behind this node. n.mu must be held.
+func (n *Node) towardLocked(ls *linkState, world string) bool {
+	c := n.claims[world]
+	if ls.kind == ownership.Upstream {
+		return c == nil && world != n.id
+	}
+	return c == ls
+}
+
+// countMessage counts a message by what became of it.
+func (n *Node) countMessage(outcome string) {
+	if n.metrics != nil {
+		n.metrics.messages.WithLabelValues(outcome).Inc()
+	}
+}
+
+// messagesCounter is solipsism_app_messages_total with every outcome
+// present at zero.
+func messagesCounter(labels prometheus.Labels) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "solipsism_app_messages_total", ConstLabels: labels,
+		Help: "Ephemeral messages by outcome: relayed (taken from a peer or published here), refused (a sender the peer's link does not hold), dropped (once per peer too slow to take it).",
+	}, []string{"outcome"})
+	for _, o := range []string{"relayed", "refused", "dropped"} {
+		c.WithLabelValues(o)
+	}
+	return c
+}
+
+// maxPublishBytes bounds a request body of MessagesHandler.
+const maxPublishBytes = peer.DefaultMaxRecordBytes
+
+// MessagesHandler is an HTTP endpoint for a backend to publish messages:
+// POST a JSON object {"type":…,"data":…} with "room" or "world" if the
+// message is for them, and "at" if it happens somewhere; the node sends
+// it from its own world. It answers 202 once the message is on its way,
+// 400 with the reason if it breaks a rule, 405 to other methods, 415 to a
+// body not sent as application/json. Put it
+// behind the admin token: whoever may call it speaks for the node.
+func (n *Node) MessagesHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			http.Error(w, "POST a message", http.StatusMethodNotAllowed)
+			return
+		}
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+			// (A page elsewhere cannot post JSON here without CORS
+			// letting it; a form could post anything else.)
+			http.Error(w, "Content-Type must be application/json", http.StatusUnsupportedMediaType)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxPublishBytes+1))
+		if err != nil {
+			http.Error(w, "reading the message: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if len(body) > maxPublishBytes {
+			http.Error(w, fmt.Sprintf("message over %d bytes", maxPublishBytes), http.StatusRequestEntityTooLarge)
+			return
+		}
+		m, err := peer.Limits{}.DecodeAppMessage(json.RawMessage(body))
+		if err == nil {
+			err = n.Publish(m)
+		}
+		switch {
+		case errors.Is(err, ErrClosed):
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		default:
+			w.WriteHeader(http.StatusAccepted)
+		}
+	})
+}
