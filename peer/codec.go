@@ -199,7 +199,17 @@ type Metadata struct {
 	// node does not take from it because another connection holds them
 	// (and the peer presented no resume token for them).
 	Taken []string
+	// Rooms is our extension (metadata key "rooms"): the rooms the peer is
+	// in, sorted and distinct. HasRooms false means all of them, as when
+	// the key is absent or null; true with none means no room (objects
+	// and messages of no room only).
+	Rooms    []string
+	HasRooms bool
 }
+
+// MaxRooms bounds the rooms of one metadata message; a node whose peers
+// are in more announces all rooms.
+const MaxRooms = 1024
 
 // FeatureRefused is the feature of peers (our proxies) that take a
 // "refused" list in metadata: a node refuses a world behind them that
@@ -272,6 +282,19 @@ func (l Limits) DecodeMetadata(data json.RawMessage) (Metadata, error) {
 			}
 		}
 	}
+	if raw, ok := fields["rooms"]; ok && !isNull(raw) {
+		if json.Unmarshal(raw, &md.Rooms) != nil || len(md.Rooms) > MaxRooms {
+			return md, invalid("rooms is not an array of at most %d names", MaxRooms)
+		}
+		for _, r := range md.Rooms {
+			if err := l.checkID("room", r); err != nil {
+				return md, err
+			}
+		}
+		slices.Sort(md.Rooms)
+		md.Rooms = slices.Compact(md.Rooms)
+		md.HasRooms = true
+	}
 	if raw, ok := fields["identifierChain"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &md.IdentifierChain); err != nil {
 			return md, invalid("identifierChain is not an array of strings")
@@ -317,6 +340,13 @@ func AppendMetadata(dst []byte, typeName string, md Metadata) []byte {
 	}
 	if md.HasInterest {
 		dst = appendInterest(dst, md.Interest)
+	}
+	if md.HasRooms {
+		rooms := md.Rooms
+		if rooms == nil {
+			rooms = []string{}
+		}
+		dst = appendStrings(append(dst, `,"rooms":`...), rooms)
 	}
 	if len(md.Features) > 0 {
 		dst = appendStrings(append(dst, `,"features":`...), md.Features)

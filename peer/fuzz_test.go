@@ -26,6 +26,9 @@ func FuzzDecode(f *testing.F) {
 		`["metadataChange",{"identifier":"a","refused":["bot-AAAAAAAA-BBBBBBBB"]}]`,
 		`["metadataChange",{"identifier":"a","refused":[""]}]`,
 		`["metadataChange",{"identifier":"a","taken":["client-AAAAAAAA-BBBBBBBB"]}]`,
+		`["metadataChange",{"identifier":"a","rooms":["lobby","lobby","b"]}]`,
+		`["metadataChange",{"identifier":"a","rooms":[""]}]`,
+		`["message",{"type":"chat","data":{"text":"hello"},"room":"lobby"}]`,
 		`[1]`, `{}`, `"`, `[[[[`,
 	}
 	for _, s := range seeds {

@@ -103,6 +103,9 @@ func (l Limits) DecodeAppMessage(data json.RawMessage) (AppMessage, error) {
 		if depth(w.Data) > l.MaxDepth {
 			return m, invalid("message data nests deeper than %d", l.MaxDepth)
 		}
+		if !utf8.Valid(w.Data) {
+			return m, invalid("message data is not valid UTF-8")
+		}
 		m.Data = w.Data
 	}
 	if len(w.At) > 0 && !isNull(w.At) {

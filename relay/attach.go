@@ -111,7 +111,7 @@ func (n *Node) Attach(opts AttachOptions) (*Attachment, error) {
 		n.chainChanged()
 	}
 	if opts.HasInterest {
-		n.setRegionLocked(a.ls, opts.Interest, true)
+		n.setRegionLocked(a.ls, wants{boxes: opts.Interest, hasBoxes: true})
 	}
 	if a.rx != nil {
 		n.wantRefresh(a.ls)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sort"
 	"sync"
 	"time"
 
@@ -28,6 +29,9 @@ type ClientOptions struct {
 	// Interest is the region the client wants to see (see
 	// Node.SetInterest); nil means everything.
 	Interest []peer.Box
+	// Rooms are the rooms the client is in from the start (see SetRooms);
+	// nil means all.
+	Rooms []string
 	// Token, if set, is presented to the server (a bearer Authorization
 	// header) when authentication is on.
 	Token string
@@ -92,6 +96,9 @@ func NewClient(url string, opts ClientOptions) (*Client, error) {
 	}
 	if opts.Interest != nil {
 		node.SetInterest(opts.Interest)
+	}
+	if opts.Rooms != nil {
+		node.SetRooms(opts.Rooms)
 	}
 	if opts.Token != "" {
 		h := http.Header{}
@@ -170,6 +177,26 @@ func (c *Client) Identifier() string { return c.node.Identifier() }
 // inside arrive. Nil means everything. The client's own objects stay
 // wherever they are.
 func (c *Client) SetInterest(boxes []peer.Box) { c.node.SetInterest(boxes) }
+
+// SetRooms sets the rooms the client is in: it then sees only their
+// objects and messages, and those of no room, and appears in their
+// presence (see Present). Nil means all rooms (and no presence).
+func (c *Client) SetRooms(rooms []string) { c.node.SetRooms(rooms) }
+
+// Present returns the worlds in a room, from the presence objects the
+// client sees (those of rooms it is in), sorted.
+func (c *Client) Present(room string) []string {
+	var out []string
+	c.node.World().Range(func(o gameworld.Object) bool {
+		var who, in string
+		if json.Unmarshal(o.Properties[PropPresence], &who) == nil && json.Unmarshal(o.Properties[c.node.opts.RoomProperty], &in) == nil && in == room && who != "" {
+			out = append(out, who)
+		}
+		return true
+	})
+	sort.Strings(out)
+	return out
+}
 
 // World returns the client's copy of the shared world.
 func (c *Client) World() *gameworld.World { return c.node.World() }

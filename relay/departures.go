@@ -335,6 +335,9 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 	}
 	n.totals.add(l)
 	n.forgetAskerLocked(ls)
+	if len(ls.presence) > 0 {
+		n.presenceGoneLocked(ls)
+	}
 	if ls.kind == ownership.Upstream {
 		n.requestsLostLocked()
 		// Keep what the upstream told us: on reconnect a refresh brings

@@ -409,10 +409,8 @@ func (n *Node) answerRepairLocked(ls *linkState, r peer.Repair) {
 		if !r.Has(o.IDHash) || !n.sentOver(ls, o.Owner) {
 			return true
 		}
-		if ls.region != nil && !known(o.Slot) {
-			if p, ok := n.positionOf(o.Properties); ok && !inRegion(ls.region.boxes, p, 0) {
-				return true
-			}
+		if ls.region != nil && !known(o.Slot) && !n.holds(ls.region, o.Properties, 0) {
+			return true
 		}
 		recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties}, o.Slot))
 		return true

@@ -30,10 +30,11 @@ type logEntry struct {
 	// removals must still count as local when they are routed, although
 	// its claims are gone by the next tick.
 	oi ownerInfo
-	// p is the object's position after the change, if it has one (set
-	// only while some link has a region).
+	// p is the object's position after the change, if it has one, and
+	// room its room (set only while some link has a region).
 	p    [3]float64
 	hasP bool
+	room string
 }
 
 // fanout is the shared log. Guarded by Node.mu.
@@ -440,10 +441,8 @@ func (n *Node) sendRefreshLocked(ls *linkState) {
 		each = n.regionObjects(ls.region)
 	}
 	each(func(o gameworld.Object) bool {
-		if ls.region != nil {
-			if p, ok := n.positionOf(o.Properties); ok && !inRegion(ls.region.boxes, p, 0) {
-				return true
-			}
+		if ls.region != nil && !n.holds(ls.region, o.Properties, 0) {
+			return true
 		}
 		if n.departingLocked(o.Owner) != nil {
 			return true // as good as gone (departures.go)
@@ -472,10 +471,8 @@ func (n *Node) continueRefreshLocked(ls *linkState) {
 		if n.departingLocked(o.Owner) != nil {
 			return true // as good as gone (departures.go)
 		}
-		if ls.region != nil {
-			if p, ok := n.positionOf(o.Properties); ok && !inRegion(ls.region.boxes, p, 0) {
-				return true // (a region that came meanwhile)
-			}
+		if ls.region != nil && !n.holds(ls.region, o.Properties, 0) {
+			return true // (a region that came meanwhile)
 		}
 		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
 			recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties}, o.Slot))

@@ -291,6 +291,7 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	if n.interestChangedLocked(ls, md) {
 		changed = true // the union announced upstream and to the mesh
 	}
+	n.presenceLocked(ls, md)
 	if gained || len(refused) > 0 || len(taken) > 0 {
 		n.sendTokensLocked(ls, refused, taken)
 	}
@@ -348,6 +349,11 @@ func (n *Node) chainMetadataLocked(kind ownership.LinkKind, departing bool) peer
 		md.Interest, md.HasInterest = n.interest, n.interest != nil
 	default:
 		md.Interest, md.HasInterest = n.unionInterestLocked()
+	}
+	if n.role == ownership.Client {
+		md.Rooms, md.HasRooms = n.rooms, n.rooms != nil
+	} else {
+		md.Rooms, md.HasRooms = n.unionRoomsLocked()
 	}
 	for id, ls := range n.claims {
 		if ls.kind == ownership.Downstream && (departing || len(n.departing) == 0 || n.departing[id] == nil) {

@@ -2,7 +2,9 @@ package relay
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,7 +72,13 @@ func (n *Node) Links() []LinkInfo {
 			BytesIn: s.BytesIn.Load(), BytesOut: s.BytesOut.Load(),
 			Refused: s.Refused.Load(), Ignored: s.Ignored.Load(), MessagesDropped: s.MessagesDropped.Load(),
 		}
-		if ls.region != nil {
+		if ls.region != nil && ls.region.rooms != nil {
+			info.Rooms = slices.Sorted(maps.Keys(ls.region.rooms))
+			if info.Rooms == nil {
+				info.Rooms = []string{}
+			}
+		}
+		if ls.region != nil && ls.region.hasBoxes {
 			boxes := []RegionBox{}
 			for _, b := range ls.region.boxes {
 				boxes = append(boxes, RegionBox{Min: b.Min, Max: b.Max})

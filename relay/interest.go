@@ -38,6 +38,8 @@ type objAt struct {
 	p    [3]float64
 	c    cellKey
 	hasP bool
+	// room is the object's room (rooms.go); empty if none.
+	room string
 }
 
 // spatial is the node's interest index. Guarded by Node.mu. It is built
@@ -51,6 +53,11 @@ type spatial struct {
 	links    map[cellKey][]*linkState
 	wide     []*linkState
 	regioned []*linkState
+	// boxed are the regions with boxes (in links or wide); roomOnly those
+	// of rooms alone, also listed by room in roomLinks (rooms.go).
+	boxed     []*linkState
+	roomOnly  []*linkState
+	roomLinks map[string][]*linkState
 	// peak is the most objects indexed since at was last rebuilt.
 	peak int
 	// unusedSince is when the last region went, while none has come
@@ -197,7 +204,7 @@ func (n *Node) activateSpatial() {
 		return
 	}
 	*sp = spatial{active: true, at: map[uint32]objAt{}, objs: map[cellKey]map[uint32]struct{}{},
-		unplaced: map[uint32]struct{}{}, links: map[cellKey][]*linkState{}}
+		unplaced: map[uint32]struct{}{}, links: map[cellKey][]*linkState{}, roomLinks: map[string][]*linkState{}}
 	n.world.Range(func(o gameworld.Object) bool {
 		n.placeLocked(o.Slot, o.ID, o.Properties)
 		return true
@@ -231,7 +238,7 @@ func (n *Node) placeLocked(slot uint32, id string, props gameworld.Properties) (
 		}
 		return old, had
 	}
-	now := objAt{id: id}
+	now := objAt{id: id, room: n.roomOf(props)}
 	now.p, now.hasP = n.positionOf(props)
 	if now.hasP {
 		now.c = n.cellOf(now.p)
@@ -265,6 +272,19 @@ func (n *Node) registerLocked(ls *linkState) {
 	if ls.region == nil {
 		return
 	}
+	sp.regioned = append(sp.regioned, ls)
+	sp.unusedSince = time.Time{}
+	if !ls.region.hasBoxes {
+		// Rooms alone: listed by room. It holds all of space, so a
+		// change of it looks at the whole world (wide).
+		ls.region.wide = true
+		sp.roomOnly = append(sp.roomOnly, ls)
+		for r := range ls.region.rooms {
+			sp.roomLinks[r] = append(sp.roomLinks[r], ls)
+		}
+		return
+	}
+	sp.boxed = append(sp.boxed, ls)
 	cells, ok := n.cellsOf(ls.region.boxes, n.opts.InterestMargin)
 	ls.region.cells, ls.region.wide = cells, !ok
 	if !ok {
@@ -273,7 +293,6 @@ func (n *Node) registerLocked(ls *linkState) {
 	for _, c := range cells {
 		sp.links[c] = append(sp.links[c], ls)
 	}
-	sp.regioned = append(sp.regioned, ls)
 	sp.unusedSince = time.Time{}
 }
 
@@ -299,14 +318,24 @@ func (n *Node) unregisterLocked(ls *linkState) {
 	}
 	sp.wide = drop(sp.wide)
 	sp.regioned = drop(sp.regioned)
+	sp.boxed = drop(sp.boxed)
+	sp.roomOnly = drop(sp.roomOnly)
+	for r := range ls.region.rooms {
+		if l := drop(sp.roomLinks[r]); len(l) > 0 {
+			sp.roomLinks[r] = l
+		} else {
+			delete(sp.roomLinks, r)
+		}
+	}
 	ls.region.cells = nil
 }
 
-// setRegionLocked sets what ls wants to see; boxes nil with has false
-// means everything. A ready link is sent what enters its view and removes
-// of what leaves it. n.mu must be held.
-func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
+// setRegionLocked sets what ls wants to see (v.everything: all of it).
+// A ready link is sent what enters its view and removes of what leaves
+// it. n.mu must be held.
+func (n *Node) setRegionLocked(ls *linkState, v wants) {
 	old := ls.region
+	has := !v.everything()
 	if !has && old == nil {
 		return
 	}
@@ -333,7 +362,7 @@ func (n *Node) setRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
 	}
 	n.unregisterLocked(ls)
 	if has {
-		ls.region = &region{boxes: boxes, hasBoxes: true}
+		ls.region = v.region()
 		n.registerLocked(ls)
 	} else {
 		ls.region = nil
@@ -408,11 +437,10 @@ func (n *Node) revealLocked(ls *linkState, objs []gameworld.Object) {
 			continue
 		}
 		v := peer.Reveal
-		if ls.region != nil {
-			p, hasP := n.positionOf(o.Properties)
+		if r := ls.region; r != nil {
 			switch {
-			case !hasP || inRegion(ls.region.boxes, p, 0):
-			case inRegion(ls.region.boxes, p, n.opts.InterestMargin):
+			case n.holds(r, o.Properties, 0):
+			case n.holds(r, o.Properties, n.opts.InterestMargin):
 				continue // near the edge: stays as it is
 			default:
 				v = peer.Hide
@@ -478,7 +506,13 @@ func (n *Node) regionVerdict(ls *linkState, i int, v peer.Verdict) peer.Verdict 
 		return v
 	}
 	e := &n.fan.log[i]
-	if e.rec.Type == gameworld.Remove || !e.hasP {
+	if e.rec.Type == gameworld.Remove {
+		return peer.Send
+	}
+	if r := ls.region; r.rooms != nil && e.room != "" && !r.rooms[e.room] {
+		return peer.Hide
+	}
+	if !e.hasP || !ls.region.hasBoxes {
 		return peer.Send
 	}
 	switch {
@@ -520,9 +554,12 @@ func (n *Node) indexLog() {
 		}
 		old, had := n.placeLocked(e.rec.Slot, e.rec.ID, props)
 		now := sp.at[e.rec.Slot]
-		e.p, e.hasP = now.p, now.hasP
+		e.p, e.hasP, e.room = now.p, now.hasP, now.room
+		if len(sp.roomOnly) > 0 {
+			n.visitRooms(had, old, props != nil, now, func(ls *linkState) { visit(ls, i) })
+		}
 		if (had && !old.hasP) || (props != nil && !now.hasP) {
-			for _, ls := range sp.regioned {
+			for _, ls := range sp.boxed {
 				visit(ls, i)
 			}
 			continue
@@ -549,28 +586,35 @@ func (n *Node) indexLog() {
 func (n *Node) unionInterestLocked() (boxes []peer.Box, has bool) {
 	boxes = []peer.Box{}
 	add := func(ls *linkState) bool {
-		if ls.region == nil {
-			return false
+		if ls.region == nil || !ls.region.hasBoxes {
+			return false // all of space (in some rooms, or all)
 		}
 		boxes = append(boxes, ls.region.boxes...)
 		return true
 	}
-	for _, ls := range n.order {
-		// A peer that has not said who it is wants nothing yet: its
-		// region (or lack of one) counts once its metadata arrives.
-		if ls.kind == ownership.Downstream && ls.ready && !add(ls) {
-			return nil, false
-		}
-	}
-	for _, a := range n.atts {
-		if a.rx != nil && !add(a.ls) {
-			return nil, false
-		}
-	}
-	if len(boxes) > peer.MaxInterestBoxes {
+	if !n.eachDownstreamLocked(add) || len(boxes) > peer.MaxInterestBoxes {
 		return nil, false // too detailed to announce: everything
 	}
 	return boxes, true
+}
+
+// eachDownstreamLocked calls fn with every downstream peer whose wants
+// count (links and attachments), until fn returns false, and reports
+// whether none did. n.mu must be held.
+func (n *Node) eachDownstreamLocked(fn func(*linkState) bool) bool {
+	for _, ls := range n.order {
+		// A peer that has not said who it is wants nothing yet: its
+		// region (or lack of one) counts once its metadata arrives.
+		if ls.kind == ownership.Downstream && ls.ready && !fn(ls) {
+			return false
+		}
+	}
+	for _, a := range n.atts {
+		if a.rx != nil && !fn(a.ls) {
+			return false
+		}
+	}
+	return true
 }
 
 // regionEvery is how often at most a link's region changes: changing it
@@ -585,8 +629,7 @@ const regionEvery = 100 * time.Millisecond
 
 // wantedRegion is a region announced and not yet applied.
 type wantedRegion struct {
-	boxes []peer.Box
-	has   bool
+	v wants
 }
 
 // interestChangedLocked applies the region a peer announced in its
@@ -594,31 +637,31 @@ type wantedRegion struct {
 // recently, and reports whether it was applied (so the union of regions
 // changed). n.mu must be held.
 func (n *Node) interestChangedLocked(ls *linkState, md peer.Metadata) bool {
-	cur := ls.region
+	v := wantsOf(md)
 	switch {
-	case cur == nil && !md.HasInterest, cur != nil && md.HasInterest && sameBoxes(cur.boxes, md.Interest):
+	case v.same(ls.region):
 		ls.wanted = nil // back to what applies: nothing to change
 		return false
-	case ls.wanted != nil && ls.wanted.has == md.HasInterest && sameBoxes(ls.wanted.boxes, md.Interest):
+	case ls.wanted != nil && ls.wanted.v.equal(v):
 		return false
 	}
 	// (An attachment's region is set by its bridge, at the pace its own
 	// peers come and go: it applies at once, as does a link's first.)
 	if !ls.ready || ls.att != nil || !time.Now().Before(ls.regionNext) {
 		ls.wanted = nil
-		n.applyRegionLocked(ls, md.Interest, md.HasInterest)
+		n.applyRegionLocked(ls, v)
 		return true
 	}
-	ls.wanted = &wantedRegion{boxes: md.Interest, has: md.HasInterest}
+	ls.wanted = &wantedRegion{v: v}
 	n.regionTimerLocked(ls.regionNext)
 	return false
 }
 
 // applyRegionLocked sets ls's region and when it may change next. n.mu
 // must be held.
-func (n *Node) applyRegionLocked(ls *linkState, boxes []peer.Box, has bool) {
+func (n *Node) applyRegionLocked(ls *linkState, v wants) {
 	start := time.Now()
-	n.setRegionLocked(ls, boxes, has)
+	n.setRegionLocked(ls, v)
 	end := time.Now()
 	ls.regionNext = end.Add(max(regionEvery, 2*end.Sub(start)))
 }
@@ -661,7 +704,7 @@ func (n *Node) regionsDue() {
 			continue
 		}
 		ls.wanted = nil
-		n.applyRegionLocked(ls, w.boxes, w.has)
+		n.applyRegionLocked(ls, w.v)
 		changed = true
 	}
 	if changed {

@@ -79,6 +79,8 @@ type Node struct {
 	sp         spatial
 	// subs receive the messages that reach this node (messages.go).
 	subs msgSubs
+	// rooms are the rooms a client node is in (SetRooms); nil means all.
+	rooms []string
 	// onUpstreamReady is UpstreamOptions.OnReady.
 	onUpstreamReady func()
 	// interest is what a client node wants of its upstream (SetInterest);
@@ -169,6 +171,9 @@ type linkState struct {
 	release func()
 	// digest is the link's anti-entropy schedule (digest.go).
 	digest digestState
+	// presence holds the ids of the presence objects this node made for
+	// the peer, by room (presence.go).
+	presence map[string]string
 }
 
 // New returns a node. Call Close to stop it.
@@ -212,6 +217,9 @@ func New(opts Options) (*Node, error) {
 	opts.Quotas.defaults()
 	if opts.InterestProperty == "" {
 		opts.InterestProperty = DefaultInterestProperty
+	}
+	if opts.RoomProperty == "" {
+		opts.RoomProperty = DefaultRoomProperty
 	}
 	switch {
 	case opts.InterestMargin == 0:

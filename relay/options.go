@@ -66,6 +66,9 @@ type Options struct {
 	// so that objects at the edge do not flicker. Zero means
 	// DefaultInterestMargin; negative means none.
 	InterestMargin float64
+	// RoomProperty is the property that holds an object's room (a
+	// string; rooms.go). Empty means DefaultRoomProperty ("room").
+	RoomProperty string
 	// InterestCell is the side of the grid cells that index objects and
 	// regions. Zero means DefaultInterestCell.
 	InterestCell float64

@@ -61,6 +61,8 @@ type loadReport struct {
 	FirstError    string  `json:"first_error"`
 	Reconnects    int64   `json:"reconnects"`
 	Sent          int64   `json:"sent"`
+	BytesPerS     float64 `json:"bytes_per_second"`
+	Seconds       float64 `json:"seconds"`
 	// What --check, --allo and --snapshot report.
 	Checked              int `json:"checked"`
 	Inconsistent         int `json:"inconsistent"`

@@ -15,10 +15,11 @@
 //     updates are batched and coalesced per tick like any client's.
 //   - NAF.utils.takeOwnership asks the node for the object (an ownership
 //     transfer); if the node refuses, NAF is told the real owner back.
-//   - A room is a property of objects ("naf:room"): the adapter shows NAF
-//     only its room's. Occupants are the worlds with a presence object in
-//     the room; a tab that leaves takes its presence and its (not
-//     persistent) entities with it.
+//   - NAF's app and room are one room of the node ("<app>/<room>"): the
+//     page is in it, its entities carry it (property "room"), and the node
+//     sends the page only that room's entities and messages. Occupants are
+//     the node's presence of the room (join and leave events); a tab that
+//     leaves takes its presence and its (not persistent) entities with it.
 //   - NAF's data channels (sendData, sendDataGuaranteed, broadcastData,
 //     broadcastDataGuaranteed of any type but NAF's own "u", "um", "r";
 //     subscribeToDataChannel to receive) are the node's ephemeral messages:
@@ -45,7 +46,6 @@ const ENTITY = "naf-";
 // of these types from another page is not passed on (it would bypass the
 // node's ownership of entities).
 const SYNC_TYPES = new Set(["u", "um", "r"]);
-const PRESENCE = "naf-presence-";
 
 export class SolipsismAdapter {
   constructor() {
@@ -90,16 +90,31 @@ export class SolipsismAdapter {
     return (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws";
   }
 
+  /** The node's room for NAF's app and room. */
+  nodeRoom() {
+    return `${this.app}/${this.room}`;
+  }
+
   connect() {
     const s = (this.session = connect({ url: this.url(), prefix: "naf", getToken: tokenSource }));
     const world = (this.world = s.world);
     this.myId = world.identifier;
+    s.setRooms([this.nodeRoom()]);
     let joined = false;
+    const occupants = () => {
+      if (!joined) return; // NAF learns its occupants once it is connected
+      const now = {};
+      for (const w of world.present(this.nodeRoom())) if (w !== this.myId) now[w] = this.occupants[w] || Date.now();
+      this.occupants = now;
+      this.onOccupants({ ...now });
+    };
+    world.addEventListener("join", occupants);
+    world.addEventListener("leave", occupants);
     s.addEventListener("status", (e) => {
       if (e.detail === "connected" && !joined) {
         joined = true;
-        world.create({ "naf:presence": this.room, "naf:app": this.app, "naf:joined": Date.now() }, PRESENCE + this.myId);
         this.onSuccess(this.myId);
+        occupants();
       }
       if (e.detail === "refused" && this.onFailure) this.onFailure(new Error("solipsism: the node refused this client"));
     });
@@ -108,22 +123,14 @@ export class SolipsismAdapter {
     }
     world.addEventListener("message", (e) => {
       const m = e.detail;
-      if (!SYNC_TYPES.has(m.type) && (m.room === undefined || m.room === this.room)) this.onMessage(m.from, m.type, m.data);
+      if (!SYNC_TYPES.has(m.type) && (m.room === undefined || m.room === this.nodeRoom())) this.onMessage(m.from, m.type, m.data);
     });
   }
 
   /** A change of the world, to pass on to NAF if it is someone else's. */
   heard(type, o, changed) {
     const p = o.properties;
-    if (o.id.startsWith(PRESENCE)) {
-      if (p["naf:presence"] === this.room && p["naf:app"] === this.app && o.owner !== this.myId) {
-        if (type === "remove") delete this.occupants[o.owner];
-        else this.occupants[o.owner] = p["naf:joined"] || 0;
-        this.onOccupants({ ...this.occupants });
-      }
-      return;
-    }
-    if (!o.id.startsWith(ENTITY) || p["naf:room"] !== this.room) return;
+    if (!o.id.startsWith(ENTITY) || p.room !== this.nodeRoom()) return;
     const networkId = o.id.slice(ENTITY.length);
     if (type === "remove") {
       this.ownerTimes.delete(networkId);
@@ -184,7 +191,7 @@ export class SolipsismAdapter {
       return;
     }
     Object.assign(props, {
-      "naf:room": this.room, "naf:template": d.template, "naf:creator": d.creator || this.myId,
+      room: this.nodeRoom(), "naf:template": d.template, "naf:creator": d.creator || this.myId,
       "naf:parent": d.parent ?? null, "naf:persistent": !!d.persistent, transferable: true,
     });
     if (d.persistent) props.persistent = true;
@@ -225,7 +232,7 @@ export class SolipsismAdapter {
   }
   broadcastData(type, data) {
     if (SYNC_TYPES.has(type)) this.send(type, data);
-    else if (this.world) this.world.send(type, data === undefined ? null : data, { room: this.room });
+    else if (this.world) this.world.send(type, data === undefined ? null : data, { room: this.nodeRoom() });
   }
   broadcastDataGuaranteed(type, data) {
     this.broadcastData(type, data);

@@ -10,6 +10,7 @@
 import { GameWorld, Link, SocketConnection } from "./solipsism.js";
 
 const world = new GameWorld({ prefix: "webworker" });
+world.role = "proxy"; // it relays its page: the server leaves the page's presence to it
 let conn = null;
 // Token requests to the page, and the last close, as metadata keys.
 let asked = 0;
@@ -39,9 +40,32 @@ const page = new Link(world, { send: (m) => self.postMessage(m) }, "downstream",
     // the server before any of the page's objects reach it.
     world.interest = page.peerInterest;
     world.rooms = page.peerRooms;
+    presence(page.peer.identifier, page.peerRooms || []);
     if (conn && conn.link) conn.link.sendMetadata();
   },
 });
+
+// The page's presence in its rooms: a node makes it for the peers it
+// serves, but relays like this worker (role "proxy") make their own
+// peers'. The objects are ours, so they go when this worker goes.
+const present = new Map(); // room -> object id
+function presence(who, rooms) {
+  for (const [room, id] of present) {
+    if (!rooms.includes(room)) {
+      present.delete(room);
+      const o = world.get(id);
+      if (o) o.remove();
+    }
+  }
+  for (const room of rooms) {
+    if (present.has(room)) continue;
+    let h = 0xcbf29ce484222325n; // FNV-1a, 64 bits: a short id for any room name
+    for (const b of new TextEncoder().encode(room + "\0" + who)) h = BigInt.asUintN(64, (h ^ BigInt(b)) * 0x100000001b3n);
+    const id = "presence-" + h.toString(16).padStart(16, "0");
+    present.set(room, id);
+    world.create({ room, presence: who, since: Date.now() }, id);
+  }
+}
 
 self.onmessage = (ev) => {
   try {

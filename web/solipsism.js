@@ -206,6 +206,21 @@ export class GameWorld extends EventTarget {
     for (const l of this.links) if (l.kind === "upstream") l.sendMetadata();
   }
 
+  /**
+   * The worlds in a room, from the presence objects this world sees (those
+   * of its rooms): the node makes one per world and room it is in. "join"
+   * and "leave" events (detail {world, room}) tell the changes.
+   * @param {string} room
+   * @returns {string[]}
+   */
+  present(room) {
+    const out = [];
+    for (const o of this.objects.values()) {
+      if (typeof o.properties.presence === "string" && o.properties.room === room) out.push(o.properties.presence);
+    }
+    return out.sort();
+  }
+
   /** @returns {boolean} whether owner is this world or a world behind it. */
   isLocal(owner) {
     return owner === this.identifier || this.behind.has(owner);
@@ -345,6 +360,10 @@ export class GameWorld extends EventTarget {
       for (const l of this.links) if (l !== from) l.offer(a.rec, a.object, a.previousOwner);
       const detail = { object: a.object, changed: a.changed || a.object.properties, previousOwner: a.previousOwner };
       this.dispatchEvent(new CustomEvent(a.rec.type, { detail }));
+      const pr = a.object.properties;
+      if ((a.rec.type === "add" || a.rec.type === "remove") && typeof pr.presence === "string" && typeof pr.room === "string") {
+        this.dispatchEvent(new CustomEvent(a.rec.type === "add" ? "join" : "leave", { detail: { world: pr.presence, room: pr.room } }));
+      }
       if (a.rec.type === "transfer") {
         const was = this.isLocal(a.previousOwner), is = this.isLocal(a.object.owner);
         if (is && !was) this.dispatchEvent(new CustomEvent("gained", { detail }));
@@ -437,6 +456,7 @@ export class Link {
     const md = { identifier: this.world.identifier, identifierChain: chain, features: ["ownership", "messages"], ...(this.metaExtra ? this.metaExtra() : {}), ...extra };
     if (this.kind === "upstream" && this.world.interest) md.interest = this.world.interest;
     if (this.kind === "upstream" && this.world.rooms) md.rooms = this.world.rooms;
+    if (this.kind === "upstream" && this.world.role) md.role = this.world.role;
     if (this.kind === "upstream" && Object.keys(this.world.resumeTokens).length) md.resumeTokens = { ...this.world.resumeTokens };
     return md;
   }

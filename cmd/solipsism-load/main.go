@@ -89,6 +89,7 @@ func main() {
 	alloURL := flag.String("allo-url", "", "the node's Alloverse endpoint; empty means --url with /ws replaced by /alloverse")
 	snapshots := flag.Int("snapshot", 0, "snapshot clients (UDP) that also follow the world and update an object of their own at --rate")
 	snapshotAddr := flag.String("snapshot-addr", "127.0.0.1:7777", "the node's snapshot endpoint (host:port, UDP)")
+	rooms := flag.Int("rooms", 0, "if positive, put the clients in this many rooms, round robin (client i in room-<i mod rooms>), each client's object in its room: the node sends each only its room's objects")
 	persistent := flag.Bool("persistent", false, "mark the clients' objects \"persistent\": true, so that a node with a store writes every update to disk")
 	flag.Parse()
 
@@ -96,7 +97,7 @@ func main() {
 	defer stop()
 	cfg := &config{url: *url, outJSON: *jsonOut, check: *check, progress: *progress,
 		churners: *churn, stalled: *stall, settle: *settle, interest: *interest, token: *token,
-		allo: *allo, alloURL: *alloURL, snapshots: *snapshots, snapshotAddr: *snapshotAddr, persistent: *persistent}
+		allo: *allo, alloURL: *alloURL, snapshots: *snapshots, snapshotAddr: *snapshotAddr, persistent: *persistent, rooms: *rooms}
 	if *token != "" {
 		cfg.dialOpts = &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + *token}}}
 	}
@@ -121,6 +122,7 @@ type config struct {
 	// apart and gives each client an interest box reaching this far.
 	interest              float64
 	persistent            bool
+	rooms                 int
 	side                  int // of the grid, in objects
 	allo, snapshots       int
 	alloURL, snapshotAddr string
@@ -216,6 +218,9 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 			cl.at = [3]float64{float64(i%side) * gridSpacing, 0, float64(i/side) * gridSpacing}
 			r := cfg.interest
 			cl.box = &peer.Box{Min: [3]float64{cl.at[0] - r, -r, cl.at[2] - r}, Max: [3]float64{cl.at[0] + r, r, cl.at[2] + r}}
+		}
+		if cfg.rooms > 0 {
+			cl.room = fmt.Sprintf("room-%d", i%cfg.rooms)
 		}
 		cl.ownKey = []byte(`"id":"` + cl.obj + `"`)
 		clients = append(clients, cl)
@@ -331,6 +336,8 @@ type client struct {
 	// --interest.
 	at  [3]float64
 	box *peer.Box
+	// room is the client's room and its object's, with --rooms.
+	room string
 	// world is the client's copy of the world (--check): object id to its
 	// "t" property, as received.
 	wmuMirror sync.Mutex
@@ -435,6 +442,9 @@ func (cl *client) add(t int64) []byte {
 	if cl.cfg.persistent {
 		persistent = `,"persistent":true`
 	}
+	if cl.room != "" {
+		persistent += `,"room":"` + cl.room + `"`
+	}
 	return fmt.Appendf(nil, `["worldChange",{"timestamp":%d,"changes":[{"type":"add","id":"%s","owner":"%s","properties":{"position":%s,"t":%d%s}}]}]`,
 		time.Now().UnixMilli(), cl.obj, cl.id, cl.position(0), t, persistent)
 }
@@ -457,6 +467,9 @@ func (cl *client) metadata() []byte {
 	if tok, _ := cl.resume.Load().(string); tok != "" {
 		b, _ := json.Marshal(map[string]string{cl.id: tok})
 		resume = `,"resumeTokens":` + string(b)
+	}
+	if cl.room != "" {
+		resume += `,"rooms":["` + cl.room + `"]`
 	}
 	if cl.box == nil {
 		return fmt.Appendf(nil, `["metadataChange",{"identifier":"%s","identifierChain":["%s"]%s}]`, cl.id, cl.id, resume)
@@ -620,6 +633,7 @@ type nodeObject struct {
 	t      string // its "t" property
 	at     [3]float64
 	placed bool
+	room   string
 }
 
 // nodeWorld reads the node's world from its /api/state, presenting token
@@ -654,6 +668,7 @@ func nodeWorld(wsURL, token string) (map[string]nodeObject, error) {
 	node := make(map[string]nodeObject, len(st.Objects))
 	for _, o := range st.Objects {
 		no := nodeObject{t: string(o.Properties["t"])}
+		json.Unmarshal(o.Properties["room"], &no.room) //nolint:errcheck // no room: ""
 		var p []float64
 		if json.Unmarshal(o.Properties["position"], &p) == nil && len(p) == 3 {
 			no.at, no.placed = [3]float64(p), true
@@ -676,7 +691,7 @@ func checkMirrors(node map[string]nodeObject, cls []*client) (checked, inconsist
 		cl.wmuMirror.Lock()
 		bad := false
 		for id, o := range node {
-			if id == cl.obj || (cl.box != nil && o.placed && !cl.box.Contains(o.at, 0)) {
+			if id == cl.obj || (cl.box != nil && o.placed && !cl.box.Contains(o.at, 0)) || (cl.room != "" && o.room != "" && o.room != cl.room) {
 				continue
 			}
 			want++

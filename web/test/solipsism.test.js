@@ -365,6 +365,43 @@ test("messages: to everyone, to one world, in order after the changes before the
   await node.stop();
 });
 
+test("rooms: the node sends a world only its rooms' objects and messages, and who is in them", async () => {
+  const node = await startNode(await freePort());
+  const [a, b, c] = [0, 1, 2].map(() => connect({ url: node.url, worker: false }));
+  a.setRooms(["r1"]);
+  b.setRooms(["r1"]);
+  c.setRooms(["r2"]);
+  await Promise.all([a, b, c].map(connected));
+  const joins = [];
+  a.world.addEventListener("join", (e) => joins.push(e.detail));
+  const inR1 = b.world.create({ room: "r1", n: 1 });
+  const inR2 = b.world.create({ room: "r2", n: 2 });
+  const everywhere = b.world.create({ n: 3 });
+  await waitFor("a sees r1's and no room's", () => a.world.get(inR1.id) && a.world.get(everywhere.id));
+  await waitFor("c sees r2's and no room's", () => c.world.get(inR2.id) && c.world.get(everywhere.id));
+  await waitFor("presence in r1", () => a.world.present("r1").length === 2);
+  assert.deepEqual(a.world.present("r1"), [a.world.identifier, b.world.identifier].sort());
+  assert.ok(!a.world.get(inR2.id) && !c.world.get(inR1.id), "an object of another room arrived");
+  assert.deepEqual(c.world.present("r1"), [], "c sees r1's presence");
+  const heard = { a: [], c: [] };
+  a.world.addEventListener("message", (e) => heard.a.push(e.detail.data));
+  c.world.addEventListener("message", (e) => heard.c.push(e.detail.data));
+  b.send("say", "r1 only", { room: "r1" });
+  b.send("say", "r2 only", { room: "r2" });
+  await waitFor("the room messages", () => heard.a.length === 1 && heard.c.length === 1);
+  assert.deepEqual(heard, { a: ["r1 only"], c: ["r2 only"] });
+  // c moves to r1: r1's objects arrive, r2's leave; b's object moves too.
+  c.setRooms(["r1"]);
+  inR2.set({ room: "r1" });
+  await waitFor("c in r1", () => c.world.get(inR1.id) && c.world.get(inR2.id) && c.world.present("r1").length === 3);
+  await waitFor("a sees the moved object", () => a.world.get(inR2.id));
+  b.close();
+  await waitFor("b leaves r1", () => a.world.present("r1").length === 2 && !a.world.get(inR1.id));
+  assert.ok(joins.some((j) => j.world === b.world.identifier && j.room === "r1"));
+  a.close(); c.close();
+  await node.stop();
+});
+
 test("ignores malformed messages and refuses others' objects", () => {
   const { world, link } = fakeLink("upstream");
   const mine = world.create({ hp: 100 });
