@@ -20,6 +20,9 @@ var messageVectors = []struct {
 		AppMessage{Type: "chat", Data: []byte(`"see you"`), Room: "lobby"}},
 	{`["message",{"type":"rpc","data":{"call":"open","door":7},"world":"bot-AAAAAAAA-BBBBBBBB"}]`,
 		AppMessage{Type: "rpc", Data: []byte(`{"call":"open","door":7}`), World: "bot-AAAAAAAA-BBBBBBBB"}},
+	{`["message",{"from":"server-8f3KQ2ab-Lm0c9Xz1","type":"solipsism.refused","data":{"id":"demo-ball-3d","reason":"breaks the property schema of kind \"ball\": at '/position/0': got null, want number; at '/position/1': got null, want number; at '/position/2': got null, want number","properties":{"position":[0,0.25,-3]}},"world":"client-AAAAAAAA-BBBBBBBB"}]`,
+		AppMessage{From: "server-8f3KQ2ab-Lm0c9Xz1", Type: "solipsism.refused", World: "client-AAAAAAAA-BBBBBBBB",
+			Data: []byte(`{"id":"demo-ball-3d","reason":"breaks the property schema of kind \"ball\": at '/position/0': got null, want number; at '/position/1': got null, want number; at '/position/2': got null, want number","properties":{"position":[0,0.25,-3]}}`)}},
 	{`["message",{"type":"boom","data":null,"at":[12.5,0,-3]}]`,
 		AppMessage{Type: "boom", At: [3]float64{12.5, 0, -3}, HasAt: true}},
 }

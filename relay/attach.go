@@ -157,6 +157,9 @@ func (a *Attachment) Apply(changes []gameworld.Change) (gameworld.Applied, error
 	})
 	n.route(res.Records, a.ls)
 	n.answerTransfers(a.ls, requests, res.Records)
+	if n.opts.Validator != nil && len(res.Refused) > 0 {
+		n.tellRefusedLocked(res.Refused)
+	}
 	return res, nil
 }
 

@@ -82,6 +82,9 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	// The peer knows what it sent us (Echo), so a later remove may be
 	// relayed to it.
 	n.route(res.Records, ls)
+	if n.opts.Validator != nil && len(res.Refused) > 0 {
+		n.tellRefusedLocked(res.Refused)
+	}
 	switch ls.kind {
 	case ownership.Downstream:
 		// A refused claim from a proxy is answered too: the proxy takes

@@ -111,13 +111,16 @@ func (n *Node) HandleAppMessage(l *peer.Link, m peer.AppMessage) {
 		}
 	}
 	oi := n.ownerInfo(m.From)
-	if !ls.ready || m.From == "" || ownership.MayAccept(n.role, ls.kind, oi.relation(ls)) != nil {
+	if !ls.ready || m.From == "" || ownership.MayAccept(n.role, ls.kind, oi.relation(ls)) != nil || (ls.kind == ownership.Downstream && reservedType(m.Type)) {
 		// Not the peer's to send (a world its link does not hold, or
 		// before its metadata): dropped, like a write to an object it
 		// does not own.
 		n.countMessage("refused")
 		n.log.Debug("refused message", "link", l.ID(), "from", m.From, "type", m.Type)
 		return
+	}
+	if m.Type == TypeRefused && ls.kind == ownership.Upstream {
+		n.correctLocked(m, ls)
 	}
 	n.postLocked(m, ls, oi)
 }

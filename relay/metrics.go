@@ -100,9 +100,9 @@ func repairsCounter(labels prometheus.Labels) *prometheus.CounterVec {
 func limitedCounter(labels prometheus.Labels) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "solipsism_limited_total", ConstLabels: labels,
-		Help: "Peers' actions stopped by a limit: connections_per_ip, objects_per_owner, object_size (properties or bytes), unauthorized, identity_taken.",
+		Help: "Peers' actions stopped by a limit: connections_per_ip, objects_per_owner, object_size (properties or bytes), unauthorized, identity_taken, schema (a write that breaks the property schemas).",
 	}, []string{"limit"})
-	for _, l := range []string{"connections_per_ip", "objects_per_owner", "object_size", "unauthorized", "identity_taken", "upstream_refused", "world_objects", "world_bytes"} {
+	for _, l := range []string{"connections_per_ip", "objects_per_owner", "object_size", "unauthorized", "identity_taken", "upstream_refused", "world_objects", "world_bytes", "schema"} {
 		c.WithLabelValues(l)
 	}
 	return c

@@ -497,7 +497,7 @@ func (n *Node) Apply(changes []gameworld.Change) (gameworld.Applied, error) {
 		if owner != n.id {
 			return fmt.Errorf("object %s is owned by %s, not %s", c.ID, owner, n.id)
 		}
-		return nil
+		return n.validate(c, existing)
 	})
 	n.route(res.Records, nil)
 	return res, nil

@@ -66,6 +66,10 @@ type Options struct {
 	// so that objects at the edge do not flicker. Zero means
 	// DefaultInterestMargin; negative means none.
 	InterestMargin float64
+	// Validator, if set, checks every write of a peer this node serves,
+	// and its own, against property schemas (validate.go; package schema
+	// makes one from a file). Nil checks nothing.
+	Validator Validator
 	// RoomProperty is the property that holds an object's room (a
 	// string; rooms.go). Empty means DefaultRoomProperty ("room").
 	RoomProperty string

@@ -78,6 +78,21 @@ func (n *Node) openStoreLocked(s store.Store, st store.State) {
 		p.stored[o.ID] = true
 	}
 	n.countOwners(n.world.Apply(changes, nil).Records)
+	if n.opts.Validator != nil {
+		// Kept (nothing a user owns is lost), but said: the schemas
+		// changed since, or the store was written without them.
+		bad := 0
+		for _, c := range changes {
+			if err := n.opts.Validator.Check(c, nil); err != nil {
+				if bad++; bad <= 5 {
+					n.log.Warn("a stored object breaks the property schemas; kept as it is", "id", c.ID, "reason", err)
+				}
+			}
+		}
+		if bad > 5 {
+			n.log.Warn("more stored objects break the property schemas", "count", bad)
+		}
+	}
 	owners := map[string]bool{}
 	for _, o := range st.Objects {
 		if o.Owner != n.id {

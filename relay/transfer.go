@@ -77,7 +77,10 @@ func (n *Node) authorize(ls *linkState, kind ownership.LinkKind, c gameworld.Cha
 		return err
 	}
 	if kind == ownership.Downstream {
-		return n.checkQuota(c, existing, owner)
+		if err := n.checkQuota(c, existing, owner); err != nil {
+			return err
+		}
+		return n.validate(c, existing)
 	}
 	return n.checkTrusted(ls, c, existing)
 }

@@ -6,6 +6,7 @@ import (
 
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +15,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/solipsism/mesh/auth"
+	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/relay"
+	"github.com/solipsism/mesh/schema"
 	"github.com/solipsism/mesh/web"
 )
 
@@ -105,7 +108,18 @@ func jsString(s string) string {
 // avatars, and see them move in 3D when their owners walk.
 func TestBrowserDemo3D(t *testing.T) {
 	browser := newBrowser(t)
-	_, front, _ := startWebNode(t, relay.Options{})
+	// With the demo's property schemas: nothing the demo does breaks them.
+	set, err := schema.Load("../docs/demo-schemas.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &countingValidator{set: set}
+	_, front, _ := startWebNode(t, relay.Options{Validator: v})
+	defer func() {
+		if n, first := v.refusals(); n > 0 {
+			t.Errorf("the demo's writes broke its schemas %d times; first: %v", n, first)
+		}
+	}()
 
 	alice, aliceOutside := tabWithin(t, browser, "alice", front.URL+"/?name=alice", front.URL)
 	bob, bobOutside := tabWithin(t, browser, "bob", front.URL+"/?name=bob&mode=main", front.URL)
@@ -269,4 +283,30 @@ func testAuthKey(t *testing.T) ([]byte, *auth.JWT) {
 		t.Fatal(err)
 	}
 	return key, authn
+}
+
+// countingValidator is a schema.Set that counts what it refuses.
+type countingValidator struct {
+	set   *schema.Set
+	mu    sync.Mutex
+	n     int
+	first error
+}
+
+func (v *countingValidator) Check(c gameworld.Change, existing *gameworld.Object) error {
+	err := v.set.Check(c, existing)
+	if err != nil {
+		v.mu.Lock()
+		if v.n++; v.first == nil {
+			v.first = err
+		}
+		v.mu.Unlock()
+	}
+	return err
+}
+
+func (v *countingValidator) refusals() (int, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.n, v.first
 }

@@ -97,8 +97,18 @@ export interface MessageTarget {
   at?: [number, number, number];
 }
 
+/** A write of this world that the node refused (it breaks the node's property schemas); the object is back as the node holds it. */
+export interface RefusedDetail {
+  object: GameObject;
+  id: string;
+  reason: string;
+}
+
 export interface GameWorldEventMap {
   message: CustomEvent<AppMessage>;
+  refused: CustomEvent<RefusedDetail>;
+  join: CustomEvent<{ world: string; room: string }>;
+  leave: CustomEvent<{ world: string; room: string }>;
   add: ObjectEvent;
   update: ObjectEvent;
   remove: ObjectEvent;
@@ -122,6 +132,8 @@ export declare class GameWorld extends EventTarget {
   send(type: string, data?: any, to?: MessageTarget): void;
   /** Sets the rooms this world is in: the node sends it only their objects and messages (and those of no room). */
   setRooms(rooms: string[] | null): void;
+  /** The worlds in a room (its presence objects this world sees), sorted. */
+  present(room: string): string[];
   /** Whether owner is this world or a world behind it. */
   isLocal(owner: string): boolean;
   get(id: string): GameObject | undefined;

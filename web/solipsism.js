@@ -178,12 +178,30 @@ export class GameWorld extends EventTarget {
    * @package
    */
   route(m, from) {
+    if (m.type === "solipsism.refused" && from && from.kind === "upstream") this.correct(m);
     if (from && m.from !== this.identifier && this.forMe(m)) {
       this.dispatchEvent(new CustomEvent("message", { detail: m }));
     }
     for (const l of this.links) {
       if (l !== from && l.takesMessage(m)) l.sendMessage(m);
     }
+  }
+
+  /**
+   * The node refused a write of ours or of a world behind us (it breaks
+   * the node's property schemas): put back what the node holds, and tell
+   * the app with a "refused" event (detail {object, id, reason}).
+   * @package
+   */
+  correct(m) {
+    const d = m.data;
+    if (!d || typeof d.id !== "string") return;
+    const o = this.objects.get(d.id);
+    if (!o || !this.isLocal(o.owner)) return;
+    const from = [...this.links].find((l) => l.kind === "upstream");
+    if (d.gone) this.apply([{ type: "remove", id: d.id, owner: o.owner }], from, null);
+    else if (d.properties && typeof d.properties === "object") this.apply([{ type: "update", id: d.id, owner: o.owner, properties: d.properties }], from, null);
+    if (m.world === this.identifier) this.dispatchEvent(new CustomEvent("refused", { detail: { object: o, id: d.id, reason: String(d.reason) } }));
   }
 
   /** @package */

@@ -29,7 +29,13 @@ type place struct {
 // on 127.0.0.1.
 func startPlace(t *testing.T, opts Options) *place {
 	t.Helper()
-	n, err := relay.New(relay.Options{Tick: 5 * time.Millisecond})
+	return startPlaceWith(t, opts, relay.Options{Tick: 5 * time.Millisecond})
+}
+
+// startPlaceWith is startPlace with the node's options.
+func startPlaceWith(t *testing.T, opts Options, nodeOpts relay.Options) *place {
+	t.Helper()
+	n, err := relay.New(nodeOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

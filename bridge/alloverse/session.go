@@ -355,6 +355,9 @@ func (s *Session) apply(changes []gameworld.Change) error {
 		if errors.Is(rf.Err, gameworld.ErrUnknownObject) {
 			return fmt.Errorf("no entity %s", rf.Change.ID)
 		}
+		if errors.Is(rf.Err, relay.ErrInvalidWrite) {
+			return fmt.Errorf("entity %s: %v", rf.Change.ID, rf.Err)
+		}
 		return fmt.Errorf("entity %s is not yours", rf.Change.ID)
 	}
 	return nil

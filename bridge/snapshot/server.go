@@ -526,6 +526,8 @@ func (s *Server) applyUpdates(agent *relay.Attachment, ups []update) {
 	}
 	res, err := agent.Apply(changes)
 	if err == nil && len(res.Refused) > 0 {
+		// The snapshot protocol has no text to tell the client why; it is
+		// sent its own ghosts back, so it sees the node's values.
 		s.log.Debug("refused updates from a UDP client", "count", len(res.Refused), "first", res.Refused[0].Err)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 
+	"github.com/solipsism/mesh/schema"
 	"github.com/solipsism/mesh/store"
 )
 
@@ -20,10 +22,11 @@ func runBackup(cmd string, args []string, stdin io.Reader, stdout, stderr io.Wri
 	dir := fs.String("data-dir", "solipsism-data", "the node's data directory")
 	file := fs.String("file", "", "the backup file (default: standard output for export, standard input for import)")
 	replace := fs.Bool("replace", false, "import: replace what the store holds (default: refuse a store that holds objects)")
+	schemas := fs.String("schemas", "", "import: refuse a backup with an object that breaks these property schemas (the node's --schemas)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: solipsism-node %s [--data-dir D] [--file F]", cmd)
 		if cmd == "import" {
-			fmt.Fprint(stderr, " [--replace]")
+			fmt.Fprint(stderr, " [--replace] [--schemas F]")
 		}
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
@@ -71,6 +74,21 @@ func runBackup(cmd string, args []string, stdin io.Reader, stdout, stderr io.Wri
 	backup, err := store.Import(in)
 	if err != nil {
 		return fmt.Errorf("import: %w (nothing was changed)", err)
+	}
+	if *schemas != "" {
+		set, err := schema.Load(*schemas)
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		var bad []string
+		for _, o := range backup.Objects {
+			if err := set.CheckProperties(o.Properties); err != nil {
+				bad = append(bad, fmt.Sprintf("object %s: %v", o.ID, err))
+			}
+		}
+		if len(bad) > 0 {
+			return fmt.Errorf("import: %d objects break the property schemas (nothing was changed): %s", len(bad), strings.Join(bad[:min(len(bad), 5)], "; "))
+		}
 	}
 	cur, err := s.Load()
 	if err != nil {

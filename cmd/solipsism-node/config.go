@@ -24,6 +24,7 @@ import (
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
+	"github.com/solipsism/mesh/schema"
 )
 
 // config is the parsed command line.
@@ -57,6 +58,9 @@ type config struct {
 	alloENet      string
 	authKey       string
 	tokenURL      string
+	// schemas are the property schemas of --schemas; nil without.
+	schemas       *schema.Set
+	schemasFile   string
 	upstreamToken string
 	tlsCert       string
 	tlsKey        string
@@ -166,6 +170,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 	fs.StringVar(&worldBytes, "max-world-bytes", "256MiB", "bytes of properties the node accepts from its upstream and mesh members (bytes, or with KiB/MiB/GiB); -1 for no limit")
 	fs.StringVar(&c.authKey, "auth-key", "", "turns authentication on: peers must present a JWT signed with this key (an HS256 secret of 32+ bytes in hex or base64, or ed25519:<base64 public key>); see docs/security.md")
 	fs.StringVar(&c.upstreamToken, "upstream-token", "", "proxy: the token presented to an upstream that wants one")
+	fs.StringVar(&c.schemasFile, "schemas", "", "a file of property schemas per object kind (JSON Schema; see docs/protocol.md): writes that break them are refused with the reason; docs/demo-schemas.json has the demo's")
 	fs.StringVar(&c.tokenURL, "token-url", "", "with --auth-key: where the node's own pages (/, /2d, /naf.html) get a token before each connection, a GET answered with a token as text (your login service's; see docs/security.md); told to them at /config.json")
 	fs.StringVar(&authKeyFile, "auth-key-file", "", "a file holding --auth-key (kept out of the command line, which every local user can read)")
 	fs.StringVar(&upstreamTokenFile, "upstream-token-file", "", "a file holding --upstream-token")
@@ -282,6 +287,11 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 	for _, o := range strings.Split(origins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			c.origins = append(c.origins, o)
+		}
+	}
+	if c.schemasFile != "" {
+		if c.schemas, err = schema.Load(c.schemasFile); err != nil {
+			return c, fmt.Errorf("--schemas: %w", err)
 		}
 	}
 	if c.tokenURL != "" {

@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		st = b
 		log.Info("keeping the world in the store", "file", b.Path())
 	}
-	node, err := relay.New(relay.Options{
+	opts := relay.Options{
 		Store: st,
 		Auth:  authn, Quotas: cfg.quotas, Transfers: cfg.transfers,
 		Role: cfg.role, Prefix: cfg.prefix, Tick: cfg.nodeTick(),
@@ -115,7 +115,12 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		ReclaimGrace: cfg.nodeGrace(), Interest: cfg.interest, DigestInterval: cfg.nodeDigest(),
 		StallTimeout: cfg.stall, PingInterval: cfg.ping,
 		Logger: log, Registerer: reg,
-	})
+	}
+	if cfg.schemas != nil {
+		opts.Validator = cfg.schemas
+		log.Info("checking writes against property schemas", "file", cfg.schemasFile, "kinds", cfg.schemas.Kinds())
+	}
+	node, err := relay.New(opts)
 	if err != nil {
 		return err
 	}

@@ -402,6 +402,29 @@ test("rooms: the node sends a world only its rooms' objects and messages, and wh
   await node.stop();
 });
 
+test("property schemas: a write that breaks them is refused with the reason, and the node's value comes back", async () => {
+  const schemas = new URL("../../docs/demo-schemas.json", import.meta.url).pathname;
+  const node = await startNode(await freePort(), ["--schemas", schemas]);
+  const [a, b] = [0, 1].map(() => connect({ url: node.url, worker: false }));
+  await Promise.all([a, b].map(connected));
+  const refusals = [];
+  a.world.addEventListener("refused", (e) => refusals.push(e.detail));
+  const ball = a.world.create({ kind: "ball", position: [0, 0.25, -3], velocity: [0, 0, 0] });
+  await waitFor("b sees the ball", () => b.world.get(ball.id));
+  ball.set({ position: [NaN, NaN, NaN] }); // JSON carries NaN as null
+  await waitFor("the refusal", () => refusals.length === 1);
+  assert.match(refusals[0].reason, /\/position\/0/);
+  assert.deepEqual(a.world.get(ball.id).properties.position, [0, 0.25, -3], "the writer has the node's value back");
+  assert.deepEqual(b.world.get(ball.id).properties.position, [0, 0.25, -3]);
+  const bad = a.world.create({ kind: "ball" }); // no position
+  await waitFor("the second refusal", () => refusals.length === 2);
+  assert.equal(a.world.get(bad.id), undefined, "a refused add is gone again");
+  ball.set({ position: [1, 2, 3] });
+  await waitFor("a valid move", () => b.world.get(ball.id).properties.position[0] === 1);
+  a.close(); b.close();
+  await node.stop();
+});
+
 test("ignores malformed messages and refuses others' objects", () => {
   const { world, link } = fakeLink("upstream");
   const mine = world.create({ hp: 100 });

@@ -44,6 +44,9 @@ world.send("chat", { text: "hello" }, { room: "lobby" });
 session.send("rpc", { call: "open" }, { world: "bot-AAAAAAAA-BBBBBBBB" });
 world.send("boom", null, { at: [1, 2, 3] });
 const inRooms: string[] | null = world.rooms;
+world.addEventListener("join", (e) => console.log(e.detail.world, "joined", e.detail.room, world.present(e.detail.room)));
+world.addEventListener("leave", (e) => console.log(e.detail.world, "left", e.detail.room));
+world.addEventListener("refused", (e) => console.log("the node refused", e.detail.id, e.detail.reason, e.detail.object.properties));
 console.log(inRooms);
 
 const region: Box = { min: [-10, -10, -10], max: [10, 10, 10] };

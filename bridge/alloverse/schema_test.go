@@ -1,0 +1,48 @@
+package alloverse
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/relay"
+	"github.com/solipsism/mesh/schema"
+)
+
+// TestSchemaRefusals: an agent's write that breaks the node's property
+// schemas is refused with the reason in the interaction's answer, and
+// changes nothing.
+func TestSchemaRefusals(t *testing.T) {
+	set, err := schema.Parse([]byte(`{"kinds":{"box":{"type":"object","properties":{"color":{"type":"string","pattern":"^[a-z]+$"}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPlaceWith(t, Options{PlaceName: "testplace"}, relay.Options{Tick: 5 * time.Millisecond, Validator: set})
+	c := p.agent(t, ClientOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, _, err := c.Announce(ctx, map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Request(ctx, "spawn_entity", map[string]any{"kind": "box", "color": "red"})
+	var box string
+	if err != nil || responseError(r) != nil || json.Unmarshal(r[1], &box) != nil {
+		t.Fatalf("spawn: %s %v", r, err)
+	}
+	r, err = c.Request(ctx, "change_components", box, "add_or_change", map[string]any{"color": 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := responseError(r); e == nil || !strings.Contains(e.Error(), "/color") {
+		t.Fatalf("a colour of 5: answered %s (%v), want the schema's reason", r, e)
+	}
+	if o, _ := p.node.World().Get(box); string(o.Properties["color"]) != `"red"` {
+		t.Errorf("the node holds colour %s", o.Properties["color"])
+	}
+	r, _ = c.Request(ctx, "spawn_entity", map[string]any{"kind": "box", "color": "RED!"})
+	if responseError(r) == nil {
+		t.Errorf("a bad box was spawned: %s", r)
+	}
+}

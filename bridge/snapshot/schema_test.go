@@ -1,0 +1,48 @@
+package snapshot
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/relay"
+	"github.com/solipsism/mesh/schema"
+)
+
+// TestSchemaRefusals: a snapshot client's write that breaks the node's
+// property schemas changes nothing, and the client is sent back what the
+// node holds.
+func TestSchemaRefusals(t *testing.T) {
+	set, err := schema.Parse([]byte(`{"default":{"type":"object","properties":{"position":{"type":"array","items":{"type":"number","minimum":-100,"maximum":100}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPlaceWith(t, Options{}, relay.Options{Tick: 5 * time.Millisecond, Validator: set})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sol, err := relay.Dial(ctx, p.ws, relay.ClientOptions{Prefix: "sol", Tick: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sol.Close()
+	c := dial(t, p.srv.Addr().String(), ClientOptions{})
+	c.Set("udp-ball", map[string]any{"ghostType": "transform", "position": []float64{1, 2, 3}, "rotation": []float64{0, 0, 0, 1}})
+	waitFor(t, "the ball", 5*time.Second, func() bool {
+		o, ok := sol.World().Get("udp-ball")
+		return ok && string(o.Properties["position"]) == "[1,2,3]"
+	})
+	c.Set("udp-ball", map[string]any{"ghostType": "transform", "position": []float64{500, 2, 3}, "rotation": []float64{0, 0, 0, 1}})
+	c.Set("udp-crate", map[string]any{"ghostType": "transform", "position": []float64{-500, 0, 0}, "rotation": []float64{0, 0, 0, 1}})
+	time.Sleep(300 * time.Millisecond)
+	if o, _ := p.node.World().Get("udp-ball"); string(o.Properties["position"]) != "[1,2,3]" {
+		t.Errorf("the node took position %s", o.Properties["position"])
+	}
+	if _, ok := p.node.World().Get("udp-crate"); ok {
+		t.Error("the node took a crate out of bounds")
+	}
+	c.Set("udp-ball", map[string]any{"ghostType": "transform", "position": []float64{4, 5, 6}, "rotation": []float64{0, 0, 0, 1}})
+	waitFor(t, "a valid move", 5*time.Second, func() bool {
+		o, _ := sol.World().Get("udp-ball")
+		return string(o.Properties["position"]) == "[4,5,6]"
+	})
+}

@@ -1,0 +1,85 @@
+package relay
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/internal/wiretest"
+	"github.com/solipsism/mesh/schema"
+)
+
+// TestSchemasRefuseWithReason: a node with the demo's schemas refuses a
+// ball's position of nulls (NaN, as JSON carries it) from a client behind
+// a proxy that checks nothing; nothing changes at the server, the writer
+// is told why, and the writer and a watcher on the proxy, which had taken
+// the bad value, get the node's back. A valid write then goes through.
+func TestSchemasRefuseWithReason(t *testing.T) {
+	set, err := schema.Load("../docs/demo-schemas.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, sURL := startNode(t, Options{Tick: 5 * time.Millisecond, Validator: set})
+	proxy, pURL := startProxy(t, sURL, Options{Tick: 5 * time.Millisecond})
+	waitFor(t, "the proxy connected", 10*time.Second, func() bool { return upstreamConnected(proxy) })
+	writer := dialClient(t, pURL, "writer")
+	in := listen(writer)
+	watcher := wiretest.Dial(t, pURL, "watch-AAAAAAAA-AAAAAAAA", wiretest.Options{})
+	atServer := wiretest.Dial(t, sURL, "watch-BBBBBBBB-BBBBBBBB", wiretest.Options{})
+	id, err := writer.Create(map[string]any{"kind": "ball", "position": []float64{0, 0.25, -3}, "velocity": []float64{0, 0, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	atServer.WaitProp(id, "position", "[0,0.25,-3]")
+	watcher.WaitProp(id, "position", "[0,0.25,-3]")
+
+	if err := writer.Set(id, map[string]any{"position": []any{nil, nil, nil}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the writer told why", 5*time.Second, func() bool { return len(in.ofType(TypeRefused)) == 1 })
+	m := in.ofType(TypeRefused)[0]
+	var d refusedData
+	json.Unmarshal(m.Data, &d)
+	// (The reason of docs/protocol.md's example.)
+	const reason = `breaks the property schema of kind "ball": at '/position/0': got null, want number; at '/position/1': got null, want number; at '/position/2': got null, want number`
+	if m.From != srv.Identifier() || d.ID != id || d.Reason != reason || string(d.Properties["position"]) != "[0,0.25,-3]" {
+		t.Errorf("the refusal: from %s, %+v", m.From, d)
+	}
+	waitFor(t, "the writer has the node's value back", 5*time.Second, func() bool {
+		o, _ := writer.World().Get(id)
+		return string(o.Properties["position"]) == "[0,0.25,-3]"
+	})
+	watcher.WaitProp(id, "position", "[0,0.25,-3]")
+	if o, _ := srv.World().Get(id); string(o.Properties["position"]) != "[0,0.25,-3]" {
+		t.Errorf("the server holds %s", o.Properties["position"])
+	}
+	for _, msg := range atServer.Messages() {
+		if strings.Contains(string(msg.Data), "null,null") {
+			t.Errorf("a watcher at the server was sent the bad value: %s", msg.Data)
+		}
+	}
+	// An add that breaks the schema: gone again at the writer.
+	bad, _ := writer.Create(map[string]any{"kind": "ball"})
+	waitFor(t, "the bad ball gone at the writer", 5*time.Second, func() bool { _, ok := writer.World().Get(bad); return !ok })
+	if _, ok := srv.World().Get(bad); ok {
+		t.Error("the server took a ball without a position")
+	}
+	// A valid write goes through.
+	writer.Set(id, map[string]any{"position": []float64{1, 2, 3}})
+	atServer.WaitProp(id, "position", "[1,2,3]")
+	watcher.WaitProp(id, "position", "[1,2,3]")
+	// A peer cannot send what only nodes send.
+	p := wiretest.Dial(t, sURL, "forger-AAAAAAAA-AAAAAAAA", wiretest.Options{Features: []string{"messages"}})
+	time.Sleep(20 * time.Millisecond)
+	p.Send("message", map[string]any{"type": TypeRefused, "world": writer.Identifier(), "data": map[string]any{"id": id, "properties": map[string]any{"position": []int{9, 9, 9}}}})
+	time.Sleep(100 * time.Millisecond)
+	if o, _ := writer.World().Get(id); string(o.Properties["position"]) != "[1,2,3]" {
+		t.Errorf("a forged refusal changed the writer's object: %s", o.Properties["position"])
+	}
+	if got := len(in.ofType(TypeRefused)); got != 2 {
+		t.Errorf("the writer got %d refusals, want 2", got)
+	}
+	watcher.CheckClean()
+	atServer.CheckClean()
+}

@@ -1,0 +1,304 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/solipsism/mesh/gameworld"
+)
+
+// DefaultKindProperty is the property naming an object's kind.
+const DefaultKindProperty = "kind"
+
+// ErrInvalid is matched (errors.Is) by the errors of a write a schema
+// refuses.
+var ErrInvalid = errors.New("breaks the property schema")
+
+// Set is a compiled schema file.
+type Set struct {
+	kindProp string
+	kinds    map[string]*jsonschema.Schema
+	fallback *jsonschema.Schema
+	// parts holds, for kinds whose schema is only "type", "properties",
+	// "required" and "additionalProperties" (and annotations), a schema
+	// per property: an update, which can neither remove a property nor
+	// change another, is checked against those of what it sets alone.
+	parts map[string]*parts
+}
+
+// parts is a kind's schema, property by property.
+type parts struct {
+	props map[string]*jsonschema.Schema
+	// other checks properties not in props; nil allows them, closed
+	// refuses them.
+	other  *jsonschema.Schema
+	closed bool
+}
+
+type file struct {
+	KindProperty string                     `json:"kindProperty"`
+	Kinds        map[string]json.RawMessage `json:"kinds"`
+	Default      json.RawMessage            `json:"default"`
+}
+
+// Load reads and compiles a schema file.
+func Load(path string) (*Set, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	s, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("schema: %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Parse compiles the JSON of a schema file.
+func Parse(data []byte) (*Set, error) {
+	var f file
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("not a schema file: %w", err)
+	}
+	if len(f.Kinds) == 0 && len(f.Default) == 0 {
+		return nil, errors.New(`a schema file needs "kinds" or "default"`)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("not a schema file: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	const url = "urn:solipsism:schemas"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, err
+	}
+	s := &Set{kindProp: f.KindProperty, kinds: map[string]*jsonschema.Schema{}, parts: map[string]*parts{}}
+	if s.kindProp == "" {
+		s.kindProp = DefaultKindProperty
+	}
+	for k := range f.Kinds {
+		sch, err := c.Compile(url + "#/kinds/" + escape(k))
+		if err != nil {
+			return nil, fmt.Errorf("kind %q: %w", k, err)
+		}
+		s.kinds[k] = sch
+		if p, err := compileParts(c, url+"#/kinds/"+escape(k), f.Kinds[k]); err != nil {
+			return nil, fmt.Errorf("kind %q: %w", k, err)
+		} else if p != nil {
+			s.parts[k] = p
+		}
+	}
+	if len(f.Default) > 0 {
+		if s.fallback, err = c.Compile(url + "#/default"); err != nil {
+			return nil, fmt.Errorf("default: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// compileParts compiles a kind's schema property by property, if it is of
+// the plain form parts serves; else it returns nil.
+func compileParts(c *jsonschema.Compiler, loc string, raw json.RawMessage) (*parts, error) {
+	var kw map[string]json.RawMessage
+	if json.Unmarshal(raw, &kw) != nil {
+		return nil, nil
+	}
+	for k := range kw {
+		switch k {
+		case "type", "properties", "required", "additionalProperties", "title", "description", "$comment":
+		default:
+			return nil, nil
+		}
+	}
+	if t, ok := kw["type"]; ok && string(bytes.TrimSpace(t)) != `"object"` {
+		return nil, nil
+	}
+	var props map[string]json.RawMessage
+	if raw, ok := kw["properties"]; ok && json.Unmarshal(raw, &props) != nil {
+		return nil, nil
+	}
+	p := &parts{props: map[string]*jsonschema.Schema{}}
+	for name := range props {
+		sch, err := c.Compile(loc + "/properties/" + escape(name))
+		if err != nil {
+			return nil, err
+		}
+		p.props[name] = sch
+	}
+	if raw, ok := kw["additionalProperties"]; ok {
+		switch string(bytes.TrimSpace(raw)) {
+		case "false":
+			p.closed = true
+		case "true":
+		default:
+			sch, err := c.Compile(loc + "/additionalProperties")
+			if err != nil {
+				return nil, err
+			}
+			p.other = sch
+		}
+	}
+	return p, nil
+}
+
+// escape makes a kind name a JSON pointer token, in a URL fragment.
+func escape(k string) string {
+	k = strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+	var sb strings.Builder
+	for _, b := range []byte(k) {
+		if b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || strings.IndexByte("-._~", b) >= 0 {
+			sb.WriteByte(b)
+		} else {
+			fmt.Fprintf(&sb, "%%%02X", b)
+		}
+	}
+	return sb.String()
+}
+
+// Kinds returns the kinds the set has schemas for.
+func (s *Set) Kinds() []string {
+	out := make([]string, 0, len(s.kinds))
+	for k := range s.kinds {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Check reports why a change would leave its object breaking its kind's
+// schema (errors.Is ErrInvalid), or nil. existing is the object before the
+// change (nil for a new one). Removes and transfers change no property
+// and pass.
+func (s *Set) Check(c gameworld.Change, existing *gameworld.Object) error {
+	if s == nil || (c.Type != gameworld.Add && c.Type != gameworld.Update) {
+		return nil
+	}
+	after := c.Properties
+	if existing != nil && c.Type == gameworld.Update {
+		if err, ok := s.checkParts(c.Properties, existing.Properties); ok {
+			return err
+		}
+	}
+	if existing != nil {
+		after = make(gameworld.Properties, len(existing.Properties)+len(c.Properties))
+		for k, v := range existing.Properties {
+			after[k] = v
+		}
+		for k, v := range c.Properties {
+			after[k] = v
+		}
+	}
+	return s.CheckProperties(after)
+}
+
+// checkParts checks an update property by property, if its object's kind
+// has parts and the update keeps the kind; ok is false otherwise.
+func (s *Set) checkParts(changed, before gameworld.Properties) (err error, ok bool) {
+	var kind string
+	if json.Unmarshal(before[s.kindProp], &kind) != nil {
+		return nil, false
+	}
+	p := s.parts[kind]
+	if p == nil {
+		return nil, false
+	}
+	if raw, changes := changed[s.kindProp]; changes && string(raw) != string(before[s.kindProp]) {
+		return nil, false
+	}
+	for name, raw := range changed {
+		sch := p.props[name]
+		if sch == nil && p.closed {
+			return fmt.Errorf("%w of kind %q: at '': additional properties '%s' not allowed", ErrInvalid, kind, name), true
+		}
+		if sch == nil {
+			sch = p.other
+		}
+		if sch == nil {
+			continue
+		}
+		var v any
+		if json.Unmarshal(raw, &v) != nil {
+			return fmt.Errorf("%w: property %q is not JSON", ErrInvalid, name), true
+		}
+		if err := sch.Validate(v); err != nil {
+			var ve *jsonschema.ValidationError
+			if !errors.As(err, &ve) {
+				return fmt.Errorf("%w: %v", ErrInvalid, err), true
+			}
+			return fmt.Errorf("%w of kind %q: %s", ErrInvalid, kind, strings.ReplaceAll(reason(ve), "at '", "at '/"+name)), true
+		}
+	}
+	return nil, true
+}
+
+// CheckProperties reports why an object with these properties breaks its
+// kind's schema, or nil.
+func (s *Set) CheckProperties(props gameworld.Properties) error {
+	if s == nil {
+		return nil
+	}
+	var kind string
+	sch := s.fallback
+	if raw, ok := props[s.kindProp]; ok && json.Unmarshal(raw, &kind) == nil {
+		if k, ok := s.kinds[kind]; ok {
+			sch = k
+		}
+	}
+	if sch == nil {
+		return nil
+	}
+	// One decode of the whole object, numbers as float64: the validator
+	// compares json.Number through big.Rat, several times slower, and a
+	// property schema's bounds are not about the 17th digit.
+	buf := make([]byte, 0, 256)
+	buf = append(buf, '{')
+	for k, raw := range props {
+		if len(buf) > 1 {
+			buf = append(buf, ',')
+		}
+		kb, _ := json.Marshal(k) // a string always encodes
+		buf = append(append(append(buf, kb...), ':'), raw...)
+	}
+	buf = append(buf, '}')
+	var inst map[string]any
+	if err := json.Unmarshal(buf, &inst); err != nil {
+		return fmt.Errorf("%w: a property is not JSON", ErrInvalid)
+	}
+	err := sch.Validate(inst)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	name := "kind " + fmt.Sprintf("%q", kind)
+	if sch == s.fallback {
+		name = "the default schema"
+	}
+	return fmt.Errorf("%w of %s: %s", ErrInvalid, name, reason(ve))
+}
+
+// reason sums up a validation error in one line: where and what, for each
+// leaf cause.
+func reason(ve *jsonschema.ValidationError) string {
+	lines := strings.Split(ve.Error(), "\n")
+	var out []string
+	for _, l := range lines[1:] {
+		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- "))
+		if l != "" && !strings.HasSuffix(l, ": validation failed") { // (a group: its causes follow)
+			out = append(out, l)
+		}
+	}
+	if len(out) == 0 {
+		return strings.TrimSpace(lines[0])
+	}
+	return strings.Join(out, "; ")
+}
