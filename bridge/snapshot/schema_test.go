@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -18,13 +17,7 @@ func TestSchemaRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startPlaceWith(t, Options{}, relay.Options{Tick: 5 * time.Millisecond, Validator: set})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	sol, err := relay.Dial(ctx, p.ws, relay.ClientOptions{Prefix: "sol", Tick: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sol.Close()
+	sol := p.solipsist(t)
 	c := dial(t, p.srv.Addr().String(), ClientOptions{})
 	c.Set("udp-ball", map[string]any{"ghostType": "transform", "position": []float64{1, 2, 3}, "rotation": []float64{0, 0, 0, 1}})
 	waitFor(t, "the ball", 5*time.Second, func() bool {

@@ -52,6 +52,19 @@ func startPlaceWith(t *testing.T, opts Options, nodeOpts relay.Options) *place {
 	return &place{node: n, srv: s, ws: "ws" + strings.TrimPrefix(hs.URL, "http")}
 }
 
+// solipsist dials a WebSocket Solipsism client to the place's node.
+func (p *place) solipsist(t *testing.T) *relay.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sol, err := relay.Dial(ctx, p.ws, relay.ClientOptions{Prefix: "sol", Tick: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sol.Close() })
+	return sol
+}
+
 func dial(t *testing.T, addr string, opts ClientOptions) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -445,13 +458,7 @@ func TestNoAmplification(t *testing.T) {
 // else's object is refused; when it goes silent its objects go.
 func TestOwnership(t *testing.T) {
 	p := startPlace(t, Options{Timeout: 500 * time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	sol, err := relay.Dial(ctx, p.ws, relay.ClientOptions{Prefix: "sol", Tick: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sol.Close()
+	sol := p.solipsist(t)
 	rock, _ := sol.Create(map[string]any{"kind": "rock"})
 
 	c := dial(t, p.srv.Addr().String(), ClientOptions{})

@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/solipsism/mesh/relay"
 )
 
 // TestTakeAndRelease: a UDP client takes an object a Solipsism client
@@ -14,13 +12,7 @@ import (
 // object is refused; the client releases the object to the node.
 func TestTakeAndRelease(t *testing.T) {
 	p := startPlace(t, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	sol, err := relay.Dial(ctx, p.ws, relay.ClientOptions{Prefix: "sol", Tick: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sol.Close()
+	sol := p.solipsist(t)
 	ball, _ := sol.Create(map[string]any{"kind": "ball", "transferable": true, "x": 0})
 	rock, _ := sol.Create(map[string]any{"kind": "rock"})
 	c := dial(t, p.srv.Addr().String(), ClientOptions{})
@@ -50,6 +42,8 @@ func TestTakeAndRelease(t *testing.T) {
 	if owner(ball) != p.node.Identifier() {
 		t.Fatalf("the ball went to %s after the release", owner(ball))
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	if err := sol.TakeOwnership(ctx, ball); err != nil {
 		t.Fatal(err)
 	}
