@@ -41,7 +41,7 @@ func chromiumPath(t testing.TB) string {
 
 // newBrowser starts headless Chromium with a fresh profile, no sandbox, no
 // GPU and no background networking.
-func newBrowser(t testing.TB) context.Context {
+func newBrowser(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),
@@ -52,6 +52,7 @@ func newBrowser(t testing.TB) context.Context {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(900, 560),
 	)
+	opts = append(opts, extra...)
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, bcancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { bcancel(); acancel() })
@@ -156,6 +157,41 @@ func waitJS(t *testing.T, ctx context.Context, what, expr string) {
 		t.Fatalf("waiting for %s (%s): %v", what, expr, err)
 	}
 }
+
+// mediaBrowser is newBrowser with fake media devices (a microphone that
+// beeps), permission granted without asking, audio that plays without a
+// gesture, and WebRTC over loopback (the only network here).
+func mediaBrowser(t testing.TB) context.Context {
+	return newBrowser(t, chromedp.Flag("use-fake-device-for-media-stream", true), chromedp.Flag("use-fake-ui-for-media-stream", true),
+		chromedp.Flag("autoplay-policy", "no-user-gesture-required"), chromedp.Flag("allow-loopback-in-peer-connection", true))
+}
+
+// awaitJS evaluates an expression whose value is a promise, and returns
+// what it resolves to.
+func awaitJS[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// loudnessJS defines window.loudness(stream, ms, enough): the peak sample
+// of a stream's audio over ms milliseconds (8,000 by default), or as soon
+// as it reaches enough, through WebAudio (the stream also plays, muted,
+// in an audio element: Chromium feeds a remote stream to WebAudio only
+// then).
+const loudnessJS = `window.loudness = async (stream, ms = 8000, enough = 0.5) => {
+  const el = new Audio(); el.muted = true; el.srcObject = stream; el.play().catch(() => {});
+  const ctx = new AudioContext(); await ctx.resume();
+  const an = ctx.createAnalyser(); an.fftSize = 2048; ctx.createMediaStreamSource(stream).connect(an);
+  const buf = new Float32Array(an.fftSize); let peak = 0;
+  for (const end = performance.now() + ms; performance.now() < end && peak < enough; await new Promise((r) => setTimeout(r, 40))) {
+    an.getFloatTimeDomainData(buf); for (const v of buf) peak = Math.max(peak, Math.abs(v));
+  }
+  ctx.close(); el.srcObject = null; return peak;
+}, true`
 
 func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
 	t.Helper()

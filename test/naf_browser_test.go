@@ -310,3 +310,55 @@ func (v *countingValidator) refusals() (int, error) {
 	defer v.mu.Unlock()
 	return v.n, v.first
 }
+
+// TestNetworkedAFrameVoice: two pages of the networked-aframe example with
+// voice (?voice=1), each with Chromium's fake microphone (a beep): each
+// plays the other's audio from its avatar (networked-audio-source), and
+// receives it live, non-silent, over WebRTC between the pages, signalled
+// through the node. Muted, a page is heard no more.
+func TestNetworkedAFrameVoice(t *testing.T) {
+	browser := mediaBrowser(t)
+	_, front, _ := startWebNode(t, relay.Options{})
+	a, aOutside := tabWithin(t, browser, "a", front.URL+"/naf.html?spawn=0&voice=1", front.URL)
+	b, bOutside := tabWithin(t, browser, "b", front.URL+"/naf.html?spawn=0&voice=1", front.URL)
+	defer noneOutside(t, map[string]func() []string{"a": aOutside, "b": bOutside})
+	for name, p := range map[string]context.Context{"a": a, "b": b} {
+		waitJS(t, p, name+" connected", `window.NAF && NAF.clientId && NAF.connection.isConnected()`)
+		evalJS[bool](t, p, loudnessJS)
+	}
+	idA := evalJS[string](t, a, `NAF.clientId`)
+	idB := evalJS[string](t, b, `NAF.clientId`)
+	for _, tc := range []struct {
+		name    string
+		page    context.Context
+		speaker string
+	}{{"a hears b", a, idB}, {"b hears a", b, idA}} {
+		// The speaker's avatar plays its stream where it stands.
+		waitJS(t, tc.page, tc.name+": the avatar's positional audio", `[...document.querySelectorAll("[networked-audio-source]")].some((e) => {
+			const c = e.components["networked-audio-source"]; return c && c.sound && c.stream && c.stream.getAudioTracks().length > 0 })`)
+		connected := `(NAF.connection.adapter.voice.peers.get(` + jsString(tc.speaker) + `) || {pc: {}}).pc.connectionState === "connected"`
+		for deadline := time.Now().Add(20 * time.Second); !evalJS[bool](t, tc.page, connected); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not connected browser to browser in 20 s: a %s; b %s", tc.name, voiceState(t, a), voiceState(t, b))
+			}
+		}
+		peak := awaitJS[float64](t, tc.page, `NAF.connection.adapter.getMediaStream(`+jsString(tc.speaker)+`).then(loudness)`)
+		t.Logf("%s: peak %g", tc.name, peak)
+		if peak < 0.01 {
+			t.Errorf("%s: the received audio peaks at %g: silent; %s", tc.name, peak, voiceState(t, tc.page))
+		}
+	}
+	evalJS[bool](t, b, `mute(true), true`)
+	time.Sleep(500 * time.Millisecond) // what was on its way
+	if peak := awaitJS[float64](t, a, `NAF.connection.adapter.getMediaStream(`+jsString(idB)+`).then((s) => loudness(s, 2500))`); peak > 0.001 {
+		t.Errorf("b muted, a still hears it (peak %g)", peak)
+	}
+}
+
+// voiceState describes a naf.html page's WebRTC connections, for a
+// failure's message.
+func voiceState(t *testing.T, page context.Context) string {
+	return awaitJS[string](t, page, `(async () => { const ad = NAF.connection.adapter; const loc = ad.localMedia ? await ad.localMedia.then((s) => s.getTracks().map((t) => t.kind + ":" + t.readyState + ":" + t.enabled).join(","), (e) => "error " + e) : "none";
+		return JSON.stringify({me: NAF.clientId, local: loc, log: ad.voice.log, peers: [...ad.voice.peers].map(([id, p]) => ({id, conn: p.pc.connectionState, ice: p.pc.iceConnectionState, gathering: p.pc.iceGatheringState, sig: p.pc.signalingState,
+		tr: p.pc.getTransceivers().map((x) => x.direction + "/" + x.currentDirection + "/" + (x.sender.track ? "s" : "-") + "/" + x.receiver.track.muted)}))}) })()`)
+}

@@ -25,8 +25,13 @@
 //     subscribeToDataChannel to receive) are the node's ephemeral messages:
 //     to one client, or to everyone in the room. Over WebSocket every one of
 //     them is delivered in order; the sender is stamped by the node.
+//   - Media (networked-scene's audio and video; getMediaStream for
+//     networked-audio-source, enableMicrophone) flows browser to browser
+//     over WebRTC (voice.js), offers, answers and ICE candidates going as
+//     the node's messages; STUN/TURN servers from the node's --ice-servers.
 
 import { connect } from "./solipsism.js";
+import { Voice, nodeICEServers } from "./voice.js";
 
 // tokenSource is the getToken the adapter connects with, for a node that
 // requires tokens (set with useGetToken before networked-scene connects).
@@ -70,7 +75,9 @@ export class SolipsismAdapter {
   setRoom(room) {
     this.room = room;
   }
-  setWebRtcOptions() {}
+  setWebRtcOptions(options) {
+    this.webrtc = options || {};
+  }
   setServerConnectListeners(success, failure) {
     this.onSuccess = success;
     this.onFailure = failure;
@@ -98,6 +105,23 @@ export class SolipsismAdapter {
   connect() {
     const s = (this.session = connect({ url: this.url(), prefix: "naf", getToken: tokenSource }));
     const world = (this.world = s.world);
+    this.voice = new Voice(world);
+    nodeICEServers(new URL(this.url().replace(/^ws/, "http")).origin).then((servers) => {
+      this.voice.iceServers = servers;
+    });
+    const { audio = false, video = false } = this.webrtc || {};
+    if ((audio || video) && globalThis.navigator && navigator.mediaDevices) {
+      this.localMedia = navigator.mediaDevices.getUserMedia({ audio, video }).then(
+        (stream) => {
+          this.voice.setLocalStream(stream);
+          return stream;
+        },
+        (err) => {
+          console.warn("solipsism: no microphone or camera:", err);
+          throw err;
+        },
+      );
+    }
     this.myId = world.identifier;
     s.setRooms([this.nodeRoom()]);
     let joined = false;
@@ -212,10 +236,12 @@ export class SolipsismAdapter {
   }
   startStreamConnection(clientId) {
     this.open.add(clientId);
+    if (this.voice && (this.webrtc.audio || this.webrtc.video)) this.voice.connect(clientId);
     this.onOpen(clientId);
   }
   closeStreamConnection(clientId) {
     this.open.delete(clientId);
+    if (this.voice) this.voice.disconnect(clientId);
     this.onClosed(clientId);
   }
   getConnectStatus(clientId) {
@@ -237,13 +263,25 @@ export class SolipsismAdapter {
   broadcastDataGuaranteed(type, data) {
     this.broadcastData(type, data);
   }
-  getMediaStream() {
-    return Promise.reject(new Error("solipsism: no media streams"));
+  /**
+   * A client's media, for networked-audio-source and networked-video-source:
+   * its audio (streamName "audio", the default) or video tracks, once they
+   * arrive. Our own is not played back to us.
+   */
+  getMediaStream(clientId, streamName = "audio") {
+    if (!this.voice) return Promise.reject(new Error("solipsism: not connected"));
+    if (clientId === this.myId) return Promise.reject(new Error("solipsism: our own media is not played back"));
+    return this.voice.stream(clientId).then((s) => new MediaStream(streamName === "video" ? s.getVideoTracks() : s.getAudioTracks()));
+  }
+  /** Mutes or unmutes our microphone for everyone. */
+  enableMicrophone(enabled) {
+    if (this.voice) this.voice.setMuted(!enabled);
   }
   getServerTime() {
     return Date.now();
   }
   disconnect() {
+    if (this.voice) this.voice.close();
     if (this.session) this.session.close();
     this.session = null;
     this.world = null;

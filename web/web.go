@@ -3,7 +3,9 @@ package web
 import (
 	"embed"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 )
 
 //go:embed *.html *.js vendor/*.js vendor/LICENSES.txt
@@ -16,6 +18,51 @@ type Options struct {
 	// attempt, for a node that requires them (see auth.TokenEndpoint):
 	// told to them at /config.json. Empty: the pages connect without one.
 	TokenURL string
+	// ICEServers are the STUN and TURN servers the pages' WebRTC media
+	// (voice.js) uses, as RTCIceServer objects: told to them at
+	// /config.json. Empty: none (peers on one network still connect).
+	ICEServers []ICEServer
+}
+
+// ICEServer is one STUN or TURN server, as WebRTC's RTCIceServer.
+type ICEServer struct {
+	URLs       []string `json:"urls"`
+	Username   string   `json:"username,omitempty"`
+	Credential string   `json:"credential,omitempty"`
+}
+
+// ParseICEServers reads a JSON list of RTCIceServer objects, as a page
+// would give RTCPeerConnection: "urls" a string or a list of stun:,
+// stuns:, turn: or turns: URLs.
+func ParseICEServers(s string) ([]ICEServer, error) {
+	var raw []struct {
+		URLs       json.RawMessage `json:"urls"`
+		Username   string          `json:"username"`
+		Credential string          `json:"credential"`
+	}
+	if err := json.Unmarshal([]byte(s), &raw); err != nil {
+		return nil, fmt.Errorf("want a JSON list of {\"urls\": …}: %w", err)
+	}
+	out := make([]ICEServer, 0, len(raw))
+	for i, r := range raw {
+		var urls []string
+		var one string
+		if json.Unmarshal(r.URLs, &one) == nil {
+			urls = []string{one}
+		} else if json.Unmarshal(r.URLs, &urls) != nil || len(urls) == 0 {
+			return nil, fmt.Errorf("server %d: urls must be a URL or a list of them", i)
+		}
+		for _, u := range urls {
+			scheme, _, _ := strings.Cut(u, ":")
+			switch scheme {
+			case "stun", "stuns", "turn", "turns":
+			default:
+				return nil, fmt.Errorf("server %d: %q is not a stun:, stuns:, turn: or turns: URL", i, u)
+			}
+		}
+		out = append(out, ICEServer{URLs: urls, Username: r.Username, Credential: r.Credential})
+	}
+	return out, nil
 }
 
 // Handler serves the 3D demo at /, the 2D one at /2d, the inspector at
@@ -24,12 +71,14 @@ type Options struct {
 func Handler() http.Handler { return HandlerWith(Options{}) }
 
 // HandlerWith is Handler with options; it also serves /config.json, what
-// the pages need to know of their node: {"tokenURL": …} or {}.
+// the pages need to know of their node: {"tokenURL": …, "iceServers": […]},
+// each key only if set.
 func HandlerWith(opts Options) http.Handler {
 	static := http.FileServerFS(files)
 	config, _ := json.Marshal(struct {
-		TokenURL string `json:"tokenURL,omitempty"`
-	}{opts.TokenURL})
+		TokenURL   string      `json:"tokenURL,omitempty"`
+		ICEServers []ICEServer `json:"iceServers,omitempty"`
+	}{opts.TokenURL, opts.ICEServers})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/config.json":

@@ -25,6 +25,7 @@ import (
 	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
 	"github.com/solipsism/mesh/schema"
+	"github.com/solipsism/mesh/web"
 )
 
 // config is the parsed command line.
@@ -58,6 +59,8 @@ type config struct {
 	alloENet      string
 	authKey       string
 	tokenURL      string
+	// iceServers are --ice-servers, for the pages' WebRTC media.
+	iceServers []web.ICEServer
 	// schemas are the property schemas of --schemas; nil without.
 	schemas       *schema.Set
 	schemasFile   string
@@ -125,6 +128,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 		authKeyFile, meshSecretFile   string
 		upstreamTokenFile             string
 		worldBytes                    string
+		iceServers                    string
 	)
 	fs.StringVar(&c.listen, "listen", ":8080", "HTTP listen address")
 	fs.StringVar(&role, "role", "server", "node role: server or proxy")
@@ -170,6 +174,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 	fs.StringVar(&worldBytes, "max-world-bytes", "256MiB", "bytes of properties the node accepts from its upstream and mesh members (bytes, or with KiB/MiB/GiB); -1 for no limit")
 	fs.StringVar(&c.authKey, "auth-key", "", "turns authentication on: peers must present a JWT signed with this key (an HS256 secret of 32+ bytes in hex or base64, or ed25519:<base64 public key>); see docs/security.md")
 	fs.StringVar(&c.upstreamToken, "upstream-token", "", "proxy: the token presented to an upstream that wants one")
+	fs.StringVar(&iceServers, "ice-servers", "", `STUN/TURN servers for the pages' voice (WebRTC), a JSON list as RTCPeerConnection takes it, e.g. '[{"urls":"stun:stun.example.org:3478"}]'; told to the pages at /config.json; empty: none (peers on one network still connect)`)
 	fs.StringVar(&c.schemasFile, "schemas", "", "a file of property schemas per object kind (JSON Schema; see docs/protocol.md): writes that break them are refused with the reason; docs/demo-schemas.json has the demo's")
 	fs.StringVar(&c.tokenURL, "token-url", "", "with --auth-key: where the node's own pages (/, /2d, /naf.html) get a token before each connection, a GET answered with a token as text (your login service's; see docs/security.md); told to them at /config.json")
 	fs.StringVar(&authKeyFile, "auth-key-file", "", "a file holding --auth-key (kept out of the command line, which every local user can read)")
@@ -287,6 +292,11 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 	for _, o := range strings.Split(origins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			c.origins = append(c.origins, o)
+		}
+	}
+	if iceServers != "" {
+		if c.iceServers, err = web.ParseICEServers(iceServers); err != nil {
+			return c, fmt.Errorf("--ice-servers: %w", err)
 		}
 	}
 	if c.schemasFile != "" {

@@ -111,6 +111,19 @@ func TestParseConfig(t *testing.T) {
 		{"empty secret file", []string{"--auth-key-file", emptyFile}, env(), nil, "is empty"},
 		{"a bad secret in the environment is not printed", []string{"--mesh-bind", "127.0.0.1:0"}, env("SOLIPSISM_MESH_SECRET", "hunter2-secret"), nil, "--mesh-secret"},
 		{"backoff order", []string{"--backoff-min", "2s", "--backoff-max", "1s"}, env(), nil, "--backoff-min"},
+		{"ice servers", []string{"--ice-servers", `[{"urls":"stun:stun.example.org:3478"},{"urls":["turn:t.example.org"],"username":"u","credential":"p"}]`}, env(), func(t *testing.T, c config) {
+			if len(c.iceServers) != 2 || c.iceServers[0].URLs[0] != "stun:stun.example.org:3478" || c.iceServers[1].Username != "u" {
+				t.Fatalf("%+v", c.iceServers)
+			}
+		}, ""},
+		{"ice servers not JSON", []string{"--ice-servers", "stun:x"}, env(), nil, "--ice-servers"},
+		{"an ice server that is not one", []string{"--ice-servers", `[{"urls":"http://x"}]`}, env(), nil, "not a stun:"},
+		{"schemas", []string{"--schemas", "../../docs/demo-schemas.json"}, env(), func(t *testing.T, c config) {
+			if c.schemas == nil || len(c.schemas.Kinds()) != 3 {
+				t.Fatalf("schemas: %+v", c.schemas)
+			}
+		}, ""},
+		{"schemas missing", []string{"--schemas", filepath.Join(dir, "nope.json")}, env(), nil, "--schemas"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -195,7 +195,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	mux.Handle("/api/state", adminOnly(authn, node.StateHandler()))
 	mux.Handle("/api/messages", adminOnly(authn, node.MessagesHandler()))
 	mux.Handle("/api/alloverse", adminOnly(authn, allo.StateHandler()))
-	pages := web.HandlerWith(web.Options{TokenURL: cfg.tokenURL})
+	pages := web.HandlerWith(web.Options{TokenURL: cfg.tokenURL, ICEServers: cfg.iceServers})
 	mux.Handle("/inspect", adminOnly(authn, pages))
 	mux.Handle("/inspect/", adminOnly(authn, pages))
 	mux.Handle("/", pages)

@@ -20,6 +20,7 @@ var flagGroups = []struct {
 	{"Limits", []string{"read-limit", "read-rate", "stall-timeout", "ping-interval", "max-conns-per-ip", "max-msgs-per-sec", "max-records-per-sec",
 		"max-objects-per-owner", "max-props-per-object", "max-value-bytes", "max-object-bytes", "max-world-objects", "max-world-bytes", "schemas"}},
 	{"Bridges", []string{"alloverse-enet", "allo-heartbeat", "allo-history", "allo-patch-style", "place-name", "snapshot-listen", "snapshot-rate"}},
+	{"Pages", []string{"ice-servers"}},
 	{"Operations", []string{"log-level", "log-format", "debug-listen"}},
 }
 
