@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"net/http"
@@ -361,4 +362,86 @@ func voiceState(t *testing.T, page context.Context) string {
 	return awaitJS[string](t, page, `(async () => { const ad = NAF.connection.adapter; const loc = ad.localMedia ? await ad.localMedia.then((s) => s.getTracks().map((t) => t.kind + ":" + t.readyState + ":" + t.enabled).join(","), (e) => "error " + e) : "none";
 		return JSON.stringify({me: NAF.clientId, local: loc, log: ad.voice.log, peers: [...ad.voice.peers].map(([id, p]) => ({id, conn: p.pc.connectionState, ice: p.pc.iceConnectionState, gathering: p.pc.iceGatheringState, sig: p.pc.signalingState,
 		tr: p.pc.getTransceivers().map((x) => x.direction + "/" + x.currentDirection + "/" + (x.sender.track ? "s" : "-") + "/" + x.receiver.track.muted)}))}) })()`)
+}
+
+// TestBrowserDemoVoiceAndHands: in the 3D demo, two pages (one with its
+// connection in a worker) join voice with Chromium's fake microphones:
+// each hears the other live from the other's avatar (positional audio),
+// and not once muted. Then a VR controller grabs the ball with its
+// trigger and throws it by letting go, and the other page sees it fly.
+func TestBrowserDemoVoiceAndHands(t *testing.T) {
+	browser := mediaBrowser(t)
+	set, err := schema.Load("../docs/demo-schemas.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &countingValidator{set: set}
+	_, front, _ := startWebNode(t, relay.Options{Validator: v})
+	alice, aliceOutside := tabWithin(t, browser, "alice", front.URL+"/?name=alice", front.URL)
+	bob, bobOutside := tabWithin(t, browser, "bob", front.URL+"/?name=bob&mode=main", front.URL)
+	defer noneOutside(t, map[string]func() []string{"alice": aliceOutside, "bob": bobOutside})
+	for name, p := range map[string]context.Context{"alice": alice, "bob": bob} {
+		waitJS(t, p, name+" connected", `window.demo && demo.session.status === "connected"`)
+		evalJS[bool](t, p, loudnessJS)
+	}
+	waitJS(t, alice, "alice sees bob", `demo.avatars().some(a => a.name === "bob")`)
+	waitJS(t, bob, "bob sees alice", `demo.avatars().some(a => a.name === "alice")`)
+	idA := evalJS[string](t, alice, `demo.session.world.identifier`)
+	idB := evalJS[string](t, bob, `demo.session.world.identifier`)
+	for name, p := range map[string]context.Context{"alice": alice, "bob": bob} {
+		if !awaitJS[bool](t, p, `demo.joinVoice()`) {
+			t.Fatalf("%s could not join voice", name)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		page    context.Context
+		speaker string
+	}{{"alice hears bob", alice, idB}, {"bob hears alice", bob, idA}} {
+		waitJS(t, tc.page, tc.name+": connected browser to browser", `(demo.voice.peers.get(`+jsString(tc.speaker)+`) || {pc: {}}).pc.connectionState === "connected"`)
+		waitJS(t, tc.page, tc.name+": from the avatar", `demo.hears().includes(`+jsString(tc.speaker)+`)`)
+		if peak := awaitJS[float64](t, tc.page, `demo.voice.stream(`+jsString(tc.speaker)+`).then(loudness)`); peak < 0.01 {
+			t.Errorf("%s: the received audio peaks at %g: silent", tc.name, peak)
+		}
+	}
+	evalJS[bool](t, bob, `demo.mute(true), document.getElementById("mute").textContent === "unmute"`)
+	time.Sleep(500 * time.Millisecond)
+	if peak := awaitJS[float64](t, alice, `demo.voice.stream(`+jsString(idB)+`).then((s) => loudness(s, 2500))`); peak > 0.001 {
+		t.Errorf("bob muted, alice still hears him (peak %g)", peak)
+	}
+
+	// Alice's right controller points at the ball and holds the trigger.
+	waitJS(t, alice, "the ball", `!!demo.ball()`)
+	before := evalJS[[]float64](t, bob, `demo.ball() ? demo.ball().properties.position : [0, 0, 0]`)
+	evalJS[bool](t, alice, `(() => {
+		const h = document.querySelectorAll(".hand")[1];
+		const cam = document.getElementById("camera").object3D.getWorldPosition(new THREE.Vector3());
+		h.object3D.position.set(0, 0, 0);
+		h.object3D.parent.worldToLocal(h.object3D.position.copy(cam));
+		h.object3D.lookAt(new THREE.Vector3(...demo.ball().properties.position));
+		h.object3D.rotateY(Math.PI); // the laser runs along -z
+		h.object3D.updateMatrixWorld(true);
+		h.components.raycaster.refreshObjects();
+		h.components.raycaster.checkIntersections();
+		h.emit("triggerdown");
+		return true;
+	})()`)
+	waitJS(t, alice, "alice holds the ball with her controller", `demo.holding() && demo.ball().owned`)
+	// A swing up and forward, then the trigger lets go.
+	awaitJS[bool](t, alice, `(async () => {
+		const h = document.querySelectorAll(".hand")[1];
+		for (let i = 0; i < 6; i++) { h.object3D.position.y += 0.08; h.object3D.position.z -= 0.12; await new Promise((r) => setTimeout(r, 30)); }
+		h.emit("triggerup");
+		return true;
+	})()`)
+	waitJS(t, alice, "the ball let go", `!demo.holding()`)
+	waitJS(t, bob, "bob sees the thrown ball fly", fmt.Sprintf(`demo.ball().owner === %s && Math.hypot(...demo.ball().properties.position.map((v, i) => v - %v[i])) > 0.5`, jsString(idA), jsArray(before)))
+	if n, first := v.refusals(); n > 0 {
+		t.Errorf("the demo's writes broke its schemas %d times; first: %v", n, first)
+	}
+}
+
+func jsArray(xs []float64) string {
+	b, _ := json.Marshal(xs)
+	return string(b)
 }

@@ -3,9 +3,13 @@
 // Every other tab's avatar glides to where its owner moved it. A shared,
 // persistent ball lies in the world: click it to grab it (the tab asks the
 // server for ownership), and it floats in front of you; click again to
-// throw it. Whoever owns the ball runs its flight. Everything goes through
+// throw it (in VR: point a controller at it, hold the trigger, let go).
+// Whoever owns the ball runs its flight. "Join voice" lets the others who
+// joined hear you from where your avatar stands (WebRTC between the
+// browsers, signalled through the node). Everything goes through
 // solipsism.js, in a WebWorker by default (?mode=main for the page).
 import { connect, nodeGetToken } from "/solipsism.js";
+import { Voice, nodeICEServers } from "/voice.js";
 
 const params = new URLSearchParams(location.search);
 const mode = params.get("mode") === "main" ? "main" : "worker";
@@ -156,6 +160,7 @@ session.addEventListener("status", (e) => {
   }
 });
 let holding = false;
+let holder = null; // the VR controller holding the ball, or null (the camera)
 const trail = []; // recent hand positions while holding: the throw's speed
 async function grab() {
   const b = ball();
@@ -166,6 +171,11 @@ async function grab() {
   return true;
 }
 function hand() {
+  if (holder) {
+    // Just beyond the controller, along its laser.
+    const v = new THREE.Vector3(0, 0, -0.3).applyQuaternion(holder.object3D.getWorldQuaternion(new THREE.Quaternion()));
+    return holder.object3D.getWorldPosition(new THREE.Vector3()).add(v);
+  }
   const v = new THREE.Vector3(0, -0.2, -0.8).applyQuaternion(camera.object3D.getWorldQuaternion(new THREE.Quaternion()));
   return camera.object3D.getWorldPosition(new THREE.Vector3()).add(v);
 }
@@ -173,6 +183,11 @@ function throwBall(v) {
   const b = ball();
   if (!b || !b.owned) return;
   holding = false;
+  if (!v && holder) {
+    // A controller throws with its own speed.
+    v = trail.length > 1 ? trail.at(-1).p.clone().sub(trail[0].p).divideScalar(Math.max(0.05, (trail.at(-1).t - trail[0].t) / 1000)) : new THREE.Vector3();
+  }
+  holder = null;
   if (!v) {
     const forward = new THREE.Vector3(0, 0.3, -1).applyQuaternion(camera.object3D.getWorldQuaternion(new THREE.Quaternion())).multiplyScalar(6);
     const drift = trail.length > 1 ? trail.at(-1).p.clone().sub(trail[0].p).divideScalar(Math.max(0.05, (trail.at(-1).t - trail[0].t) / 1000)) : new THREE.Vector3();
@@ -180,7 +195,25 @@ function throwBall(v) {
   }
   b.set({ velocity: [round(v.x), round(v.y), round(v.z)] });
 }
-ballEl.addEventListener("click", () => (holding ? throwBall() : grab()));
+ballEl.addEventListener("click", (e) => {
+  if (e.detail && e.detail.cursorEl && e.detail.cursorEl.classList.contains("hand")) return; // a controller: its trigger grabs
+  if (holding) throwBall();
+  else grab();
+});
+// VR controllers: the trigger on the ball grabs it, letting go throws it.
+for (const c of document.querySelectorAll(".hand")) {
+  c.addEventListener("triggerdown", async () => {
+    const r = c.components.raycaster;
+    if (holding || !r || !r.intersectedEls.includes(ballEl)) return;
+    if (await grab()) {
+      holder = c;
+      trail.length = 0;
+    }
+  });
+  c.addEventListener("triggerup", () => {
+    if (holding && holder === c) throwBall();
+  });
+}
 let lastBall = 0;
 function moveBall(now, dt) {
   const b = ball();
@@ -266,4 +299,75 @@ function avatars() {
 function moveTo(x, z) {
   rig.object3D.position.set(x - camera.object3D.position.x, 0, z - camera.object3D.position.z);
 }
-window.demo = { session, me, name, mode, avatars, moveTo, ball, grab, throwBall, holding: () => holding, frames: () => frames };
+// Voice: join it (the microphone), and hear the others who joined from
+// their avatars; mute at will.
+const voice = new Voice(world, { iceServers: await nodeICEServers() });
+const listener = new THREE.AudioListener();
+camera.object3D.add(listener);
+let joined = false;
+const voiceEl = document.getElementById("voice");
+const muteEl = document.getElementById("mute");
+function voicePeers() {
+  if (!joined) return;
+  for (const o of world.objects.values()) {
+    if (o.properties.kind === "avatar3d" && o.properties.voice === true && o.owner !== world.identifier) voice.connect(o.owner);
+  }
+}
+async function joinVoice() {
+  if (joined) return true;
+  try {
+    voice.setLocalStream(await navigator.mediaDevices.getUserMedia({ audio: true }));
+  } catch (err) {
+    voiceEl.textContent = "no microphone";
+    return false;
+  }
+  joined = true;
+  me.set({ voice: true });
+  voiceEl.hidden = true;
+  muteEl.hidden = false;
+  voicePeers();
+  return true;
+}
+function mute(on) {
+  voice.setMuted(on);
+  muteEl.textContent = on ? "unmute" : "mute";
+  muteEl.classList.toggle("on", on);
+}
+voiceEl.addEventListener("click", joinVoice);
+muteEl.addEventListener("click", () => mute(!voice.muted));
+for (const type of ["add", "update"]) world.addEventListener(type, (e) => e.detail.object.properties.voice === true && voicePeers());
+world.addEventListener("remove", (e) => {
+  const o = e.detail.object;
+  if (o.properties.kind === "avatar3d") voice.disconnect(o.owner);
+});
+// A speaker's stream plays from their avatar, in 3D.
+const sounds = new Map(); // world -> {audio, el}
+voice.addEventListener("stream", (e) => {
+  const { world: who, stream } = e.detail;
+  const s = [...shown].find(([id]) => world.get(id) && world.get(id).owner === who);
+  if (!s || sounds.has(who)) return;
+  const audio = new THREE.PositionalAudio(listener);
+  audio.setMediaStreamSource(stream);
+  audio.setRefDistance(2);
+  s[1].el.object3D.add(audio);
+  // Chromium feeds WebAudio a remote stream only while a media element
+  // plays it too (muted).
+  const el = new Audio();
+  el.muted = true;
+  el.srcObject = stream;
+  el.play().catch(() => {});
+  sounds.set(who, { audio, el });
+});
+voice.addEventListener("left", (e) => {
+  const s = sounds.get(e.detail.world);
+  if (!s) return;
+  s.audio.disconnect();
+  s.audio.removeFromParent();
+  s.el.srcObject = null;
+  sounds.delete(e.detail.world);
+});
+listener.context.resume().catch(() => {});
+document.addEventListener("click", () => listener.context.resume(), { once: true });
+
+window.demo = { session, me, name, mode, avatars, moveTo, ball, grab, throwBall, holding: () => holding, frames: () => frames,
+  voice, joinVoice, mute, hears: () => [...sounds.keys()] };

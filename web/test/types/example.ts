@@ -1,5 +1,6 @@
 // An app written against solipsism.d.ts: `tsc --noEmit -p web/test/types`
 // must accept it. It uses every part of the public API.
+import { Voice, nodeICEServers } from "solipsism-mesh-client/voice.js";
 import { connect, GameWorld, GameObject, Session, CloseDetail, Status, Box, AppMessage, newIdentifier, beats, validInterest } from "solipsism-mesh-client";
 
 async function fetchToken(): Promise<string> {
@@ -67,3 +68,17 @@ console.log(validInterest(region)?.length, [...world.objects.values()].length);
 
 const direct = connect({ url: "ws://localhost:8080/ws", worker: false, token: "eyJ..." });
 direct.close();
+
+// Voice with the others, signalled through the node.
+async function voiceChat(world: GameWorld, others: string[]): Promise<void> {
+  const voice = new Voice(world, { iceServers: await nodeICEServers() });
+  voice.setLocalStream(await navigator.mediaDevices.getUserMedia({ audio: true }));
+  for (const w of others) voice.connect(w);
+  voice.addEventListener("stream", (e) => new Audio().srcObject = e.detail.stream);
+  const s: MediaStream = await voice.stream(others[0]);
+  console.log(s.getAudioTracks().length, voice.muted);
+  voice.setMuted(true);
+  voice.disconnect(others[0]);
+  voice.close();
+}
+void voiceChat;
