@@ -238,7 +238,13 @@ func TestExportImport(t *testing.T) {
 	if out, err := runBinary(bin, []string{"import", "--data-dir", dir2, "--file", bad}, nil); err == nil || !strings.Contains(out, "no owner") {
 		t.Fatalf("a bad backup: %v\n%s", err, out)
 	}
-	if out, err := runBinary(bin, []string{"import", "--data-dir", dir2, "--file", backup}, nil); err != nil {
+	// With property schemas the backup's objects break, nothing is imported.
+	strict := filepath.Join(t.TempDir(), "schemas.json")
+	os.WriteFile(strict, []byte(`{"default":{"type":"object","required":["color"]}}`), 0o600)
+	if out, err := runBinary(bin, []string{"import", "--data-dir", dir2, "--file", backup, "--schemas", strict}, nil); err == nil || !strings.Contains(out, "break the property schemas") || !strings.Contains(out, "color") {
+		t.Fatalf("an import that breaks the schemas: %v\n%s", err, out)
+	}
+	if out, err := runBinary(bin, []string{"import", "--data-dir", dir2, "--file", backup, "--schemas", "../docs/demo-schemas.json"}, nil); err != nil {
 		t.Fatalf("import: %v\n%s", err, out)
 	}
 	if out, err := runBinary(bin, []string{"import", "--data-dir", dir2, "--file", backup}, nil); err == nil || !strings.Contains(out, "--replace") {

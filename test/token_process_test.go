@@ -121,6 +121,25 @@ func TestAdminEndpoints(t *testing.T) {
 			}
 		})
 	}
+	// Publishing messages as the node is an admin's.
+	for _, c := range []struct {
+		name, token string
+		want        int
+	}{{"no token", "", 401}, {"not an admin", user, 403}, {"admin", admin, 202}} {
+		req, _ := http.NewRequest("POST", base+"/api/messages", strings.NewReader(`{"type":"notice","data":"restart at noon"}`))
+		req.Header.Set("Content-Type", "application/json")
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("POST /api/messages, %s: %d, want %d", c.name, resp.StatusCode, c.want)
+		}
+	}
 	for _, path := range []string{"/", "/solipsism.js", "/healthz", "/readyz"} {
 		if got := get(base+path, "", ""); got != 200 {
 			t.Errorf("%s without a token: %d, want 200", path, got)
