@@ -24,6 +24,8 @@
 // A queue that has fallen behind by a burst is sent a slice at a time,
 // paced by the peer's answer to a ping, live changes first (queue.go); the
 // anti-entropy messages (digest.go) go only to peers that list
-// FeatureDigest, and departed messages (departed.go) only to those that
-// list FeatureDeparted.
+// FeatureDigest, departed messages (departed.go) only to those that list
+// FeatureDeparted, and ephemeral messages (message.go), bounded per link,
+// only to those that list FeatureMessages. Metadata carries a peer's
+// rooms (Metadata.Rooms) beside its interest.
 package peer

@@ -30,6 +30,13 @@
 // time with the lock let go between, and a big departure reaches our
 // downstream nodes as one departed message (departures.go).
 //
+// Beyond objects: ephemeral messages (messages.go) are routed by the same
+// rules from the log, stamped with their sender where they enter; rooms
+// (rooms.go) narrow what a peer sees like an interest region, with the
+// node's presence objects (presence.go); a Validator (validate.go, the
+// operator's property schemas) refuses writes that would break an
+// object, telling the writer why.
+//
 // Concurrency: a Node serialises applying and routing under one mutex, so
 // every link sees changes in the same order the world applied them. Links
 // write on goroutines of their own, started while they have something to
