@@ -66,6 +66,7 @@ type Peer struct {
 	objects    map[string]*Object
 	owned      map[string]Object
 	messages   []Message
+	counts     map[string]int // messages received, by type
 	violations []string
 	closed     error
 	wmu        sync.Mutex
@@ -177,6 +178,10 @@ func (p *Peer) handle(m Message) {
 		}
 	}()
 	p.mu.Lock()
+	if p.counts == nil {
+		p.counts = map[string]int{}
+	}
+	p.counts[m.Type]++
 	if !p.opts.Forget || len(p.messages) < 16 {
 		p.messages = append(p.messages, m)
 	}
@@ -570,4 +575,12 @@ func (p *Peer) AppMessages() []json.RawMessage {
 		}
 	}
 	return out
+}
+
+// MessageCount returns how many messages of a type the peer received, all
+// of them counted even with Forget.
+func (p *Peer) MessageCount(typ string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.counts[typ]
 }
