@@ -1,0 +1,276 @@
+package scope
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Fields are an element's fields: name to JSON value.
+type Fields map[string]json.RawMessage
+
+// Delta is the change of a scope from version Base to version Ver.
+type Delta struct {
+	// Ver is the scope's version after the delta; Base the version it was
+	// built on (the replica must hold Base, or newer).
+	Ver, Base uint64
+	// Added holds new elements, whole; Modified the fields that changed
+	// of existing ones; Removed the ids of elements that went.
+	Added, Modified map[string]Fields
+	Removed         []string
+	// Full marks a snapshot: the scope holds exactly Added afterwards.
+	Full bool
+}
+
+// Empty reports whether the delta changes nothing.
+func (d Delta) Empty() bool {
+	return len(d.Added) == 0 && len(d.Modified) == 0 && len(d.Removed) == 0 && !d.Full
+}
+
+// elem is a stored element: its fields as one compact JSON object, and
+// the version that last changed it.
+type elem struct {
+	data []byte
+	ver  uint64
+}
+
+// Scope is the owner's copy of a keyed sub-collection. It is not safe for
+// concurrent use: its owner serialises access (as a node does under its
+// lock).
+type Scope struct {
+	ver   uint64
+	elems map[string]elem
+	// dirty holds, for elements changed since the last Tick, the fields
+	// that changed (nil: added, whole) ; removed, those removed.
+	dirty   map[string]map[string]bool
+	added   map[string]bool
+	removed map[string]bool
+	// tombs are removals with the version they happened at, for Since;
+	// removals older than horizon are forgotten (Since then says so).
+	tombs   map[string]uint64
+	horizon uint64
+	// MaxTombs bounds the removals kept for Since. Zero means 65,536.
+	MaxTombs int
+}
+
+// New returns an empty scope at version 0.
+func New() *Scope {
+	return &Scope{elems: map[string]elem{}, dirty: map[string]map[string]bool{}, added: map[string]bool{},
+		removed: map[string]bool{}, tombs: map[string]uint64{}}
+}
+
+// Ver returns the scope's version: the number of ticks that changed it.
+func (s *Scope) Ver() uint64 { return s.ver }
+
+// Len returns how many elements the scope holds.
+func (s *Scope) Len() int { return len(s.elems) }
+
+// Get returns an element's fields (a copy).
+func (s *Scope) Get(id string) (Fields, bool) {
+	e, ok := s.elems[id]
+	if !ok {
+		return nil, false
+	}
+	return decode(e.data), true
+}
+
+// ErrBadField is returned for a field value that is not JSON.
+var ErrBadField = errors.New("scope: a field is not JSON")
+
+// Set creates an element or changes some of its fields, marking them
+// dirty. A field set to the value it holds changes nothing.
+func (s *Scope) Set(id string, f Fields) error {
+	for k, v := range f {
+		if !json.Valid(v) {
+			return fmt.Errorf("%w: %s of %s", ErrBadField, k, id)
+		}
+	}
+	e, ok := s.elems[id]
+	if !ok {
+		s.elems[id] = elem{data: encode(f), ver: s.ver + 1}
+		// (Removed earlier in this tick, it stays so: the delta removes the
+		// old one before it adds this, leaving none of its fields.)
+		s.added[id] = true
+		delete(s.dirty, id)
+		return nil
+	}
+	cur := decode(e.data)
+	changed := false
+	for k, v := range f {
+		c, had := cur[k]
+		if had && bytes.Equal(compact(c), compact(v)) {
+			continue
+		}
+		cur[k] = v
+		changed = true
+		if !s.added[id] {
+			if s.dirty[id] == nil {
+				s.dirty[id] = map[string]bool{}
+			}
+			s.dirty[id][k] = true
+		}
+	}
+	if changed {
+		s.elems[id] = elem{data: encode(cur), ver: s.ver + 1}
+	}
+	return nil
+}
+
+// Remove removes an element.
+func (s *Scope) Remove(id string) {
+	if _, ok := s.elems[id]; !ok {
+		return
+	}
+	delete(s.elems, id)
+	delete(s.dirty, id)
+	if s.added[id] {
+		delete(s.added, id) // came and went within the tick: nothing to tell
+		return
+	}
+	s.removed[id] = true
+}
+
+// Tick closes the changes since the last tick into a delta from the
+// current version to the next, which it advances to; nothing changed, it
+// returns an empty delta and the version stays.
+func (s *Scope) Tick() Delta {
+	if len(s.added) == 0 && len(s.dirty) == 0 && len(s.removed) == 0 {
+		return Delta{Ver: s.ver, Base: s.ver}
+	}
+	d := Delta{Base: s.ver, Ver: s.ver + 1}
+	s.ver++
+	for id := range s.added {
+		if d.Added == nil {
+			d.Added = map[string]Fields{}
+		}
+		d.Added[id] = decode(s.elems[id].data)
+	}
+	for id, fields := range s.dirty {
+		cur := decode(s.elems[id].data)
+		patch := Fields{}
+		for k := range fields {
+			patch[k] = cur[k]
+		}
+		if d.Modified == nil {
+			d.Modified = map[string]Fields{}
+		}
+		d.Modified[id] = patch
+	}
+	for id := range s.removed {
+		d.Removed = append(d.Removed, id)
+		s.tombs[id] = s.ver
+	}
+	sort.Strings(d.Removed)
+	clear(s.added)
+	clear(s.dirty)
+	clear(s.removed)
+	s.trimTombs()
+	return d
+}
+
+func (s *Scope) trimTombs() {
+	max := s.MaxTombs
+	if max <= 0 {
+		max = 1 << 16
+	}
+	if len(s.tombs) <= max {
+		return
+	}
+	// Forget the older half: Since a version before them needs a snapshot.
+	vers := make([]uint64, 0, len(s.tombs))
+	for _, v := range s.tombs {
+		vers = append(vers, v)
+	}
+	sort.Slice(vers, func(i, j int) bool { return vers[i] < vers[j] })
+	cut := vers[len(vers)/2]
+	for id, v := range s.tombs {
+		if v <= cut {
+			delete(s.tombs, id)
+		}
+	}
+	s.horizon = cut
+}
+
+// Since returns a self-contained delta from version base to the current
+// one: every element changed after base, whole, and every removal after
+// base. ok is false if base is older than the
+// removals the scope remembers: send a Snapshot instead.
+func (s *Scope) Since(base uint64) (d Delta, ok bool) {
+	if base > s.ver {
+		return Delta{}, false
+	}
+	if base == 0 {
+		return s.Snapshot(), true
+	}
+	if base < s.horizon {
+		return Delta{}, false
+	}
+	d = Delta{Base: base, Ver: s.ver}
+	// Elements changed in the tick not yet closed come as they are now,
+	// and again in that tick's delta: applying a change twice is harmless.
+	for id, e := range s.elems {
+		if e.ver <= base {
+			continue
+		}
+		if d.Modified == nil {
+			d.Modified = map[string]Fields{}
+		}
+		// Whole: the replica may lack any of its fields' changes, or the
+		// element itself (then it takes this as an add).
+		d.Modified[id] = decode(e.data)
+	}
+	for id, v := range s.tombs {
+		if v > base {
+			d.Removed = append(d.Removed, id)
+		}
+	}
+	sort.Strings(d.Removed)
+	return d, true
+}
+
+// Snapshot returns the whole scope, as it is now, at the current version
+// (what changed since the last Tick comes again in the next delta).
+func (s *Scope) Snapshot() Delta {
+	d := Delta{Ver: s.ver, Full: true, Added: make(map[string]Fields, len(s.elems))}
+	for id, e := range s.elems {
+		d.Added[id] = decode(e.data)
+	}
+	return d
+}
+
+func encode(f Fields) []byte {
+	keys := make([]string, 0, len(f))
+	for k := range f {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(compact(f[k]))
+	}
+	b.WriteByte('}')
+	return bytes.Clone(b.Bytes())
+}
+
+func decode(data []byte) Fields {
+	var f Fields
+	json.Unmarshal(data, &f) //nolint:errcheck // encode made it
+	return f
+}
+
+func compact(v json.RawMessage) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, v) != nil {
+		return v
+	}
+	return b.Bytes()
+}

@@ -1,0 +1,279 @@
+package scope
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func f(kv ...any) Fields {
+	out := Fields{}
+	for i := 0; i < len(kv); i += 2 {
+		b, _ := json.Marshal(kv[i+1])
+		out[kv[i].(string)] = b
+	}
+	return out
+}
+
+// same reports whether a replica holds exactly the scope's elements.
+func same(t *testing.T, s *Scope, r *Replica) {
+	t.Helper()
+	if s.Len() != r.Len() {
+		t.Fatalf("the scope holds %d elements, the replica %d", s.Len(), r.Len())
+	}
+	for id := range s.elems {
+		want, _ := s.Get(id)
+		got, ok := r.Get(id)
+		if !ok || !reflect.DeepEqual(encode(want), encode(got)) {
+			t.Fatalf("element %s: scope %s, replica %s", id, encode(want), encode(got))
+		}
+	}
+}
+
+func events(t *testing.T, r *Replica, d Delta) ([]string, error) {
+	t.Helper()
+	var out []string
+	err := r.Apply(d, func(e Event) { out = append(out, fmt.Sprintf("%s %s %s", e.Kind, e.ID, encode(e.Fields))) })
+	return out, err
+}
+
+// The seed's quick tests: one block created, modified, removed gives the
+// expected delta, each applied as the expected event.
+func TestSingleBlock(t *testing.T) {
+	s, r := New(), NewReplica()
+	for _, step := range []struct {
+		name    string
+		do      func()
+		delta   string
+		event   string
+		noDelta bool
+	}{
+		{"create", func() { s.Set("1,2,3", f("type", "stone", "color", 7)) },
+			`{"ver":1,"base":0,"added":{"1,2,3":{"color":7,"type":"stone"}}}`, `added 1,2,3 {"color":7,"type":"stone"}`, false},
+		{"modify one field", func() { s.Set("1,2,3", f("color", 9)) },
+			`{"ver":2,"base":1,"modified":{"1,2,3":{"color":9}}}`, `modified 1,2,3 {"color":9}`, false},
+		{"set to the same value", func() { s.Set("1,2,3", f("color", 9)) }, ``, ``, true},
+		{"remove", func() { s.Remove("1,2,3") },
+			`{"ver":3,"base":2,"removed":["1,2,3"]}`, `removed 1,2,3 {}`, false},
+	} {
+		step.do()
+		d := s.Tick()
+		if step.noDelta {
+			if !d.Empty() || d.Ver != s.Ver() {
+				t.Fatalf("%s: a delta %+v", step.name, d)
+			}
+			continue
+		}
+		b, _ := json.Marshal(d)
+		if string(b) != step.delta {
+			t.Fatalf("%s: delta %s, want %s", step.name, b, step.delta)
+		}
+		evs, err := events(t, r, d)
+		if err != nil || len(evs) != 1 || evs[0] != step.event {
+			t.Fatalf("%s: events %q, %v; want %q", step.name, evs, err, step.event)
+		}
+		same(t, s, r)
+	}
+}
+
+// Applying a delta twice changes nothing; an older one is refused.
+func TestIdempotentAndOlderRejected(t *testing.T) {
+	s, r := New(), NewReplica()
+	s.Set("a", f("v", 1))
+	d1 := s.Tick()
+	s.Set("a", f("v", 2))
+	d2 := s.Tick()
+	for _, d := range []Delta{d1, d2} {
+		if err := r.Apply(d, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []Delta{d2, d1} {
+		evs, err := events(t, r, d)
+		if !errors.Is(err, ErrStale) || len(evs) != 0 {
+			t.Fatalf("a delta of version %d again: %v, events %q", d.Ver, err, evs)
+		}
+	}
+	same(t, s, r)
+}
+
+// A lost delta: the next one, built on it, is refused as a gap; the
+// owner's Since(the replica's version) is self-contained and converges
+// it; so does a snapshot.
+func TestGap(t *testing.T) {
+	s, r := New(), NewReplica()
+	s.Set("a", f("v", 1, "w", 1))
+	s.Set("b", f("v", 1))
+	r.Apply(s.Tick(), nil)
+	s.Set("a", f("v", 2))
+	s.Remove("b")
+	s.Set("c", f("v", 3))
+	lost := s.Tick() // never arrives
+	s.Set("a", f("w", 5))
+	next := s.Tick()
+	if err := r.Apply(next, nil); !errors.Is(err, ErrGap) {
+		t.Fatalf("the delta after a lost one: %v, want ErrGap", err)
+	}
+	catchUp, ok := s.Since(r.Ver())
+	if !ok {
+		t.Fatal("Since refused")
+	}
+	evs, err := events(t, r, catchUp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, s, r)
+	want := []string{`removed b {}`, `modified a {"v":2,"w":5}`, `added c {"v":3}`}
+	if !reflect.DeepEqual(slices.Sorted(slices.Values(evs)), slices.Sorted(slices.Values(want))) {
+		t.Fatalf("catching up: %q, want %q", evs, want)
+	}
+	// The lost delta, arriving late, is older: refused, harmless.
+	if err := r.Apply(lost, nil); !errors.Is(err, ErrStale) {
+		t.Fatalf("the late delta: %v", err)
+	}
+	// A fresh replica from a snapshot, then the tick deltas.
+	r2 := NewReplica()
+	if err := r2.Apply(s.Snapshot(), nil); err != nil {
+		t.Fatal(err)
+	}
+	same(t, s, r2)
+	s.Set("d", f("v", 4))
+	if err := r2.Apply(s.Tick(), nil); err != nil {
+		t.Fatal(err)
+	}
+	same(t, s, r2)
+}
+
+// Removals go before additions: an element removed and added again within
+// one tick arrives without its old fields.
+func TestRemovalsFirst(t *testing.T) {
+	s, r := New(), NewReplica()
+	s.Set("x", f("a", 1, "b", 2))
+	r.Apply(s.Tick(), nil)
+	s.Remove("x")
+	s.Set("x", f("a", 3))
+	d := s.Tick()
+	if len(d.Removed) != 1 || d.Added["x"] == nil {
+		t.Fatalf("the delta: %+v", d)
+	}
+	evs, err := events(t, r, d)
+	if err != nil || !reflect.DeepEqual(evs, []string{`removed x {}`, `added x {"a":3}`}) {
+		t.Fatalf("events %q, %v", evs, err)
+	}
+	same(t, s, r)
+}
+
+// Since forgets removals older than its bound: a replica behind them gets
+// a snapshot instead.
+func TestSinceHorizon(t *testing.T) {
+	s := New()
+	s.MaxTombs = 4
+	for i := range 10 {
+		id := fmt.Sprint(i)
+		s.Set(id, f("v", i))
+		s.Tick()
+		s.Remove(id)
+		s.Tick()
+	}
+	if _, ok := s.Since(1); ok {
+		t.Fatal("Since from before the forgotten removals")
+	}
+	if _, ok := s.Since(s.Ver() - 1); !ok {
+		t.Fatal("Since from a recent version refused")
+	}
+}
+
+func TestDecodeDelta(t *testing.T) {
+	var l Limits
+	for _, tc := range []struct{ name, in, err string }{
+		{"a delta", `{"ver":3,"base":2,"added":{"a":{"v":1}},"modified":{"b":{"v":2}},"removed":["c","a"]}`, ""},
+		{"a snapshot", `{"ver":3,"added":{"a":{"v":1}},"full":true}`, ""},
+		{"no ver", `{"base":1}`, "needs ver"},
+		{"base past ver", `{"ver":1,"base":2}`, "past ver"},
+		{"an id twice", `{"ver":1,"added":{"a":{}},"modified":{"a":{}}}`, "twice"},
+		{"an empty id", `{"ver":1,"removed":[""]}`, "1 to 256"},
+		{"a snapshot that removes", `{"ver":1,"full":true,"removed":["a"]}`, "added elements only"},
+		{"an unknown key", `{"ver":1,"extra":1}`, "not a delta"},
+		{"not JSON", `{`, "not a delta"},
+	} {
+		d, err := l.DecodeDelta([]byte(tc.in))
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+		case err == nil:
+			b, _ := json.Marshal(d)
+			d2, err := l.DecodeDelta(b)
+			if err != nil || !reflect.DeepEqual(d, d2) {
+				t.Errorf("%s: round trip %s: %+v %v", tc.name, b, d2, err)
+			}
+		}
+	}
+}
+
+func FuzzDecodeDelta(f *testing.F) {
+	f.Add([]byte(`{"ver":3,"base":2,"added":{"a":{"v":1}},"modified":{"b":{"v":[1,2]}},"removed":["c","a"]}`))
+	f.Add([]byte(`{"ver":1,"full":true,"added":{"1,2,3":{"t":"stone"}}}`))
+	var l Limits
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := l.DecodeDelta(b)
+		if err != nil {
+			return
+		}
+		// Whatever decodes applies to a replica without breaking it, and
+		// re-encodes to itself.
+		r := NewReplica()
+		r.Apply(d, nil)
+		enc, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.DecodeDelta(enc); err != nil {
+			t.Fatalf("re-encoded %s: %v", enc, err)
+		}
+	})
+}
+
+// TestRandomLossConverges: random changes, random deltas lost; a replica
+// that finds a gap asks for Since its version, and ends with the scope.
+func TestRandomLossConverges(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		s, r := New(), NewReplica()
+		for range 300 {
+			for range rng.IntN(5) {
+				id := fmt.Sprint(rng.IntN(30))
+				switch rng.IntN(4) {
+				case 0:
+					s.Remove(id)
+				default:
+					s.Set(id, f(fmt.Sprint("f", rng.IntN(3)), rng.IntN(4)))
+				}
+			}
+			d := s.Tick()
+			if rng.IntN(4) == 0 {
+				continue // lost
+			}
+			if err := r.Apply(d, nil); errors.Is(err, ErrGap) {
+				c, ok := s.Since(r.Ver())
+				if !ok {
+					c = s.Snapshot()
+				}
+				if err := r.Apply(c, nil); err != nil {
+					t.Fatalf("seed %d: catching up: %v", seed, err)
+				}
+			} else if err != nil && !errors.Is(err, ErrStale) {
+				t.Fatal(err)
+			}
+		}
+		c, _ := s.Since(r.Ver())
+		r.Apply(c, nil)
+		same(t, s, r)
+	}
+}
