@@ -18,8 +18,10 @@
 // modifications. Each applied element change is reported as an Event, so
 // a renderer updates only what changed.
 //
-// Elements are stored compactly: an element's fields are one compact JSON
-// object, so a block of one or two small fields costs tens of bytes
-// (BenchmarkMemory), not a world object's overhead. Written by hand: no
+// Elements are stored compactly: an element is its key and eight bytes (an
+// index into the scope's palette of distinct encodings, each a compact
+// JSON object, and a 32-bit version), so a block costs tens of bytes
+// (BenchmarkMemory), not a world object's overhead; a scope changes at
+// most 2³²-1 times. Written by hand: no
 // library keeps versioned keyed sub-collections with per-field dirty masks.
 package scope

@@ -48,11 +48,12 @@ type Event struct {
 // Replica is a peer's copy of a scope. It is not safe for concurrent use.
 type Replica struct {
 	ver   uint64
-	elems map[string][]byte
+	elems map[string]uint32 // index in pal
+	pal   *palette
 }
 
 // NewReplica returns an empty replica at version 0.
-func NewReplica() *Replica { return &Replica{elems: map[string][]byte{}} }
+func NewReplica() *Replica { return &Replica{elems: map[string]uint32{}, pal: newPalette()} }
 
 // Ver returns the version the replica holds.
 func (r *Replica) Ver() uint64 { return r.ver }
@@ -62,11 +63,11 @@ func (r *Replica) Len() int { return len(r.elems) }
 
 // Get returns an element's fields (a copy).
 func (r *Replica) Get(id string) (Fields, bool) {
-	b, ok := r.elems[id]
+	i, ok := r.elems[id]
 	if !ok {
 		return nil, false
 	}
-	return decode(b), true
+	return decode(r.pal.vals[i]), true
 }
 
 // IDs returns the ids of the replica's elements, sorted.
@@ -98,6 +99,7 @@ func (r *Replica) Apply(d Delta, fn func(Event)) error {
 		}
 		for _, id := range r.IDs() {
 			if _, keep := d.Added[id]; !keep {
+				r.pal.drop(r.elems[id])
 				delete(r.elems, id)
 				emit(Event{Kind: Removed, ID: id})
 			}
@@ -115,7 +117,8 @@ func (r *Replica) Apply(d Delta, fn func(Event)) error {
 	removed := append([]string(nil), d.Removed...)
 	sort.Strings(removed)
 	for _, id := range removed {
-		if _, ok := r.elems[id]; ok {
+		if i, ok := r.elems[id]; ok {
+			r.pal.drop(i)
 			delete(r.elems, id)
 			emit(Event{Kind: Removed, ID: id})
 		}
@@ -138,11 +141,11 @@ func (r *Replica) put(m map[string]Fields, emit func(Event)) {
 		f := m[id]
 		cur, ok := r.elems[id]
 		if !ok {
-			r.elems[id] = encode(f)
+			r.elems[id] = r.pal.add(encode(f))
 			emit(Event{Kind: Added, ID: id, Fields: f})
 			continue
 		}
-		have := decode(cur)
+		have := decode(r.pal.vals[cur])
 		changed := Fields{}
 		for k, v := range f {
 			if string(compact(have[k])) != string(compact(v)) {
@@ -151,7 +154,8 @@ func (r *Replica) put(m map[string]Fields, emit func(Event)) {
 			}
 		}
 		if len(changed) > 0 {
-			r.elems[id] = encode(have)
+			r.pal.drop(cur)
+			r.elems[id] = r.pal.add(encode(have))
 			emit(Event{Kind: Modified, ID: id, Fields: changed})
 		}
 	}

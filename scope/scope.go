@@ -1,6 +1,7 @@
 package scope
 
 import (
+	"math"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -29,11 +30,54 @@ func (d Delta) Empty() bool {
 	return len(d.Added) == 0 && len(d.Modified) == 0 && len(d.Removed) == 0 && !d.Full
 }
 
-// elem is a stored element: its fields as one compact JSON object, and
-// the version that last changed it.
+// elem is a stored element: its fields' encoding in the scope's
+// palette, and the version that last changed it. Eight bytes, so that a
+// block costs little more than its key.
 type elem struct {
-	data []byte
-	ver  uint64
+	val uint32
+	ver uint32
+}
+
+// palette holds the distinct encodings of elements (each a compact JSON
+// object), counted: the blocks of a grid are mostly a few kinds (stone,
+// air, grass), each stored once however many blocks hold it, as voxel
+// engines' chunk palettes do. An encoding no element holds any longer is
+// freed.
+type palette struct {
+	vals  []string
+	refs  []uint32
+	index map[string]uint32
+	free  []uint32
+}
+
+func newPalette() *palette { return &palette{index: map[string]uint32{}} }
+
+// add returns the index of an encoding, counting one more holder.
+func (p *palette) add(b []byte) uint32 {
+	if i, ok := p.index[string(b)]; ok {
+		p.refs[i]++
+		return i
+	}
+	v := string(b)
+	var i uint32
+	if n := len(p.free); n > 0 {
+		i, p.free = p.free[n-1], p.free[:n-1]
+		p.vals[i], p.refs[i] = v, 1
+	} else {
+		i = uint32(len(p.vals))
+		p.vals, p.refs = append(p.vals, v), append(p.refs, 1)
+	}
+	p.index[v] = i
+	return i
+}
+
+// drop counts one holder fewer of an encoding.
+func (p *palette) drop(i uint32) {
+	if p.refs[i]--; p.refs[i] == 0 {
+		delete(p.index, p.vals[i])
+		p.vals[i] = ""
+		p.free = append(p.free, i)
+	}
 }
 
 // Scope is the owner's copy of a keyed sub-collection. It is not safe for
@@ -42,6 +86,7 @@ type elem struct {
 type Scope struct {
 	ver   uint64
 	elems map[string]elem
+	pal   *palette
 	// dirty holds, for elements changed since the last Tick, the fields
 	// that changed (nil: added, whole) ; removed, those removed.
 	dirty   map[string]map[string]bool
@@ -57,7 +102,7 @@ type Scope struct {
 
 // New returns an empty scope at version 0.
 func New() *Scope {
-	return &Scope{elems: map[string]elem{}, dirty: map[string]map[string]bool{}, added: map[string]bool{},
+	return &Scope{elems: map[string]elem{}, pal: newPalette(), dirty: map[string]map[string]bool{}, added: map[string]bool{},
 		removed: map[string]bool{}, tombs: map[string]uint64{}}
 }
 
@@ -73,8 +118,12 @@ func (s *Scope) Get(id string) (Fields, bool) {
 	if !ok {
 		return nil, false
 	}
-	return decode(e.data), true
+	return decode(s.pal.vals[e.val]), true
 }
+
+// ErrTooManyVersions is returned once a scope has changed 2³²-1 times:
+// elements keep their versions in 32 bits.
+var ErrTooManyVersions = errors.New("scope: the scope has changed 2^32-1 times")
 
 // ErrBadField is returned for a field value that is not JSON.
 var ErrBadField = errors.New("scope: a field is not JSON")
@@ -87,16 +136,19 @@ func (s *Scope) Set(id string, f Fields) error {
 			return fmt.Errorf("%w: %s of %s", ErrBadField, k, id)
 		}
 	}
+	if s.ver >= math.MaxUint32-1 {
+		return ErrTooManyVersions
+	}
 	e, ok := s.elems[id]
 	if !ok {
-		s.elems[id] = elem{data: encode(f), ver: s.ver + 1}
+		s.elems[id] = elem{val: s.pal.add(encode(f)), ver: uint32(s.ver + 1)}
 		// (Removed earlier in this tick, it stays so: the delta removes the
 		// old one before it adds this, leaving none of its fields.)
 		s.added[id] = true
 		delete(s.dirty, id)
 		return nil
 	}
-	cur := decode(e.data)
+	cur := decode(s.pal.vals[e.val])
 	changed := false
 	for k, v := range f {
 		c, had := cur[k]
@@ -113,16 +165,19 @@ func (s *Scope) Set(id string, f Fields) error {
 		}
 	}
 	if changed {
-		s.elems[id] = elem{data: encode(cur), ver: s.ver + 1}
+		s.pal.drop(e.val)
+		s.elems[id] = elem{val: s.pal.add(encode(cur)), ver: uint32(s.ver + 1)}
 	}
 	return nil
 }
 
 // Remove removes an element.
 func (s *Scope) Remove(id string) {
-	if _, ok := s.elems[id]; !ok {
+	e, ok := s.elems[id]
+	if !ok {
 		return
 	}
+	s.pal.drop(e.val)
 	delete(s.elems, id)
 	delete(s.dirty, id)
 	if s.added[id] {
@@ -145,10 +200,10 @@ func (s *Scope) Tick() Delta {
 		if d.Added == nil {
 			d.Added = map[string]Fields{}
 		}
-		d.Added[id] = decode(s.elems[id].data)
+		d.Added[id] = decode(s.pal.vals[s.elems[id].val])
 	}
 	for id, fields := range s.dirty {
-		cur := decode(s.elems[id].data)
+		cur := decode(s.pal.vals[s.elems[id].val])
 		patch := Fields{}
 		for k := range fields {
 			patch[k] = cur[k]
@@ -163,9 +218,20 @@ func (s *Scope) Tick() Delta {
 		s.tombs[id] = s.ver
 	}
 	sort.Strings(d.Removed)
-	clear(s.added)
-	clear(s.dirty)
-	clear(s.removed)
+	// (Maps keep their buckets when cleared: after a big tick, the
+	// grid's first fill say, fresh ones let the memory go.)
+	for _, m := range []*map[string]bool{&s.added, &s.removed} {
+		if len(*m) > 1024 {
+			*m = map[string]bool{}
+		} else {
+			clear(*m)
+		}
+	}
+	if len(s.dirty) > 1024 {
+		s.dirty = map[string]map[string]bool{}
+	} else {
+		clear(s.dirty)
+	}
 	s.trimTombs()
 	return d
 }
@@ -211,7 +277,7 @@ func (s *Scope) Since(base uint64) (d Delta, ok bool) {
 	// Elements changed in the tick not yet closed come as they are now,
 	// and again in that tick's delta: applying a change twice is harmless.
 	for id, e := range s.elems {
-		if e.ver <= base {
+		if uint64(e.ver) <= base {
 			continue
 		}
 		if d.Modified == nil {
@@ -219,7 +285,7 @@ func (s *Scope) Since(base uint64) (d Delta, ok bool) {
 		}
 		// Whole: the replica may lack any of its fields' changes, or the
 		// element itself (then it takes this as an add).
-		d.Modified[id] = decode(e.data)
+		d.Modified[id] = decode(s.pal.vals[e.val])
 	}
 	for id, v := range s.tombs {
 		if v > base {
@@ -235,7 +301,7 @@ func (s *Scope) Since(base uint64) (d Delta, ok bool) {
 func (s *Scope) Snapshot() Delta {
 	d := Delta{Ver: s.ver, Full: true, Added: make(map[string]Fields, len(s.elems))}
 	for id, e := range s.elems {
-		d.Added[id] = decode(e.data)
+		d.Added[id] = decode(s.pal.vals[e.val])
 	}
 	return d
 }
@@ -261,9 +327,9 @@ func encode(f Fields) []byte {
 	return bytes.Clone(b.Bytes())
 }
 
-func decode(data []byte) Fields {
+func decode[T string | []byte](data T) Fields {
 	var f Fields
-	json.Unmarshal(data, &f) //nolint:errcheck // encode made it
+	json.Unmarshal([]byte(data), &f) //nolint:errcheck // encode made it
 	return f
 }
 

@@ -277,3 +277,28 @@ func TestRandomLossConverges(t *testing.T) {
 		same(t, s, r)
 	}
 }
+
+// The palette keeps one copy of each distinct element, and lets one go
+// when no element holds it.
+func TestPalette(t *testing.T) {
+	s := New()
+	for i := range 100 {
+		s.Set(fmt.Sprint(i), f("t", "stone"))
+	}
+	s.Set("x", f("t", "gold", "n", 1))
+	if got := len(s.pal.index); got != 2 {
+		t.Fatalf("%d distinct encodings, want 2", got)
+	}
+	s.Set("x", f("n", 2)) // the old encoding of x goes
+	s.Remove("5")
+	if got := len(s.pal.index); got != 2 {
+		t.Fatalf("after a change: %d distinct encodings, want 2", got)
+	}
+	s.Remove("x")
+	for i := range 100 {
+		s.Remove(fmt.Sprint(i))
+	}
+	if got := len(s.pal.index); got != 0 || len(s.pal.free) != len(s.pal.vals) {
+		t.Fatalf("empty scope: %d encodings held, %d of %d slots free", got, len(s.pal.free), len(s.pal.vals))
+	}
+}
