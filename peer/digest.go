@@ -161,6 +161,7 @@ func (l *Link) controlMessage(msg []byte) {
 	if it == nil {
 		return
 	}
+	it.appOnly = false
 	it.msgs = append(it.msgs, msg)
 	l.startWriterLocked()
 }

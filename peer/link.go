@@ -212,7 +212,10 @@ type item struct {
 	md    Metadata // with flagSendMD
 	// msgs are encoded control messages, sent after the flags' messages.
 	msgs [][]byte
-	recs []*Record
+	// appOnly: msgs are ephemeral messages alone (SendAppMessage), which
+	// records offered later may overtake (see openQueueLocked).
+	appOnly bool
+	recs    []*Record
 	q    *queue
 }
 

@@ -176,6 +176,9 @@ func (l *Link) SendAppMessage(msg []byte) bool {
 	if it == nil {
 		return false
 	}
+	if len(it.msgs) == 0 && it.flags == 0 {
+		it.appOnly = true
+	}
 	l.msgQueued += len(msg)
 	it.msgs = append(it.msgs, msg)
 	l.startWriterLocked()

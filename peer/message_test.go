@@ -1,6 +1,10 @@
 package peer
 
 import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/solipsism/mesh/gameworld"
 	"os"
 	"strings"
 	"testing"
@@ -72,5 +76,59 @@ func TestAppMessageVectors(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "message") && !strings.Contains(err.Error(), "empty") {
 			t.Errorf("%s: error %q does not say what was wrong", c.name, err)
 		}
+	}
+}
+
+// TestAppMessagesBehindSlowPeer: a sender that alternates a change and a
+// message, to a peer that reads nothing meanwhile, costs the link a
+// bounded outbox (it is not cut off as fallen behind), and the peer then
+// gets every message in order, each after the change made before it.
+func TestAppMessagesBehindSlowPeer(t *testing.T) {
+	l, _, far := startLink(t, LinkOptions{Tick: Immediate})
+	send := func(r *Record) { l.Offer([]*Record{r}, func(int) Verdict { return Send }, nil, true) }
+	send(rec(gameworld.Add, "o", "n", "-1"))
+	const count = 500 // several times the outbox's bound in items
+	for i := range count {
+		send(rec(gameworld.Update, "o", "n", strconv.Itoa(i)))
+		if !l.SendAppMessage(AppendAppMessage(nil, AppMessage{From: "w", Type: "tick", Data: json.RawMessage(strconv.Itoa(i))})) {
+			t.Fatalf("message %d dropped", i)
+		}
+	}
+	l.outMu.Lock()
+	items := len(l.outbox)
+	l.outMu.Unlock()
+	if items > 4 {
+		t.Errorf("%d items wait in the outbox", items)
+	}
+	n, next := -1, 0
+	for next < count {
+		m := readMsg(t, far)
+		switch m.Type {
+		case TypeWorldChange:
+			var wc struct {
+				Changes []struct {
+					Properties struct{ N int } `json:"properties"`
+				} `json:"changes"`
+			}
+			json.Unmarshal(m.Data, &wc)
+			for _, c := range wc.Changes {
+				n = c.Properties.N
+			}
+		case TypeMessage:
+			am, err := Limits{}.DecodeAppMessage(m.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(am.Data) != strconv.Itoa(next) {
+				t.Fatalf("message %s, want %d", am.Data, next)
+			}
+			if n < next {
+				t.Fatalf("message %d came before the change it follows (the peer holds n=%d)", next, n)
+			}
+			next++
+		}
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("the link closed: %v", err)
 	}
 }

@@ -134,6 +134,7 @@ func (l *Link) controlLocked(f uint8, md Metadata) {
 	if it == nil {
 		return
 	}
+	it.appOnly = false
 	it.flags |= f
 	if f == flagSendMD {
 		it.md = md
@@ -175,6 +176,14 @@ func (l *Link) appendLocked(it *item) *item {
 func (l *Link) openQueueLocked() *queue {
 	if it := l.tailLocked(); it != nil && it.q != nil {
 		return it.q
+	}
+	if n := len(l.outbox); n >= 2 && l.outbox[n-1].appOnly && l.outbox[n-2].q != nil {
+		// Behind ephemeral messages alone, records join the queue before
+		// them: a message must follow the changes made before it, and may
+		// follow later ones too. Otherwise a sender that alternates
+		// changes and messages would add two items per message, and a
+		// peer reading slower would be cut off as fallen behind.
+		return l.outbox[n-2].q
 	}
 	it := l.appendLocked(&item{q: &queue{}})
 	if it == nil {
