@@ -52,3 +52,46 @@ func TestRegionChangeWithSlotReused(t *testing.T) {
 		t.Fatalf("the observer holds old: %v, new: %v; want just new", hasOld, hasNew)
 	}
 }
+
+// TestIdleAttachmentKeepsNoIndex: an attachment that wants nothing (a
+// bridge serving no one) holds nothing, placed or not, and costs the node
+// no spatial index; wanting everything again brings it the whole world,
+// and nothing again takes it all away.
+func TestIdleAttachmentKeepsNoIndex(t *testing.T) {
+	n, _ := startNode(t, Options{Tick: time.Hour})
+	flush := func() { n.mu.Lock(); n.flushLocked(); n.mu.Unlock() }
+	w, err := n.Attach(AttachOptions{Identifier: "writer-AAAAAAAA-BBBBBBBB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := newView()
+	obs, err := n.Attach(AttachOptions{Receiver: view})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs.SetInterest(nil, true)
+	w.Apply([]gameworld.Change{
+		{Type: gameworld.Add, ID: "placed", Properties: gameworld.Properties{"position": []byte("[1,0,0]")}},
+		{Type: gameworld.Add, ID: "unplaced", Properties: gameworld.Properties{"kind": []byte(`"sky"`)}},
+	})
+	flush()
+	n.mu.Lock()
+	active := n.sp.active
+	n.mu.Unlock()
+	if active {
+		t.Error("an idle attachment made the node build a spatial index")
+	}
+	if d := view.diff(gameworld.New("empty")); d != "" {
+		t.Errorf("the idle attachment holds: %s", d)
+	}
+	obs.SetInterest(nil, false)
+	flush()
+	if d := view.diff(n.World()); d != "" {
+		t.Errorf("wanting everything again: %s", d)
+	}
+	obs.SetInterest(nil, true)
+	flush()
+	if d := view.diff(gameworld.New("empty")); d != "" {
+		t.Errorf("idle again, the attachment holds: %s", d)
+	}
+}

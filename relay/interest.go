@@ -89,6 +89,11 @@ type region struct {
 	// rooms are the rooms whose objects the region holds, with the
 	// objects of no room; nil means every room.
 	rooms map[string]bool
+	// none: the region of an attachment that wants nothing (a bridge
+	// serving no one): it holds no object at all, placed or not, and is
+	// not indexed, so that a node whose only region is an idle bridge's
+	// keeps no spatial index.
+	none bool
 	cells []cellKey // cells registered, unless wide
 	wide  bool
 	// sub lists the log entries of this flush the link must consider;
@@ -272,6 +277,11 @@ func (n *Node) registerLocked(ls *linkState) {
 	if ls.region == nil {
 		return
 	}
+	if ls.region.none {
+		// Not indexed; a change from or to it looks at the whole world.
+		ls.region.wide = true
+		return
+	}
 	sp.regioned = append(sp.regioned, ls)
 	sp.unusedSince = time.Time{}
 	if !ls.region.hasBoxes {
@@ -357,12 +367,14 @@ func (n *Node) setRegionLocked(ls *linkState, v wants) {
 	if old != nil {
 		oldCells, oldWide = old.cells, old.wide
 	}
-	if has {
+	none := ls.att != nil && v.hasBoxes && len(v.boxes) == 0 && v.rooms == nil
+	if has && !none {
 		n.activateSpatial()
 	}
 	n.unregisterLocked(ls)
 	if has {
 		ls.region = v.region()
+		ls.region.none = none
 		n.registerLocked(ls)
 	} else {
 		ls.region = nil
@@ -744,9 +756,11 @@ func (n *Node) SetInterest(boxes []peer.Box) {
 }
 
 // SetInterest sets what the attachment receives, as a link's announced
-// region would (boxes nil with has false: everything; has with no boxes:
-// nothing). Bridges set nothing while they serve no one, so that a node's
-// upstream and mesh peers need not send them the world.
+// region would (boxes nil with has false: everything), except that has
+// with no boxes means nothing at all, objects without a position
+// included, and costs the node no spatial index. Bridges set nothing
+// while they serve no one, so that a node's upstream and mesh peers need
+// not send them the world, and the node keeps no index for them.
 func (a *Attachment) SetInterest(boxes []peer.Box, has bool) {
 	n := a.n
 	n.mu.Lock()

@@ -81,6 +81,9 @@ func (n *Node) roomOf(props gameworld.Properties) string {
 // holds reports whether r holds an object with properties props, its
 // boxes grown by margin.
 func (n *Node) holds(r *region, props gameworld.Properties, margin float64) bool {
+	if r.none {
+		return false
+	}
 	if r.rooms != nil {
 		if room := n.roomOf(props); room != "" && !r.rooms[room] {
 			return false
@@ -146,6 +149,9 @@ func (n *Node) SetRooms(rooms []string) {
 func (n *Node) unionRoomsLocked() (rooms []string, has bool) {
 	set := map[string]bool{}
 	add := func(ls *linkState) bool {
+		if ls.region != nil && ls.region.none {
+			return true // wants nothing: no room
+		}
 		if ls.region == nil || ls.region.rooms == nil {
 			return false
 		}
