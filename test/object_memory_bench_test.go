@@ -63,7 +63,7 @@ func BenchmarkObjectMemory(b *testing.B) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		time.Sleep(3 * time.Second) // queues drained, the collector caught up
+		time.Sleep(8 * time.Second) // queues drained, the node settled (its reclaimer checks every 2 s)
 		_, s1 := procUsage(b, server.pid)
 		_, p1 := procUsage(b, proxy.cmd.Process.Pid)
 		b.ReportMetric(float64(s1-s0)/objects, "server-rss-bytes/object")

@@ -16,7 +16,11 @@ import (
 // (objects plus connections) has fallen to a quarter of its peak since the
 // last release, and that peak was large enough to matter, it forces a
 // collection that returns the freed memory at once (at the second check
-// that sees the fall).
+// that sees the fall). So it does too once a flood that stays (a load
+// grown by minPeak and by a quarter since the last release) has settled
+// for two checks: what taking it in left behind (decoded messages, queues sent
+// out, the log) is garbage, and would hold the RSS at a multiple of the
+// world until the next collection, minutes later.
 type reclaimer struct {
 	// load reports the current load.
 	load func() int
@@ -33,6 +37,10 @@ type reclaimer struct {
 	// flood's memory for a moment (a tick's batch, a bridge's pending
 	// changes) has let go.
 	due bool
+	// base is the load at the last release, last the previous check's;
+	// grown is set by the check that first sees a settled growth.
+	base, last int
+	grown      bool
 }
 
 // observe notes a load seen between checks. It is safe for concurrent
@@ -51,16 +59,28 @@ func (r *reclaimer) observe(n int) {
 func (r *reclaimer) check() bool {
 	n := r.load()
 	r.observe(n)
+	last := r.last
+	r.last = n
 	peak := int(r.peak.Load())
 	if peak < r.minPeak || n > peak/4 {
 		r.due = false
-		return false
-	}
-	if !r.due {
+		// (Grown by a quarter at least: a world that keeps growing is
+		// not collected at every step.)
+		settled := n >= r.base+max(r.minPeak, r.base/4) && abs(n-last) <= n/100
+		if !settled {
+			r.grown = false
+			return false
+		}
+		if !r.grown {
+			r.grown = true
+			return false
+		}
+	} else if !r.due {
 		r.due = true
 		return false
 	}
-	r.due = false
+	r.due, r.grown = false, false
+	r.base = n
 	if r.release != nil {
 		r.release()
 	} else {
@@ -73,4 +93,11 @@ func (r *reclaimer) check() bool {
 // run checks every interval until ctx ends.
 func (r *reclaimer) run(ctx context.Context, every time.Duration) {
 	relay.Every(ctx, every, func() { r.check() })
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
 }

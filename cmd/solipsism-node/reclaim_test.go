@@ -12,6 +12,11 @@ func TestReclaimer(t *testing.T) {
 		{"after a flood leaves, at each quartering", []int{100, 50000, 40000, 12000, 11000, 100, 100}, []bool{false, false, false, false, true, false, true}},
 		{"once per flood", []int{8000, 100, 100, 100, 9000, 10, 10}, []bool{false, false, true, false, false, false, true}},
 		{"not if the load comes back", []int{8000, 100, 5000, 100, 100}, []bool{false, false, false, false, true}},
+		{"after a flood that stays, once settled", []int{100, 60000, 60000, 60100, 60000, 60000}, []bool{false, false, false, true, false, false}},
+		{"not while it grows", []int{100, 20000, 40000, 60000, 80000}, []bool{false, false, false, false, false}},
+		{"not for a small growth", []int{100, 2000, 2000, 2000}, []bool{false, false, false, false}},
+		{"a big world grown by less than a quarter", []int{100, 60000, 60000, 60000, 70000, 70000, 70000, 80000, 80000, 80000},
+			[]bool{false, false, false, true, false, false, false, false, false, true}},
 	}
 	t.Run("a flood between two checks", func(t *testing.T) {
 		load, released := 100, 0
