@@ -27,8 +27,10 @@ type Object struct {
 	Version uint64
 	// Revision is the world revision of the object's last change.
 	Revision uint64
-	Created  time.Time
-	Updated  time.Time
+	// Created and Updated are when the object was created and last
+	// changed, in Unix milliseconds (eight bytes each, where a time.Time
+	// takes 24: a world holds many objects).
+	Created, Updated int64
 	// Slot is a small number unique among the world's current objects,
 	// reused after the object is removed: views keep per-object state in
 	// slices indexed by it instead of maps.
@@ -414,7 +416,7 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 			slot = w.nextSlot
 			w.nextSlot++
 		}
-		o = &Object{ID: c.ID, Owner: c.Owner, Properties: props, Epoch: c.Epoch, Version: 1, Revision: w.rev, Created: now, Updated: now, Slot: slot,
+		o = &Object{ID: c.ID, Owner: c.Owner, Properties: props, Epoch: c.Epoch, Version: 1, Revision: w.rev, Created: now.UnixMilli(), Updated: now.UnixMilli(), Slot: slot,
 			IDHash: IDHash(c.ID), props: props.Hash()}
 		o.Digest = ObjectDigest(o.IDHash, o.Owner, o.Epoch, o.props)
 		w.noteDigest(o)
@@ -447,7 +449,7 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		w.noteDigest(o)
 		o.Version++
 		o.Revision = w.rev
-		o.Updated = now
+		o.Updated = now.UnixMilli()
 		return Record{Change: Change{Type: Transfer, ID: o.ID, Owner: o.Owner, Properties: o.Properties, Epoch: o.Epoch, PrevOwner: prev},
 			Version: o.Version, Revision: w.rev, After: o.Properties, Slot: o.Slot}, true
 	case Update:
@@ -519,7 +521,7 @@ func (w *World) update(o *Object, props Properties, now time.Time) Record {
 	o.Properties = o.Properties.Merge(delta)
 	o.Version++
 	o.Revision = w.rev
-	o.Updated = now
+	o.Updated = now.UnixMilli()
 	return Record{Change: Change{Type: Update, ID: o.ID, Owner: o.Owner, Properties: delta, Epoch: o.Epoch}, Version: o.Version, Revision: w.rev, After: o.Properties, Slot: o.Slot}
 }
 

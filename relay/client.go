@@ -82,6 +82,10 @@ type Client struct {
 	mu        sync.Mutex
 	connected bool
 	connCh    chan struct{} // closed while connected
+	// readyCh is closed once the upstream's metadata arrived on the
+	// current link: Send waits for it (the upstream says there whether it
+	// takes messages).
+	readyCh chan struct{}
 }
 
 // NewClient starts a client that connects to url (ws:// or wss://) in the
@@ -109,12 +113,13 @@ func NewClient(url string, opts ClientOptions) (*Client, error) {
 		opts.Dial.Header = h
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Client{node: node, cancel: cancel, done: make(chan struct{}), connCh: make(chan struct{})}
+	c := &Client{node: node, cancel: cancel, done: make(chan struct{}), connCh: make(chan struct{}), readyCh: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		node.RunUpstream(ctx, UpstreamOptions{ //nolint:errcheck // returns only when closed
 			URL: url, FailoverURLs: opts.FailoverURLs, MinBackoff: opts.MinBackoff, MaxBackoff: opts.MaxBackoff, Dial: opts.Dial,
-			OnReady:      func() { c.setConnected(true) },
+			OnConnect:    func() { c.setConnected(true) },
+			OnReady:      c.setReady,
 			OnDisconnect: func(error) { c.setConnected(false) },
 		})
 	}()
@@ -145,6 +150,23 @@ func (c *Client) setConnected(v bool) {
 		close(c.connCh)
 	} else {
 		c.connCh = make(chan struct{})
+		select {
+		case <-c.readyCh:
+			c.readyCh = make(chan struct{})
+		default:
+		}
+	}
+}
+
+// setReady notes that the upstream's metadata arrived (called with the
+// node's lock held: it takes only the client's).
+func (c *Client) setReady() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-c.readyCh:
+	default:
+		close(c.readyCh)
 	}
 }
 
@@ -296,7 +318,18 @@ func (c *Client) transfer(ctx context.Context, id, owner string) error {
 // m.Room or m.World if set (see peer.AppMessage; m.From is this client,
 // whatever it says). It is not stored: a message sent while the client is
 // not connected is lost, and so is one for a world not connected.
-func (c *Client) Send(m peer.AppMessage) error { return c.node.Publish(m) }
+func (c *Client) Send(m peer.AppMessage) error {
+	// Just connected, the upstream may not have said yet that it takes
+	// messages: wait a little for it rather than lose the message.
+	c.mu.Lock()
+	ready := c.readyCh
+	c.mu.Unlock()
+	select {
+	case <-ready:
+	case <-time.After(2 * time.Second):
+	}
+	return c.node.Publish(m)
+}
 
 // SubscribeMessages calls fn for every message that reaches this client,
 // in order, as Node.SubscribeMessages does: fn must not block for long and

@@ -142,7 +142,7 @@ func (n *Node) State(limit int, filter string) State {
 			continue
 		}
 		st.Objects = append(st.Objects, ObjectInfo{ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties, Version: o.Version,
-			AgeMs: now.Sub(o.Created).Milliseconds(), UpdatedMs: now.Sub(o.Updated).Milliseconds()})
+			AgeMs: now.UnixMilli() - o.Created, UpdatedMs: now.UnixMilli() - o.Updated})
 	}
 	return st
 }
