@@ -216,7 +216,7 @@ type item struct {
 	// records offered later may overtake (see openQueueLocked).
 	appOnly bool
 	recs    []*Record
-	q    *queue
+	q       *queue
 }
 
 // maxOutbox bounds a link's outbox. Only control messages add items, and a

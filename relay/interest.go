@@ -93,7 +93,7 @@ type region struct {
 	// serving no one): it holds no object at all, placed or not, and is
 	// not indexed, so that a node whose only region is an idle bridge's
 	// keeps no spatial index.
-	none bool
+	none  bool
 	cells []cellKey // cells registered, unless wide
 	wide  bool
 	// sub lists the log entries of this flush the link must consider;

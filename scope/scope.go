@@ -1,11 +1,11 @@
 package scope
 
 import (
-	"math"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 )
 
