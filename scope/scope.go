@@ -98,6 +98,9 @@ type Scope struct {
 	horizon uint64
 	// MaxTombs bounds the removals kept for Since. Zero means 65,536.
 	MaxTombs int
+	// size and sum follow the elements (Size, Sum).
+	size int64
+	sum  uint64
 }
 
 // New returns an empty scope at version 0.
@@ -141,7 +144,10 @@ func (s *Scope) Set(id string, f Fields) error {
 	}
 	e, ok := s.elems[id]
 	if !ok {
-		s.elems[id] = elem{val: s.pal.add(encode(f)), ver: uint32(s.ver + 1)}
+		enc := encode(f)
+		s.elems[id] = elem{val: s.pal.add(enc), ver: uint32(s.ver + 1)}
+		s.size += int64(len(id) + len(enc))
+		s.sum += elemHash(id, string(enc))
 		// (Removed earlier in this tick, it stays so: the delta removes the
 		// old one before it adds this, leaving none of its fields.)
 		s.added[id] = true
@@ -165,8 +171,11 @@ func (s *Scope) Set(id string, f Fields) error {
 		}
 	}
 	if changed {
+		old, enc := s.pal.vals[e.val], encode(cur)
+		s.size += int64(len(enc) - len(old))
+		s.sum += elemHash(id, string(enc)) - elemHash(id, old)
 		s.pal.drop(e.val)
-		s.elems[id] = elem{val: s.pal.add(encode(cur)), ver: uint32(s.ver + 1)}
+		s.elems[id] = elem{val: s.pal.add(enc), ver: uint32(s.ver + 1)}
 	}
 	return nil
 }
@@ -177,6 +186,8 @@ func (s *Scope) Remove(id string) {
 	if !ok {
 		return
 	}
+	s.size -= int64(len(id) + len(s.pal.vals[e.val]))
+	s.sum -= elemHash(id, s.pal.vals[e.val])
 	s.pal.drop(e.val)
 	delete(s.elems, id)
 	delete(s.dirty, id)
