@@ -3,6 +3,8 @@ package gameworld
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/solipsism/mesh/scope"
 )
 
 // ChangeType is the kind of a change record.
@@ -96,6 +98,10 @@ type Change struct {
 	Owner string
 	// Properties are the properties to set; missing ones are left unchanged.
 	Properties Properties
+	// Scopes are changes of the object's keyed sub-collections, by name
+	// (our extension, see Scopes): deltas on an update, snapshots (or
+	// deltas from version 0) on an add. Nil for none.
+	Scopes map[string]scope.Delta
 	// Epoch is the object's ownership epoch: it grows with every transfer,
 	// and of two claims to an object the higher epoch wins, ties going to
 	// the greater owner identifier (see Beats). Zero on objects never
@@ -143,4 +149,29 @@ type Record struct {
 	After Properties
 	// Slot is the object's slot (see Object.Slot).
 	Slot uint32
+	// ObjectScopes are the object's scopes, as they are now (nil if it
+	// has none): what a peer that takes no scope deltas is sent whole.
+	ObjectScopes *Scopes
+}
+
+// MergeScopes returns the scope changes a then b, composed per scope
+// (scope.Compose). Neither input is modified.
+func MergeScopes(a, b map[string]scope.Delta) map[string]scope.Delta {
+	if len(a) == 0 {
+		return b
+	}
+	if len(b) == 0 {
+		return a
+	}
+	out := make(map[string]scope.Delta, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		if prev, ok := out[k]; ok {
+			v = scope.Compose(prev, v)
+		}
+		out[k] = v
+	}
+	return out
 }

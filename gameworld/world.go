@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/solipsism/mesh/scope"
 )
 
 // ErrUnknownObject reports an update or remove of an id the world does not
@@ -35,10 +37,13 @@ type Object struct {
 	// reused after the object is removed: views keep per-object state in
 	// slices indexed by it instead of maps.
 	Slot uint32
-	// Digest is a hash of the object's id, owner, epoch and properties (see
-	// ObjectDigest): two copies of an object are alike when their digests
-	// are. IDHash is a hash of its id alone (see IDHash).
+	// Digest is a hash of the object's id, owner, epoch, properties and
+	// scopes (see ObjectDigest): two copies of an object are alike when
+	// their digests are. IDHash is a hash of its id alone (see IDHash).
 	Digest, IDHash uint64
+	// Scopes are the object's keyed sub-collections, nil if it has none.
+	// Every snapshot shares them with the world (see Scopes).
+	Scopes *Scopes
 	// props is the sum of PropertyHash over the properties, kept as they
 	// change.
 	props uint64
@@ -357,6 +362,16 @@ func (w *World) Apply(changes []Change, auth Authorizer) Applied {
 				continue
 			}
 		}
+		if len(c.Scopes) > 0 && c.Type != Remove {
+			var sc *Scopes
+			if existing != nil && !(c.Type == Add && c.Owner != existing.Owner && Beats(c.Epoch, c.Owner, existing.Epoch, existing.Owner)) {
+				sc = existing.Scopes
+			}
+			if err := sc.check(c.Scopes); err != nil {
+				res.Refused = append(res.Refused, Refusal{Change: c, Err: err})
+				continue
+			}
+		}
 		rec, ok := w.applyOne(c, existing, now)
 		if !ok {
 			res.Refused = append(res.Refused, Refusal{Change: c, Err: ErrUnknownObject})
@@ -405,7 +420,7 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 				return w.applyOne(c, o, now)
 			}
 			// An add of an existing id is an update; the owner never changes.
-			return w.update(o, c.Properties, now), true
+			return w.update(o, c.Properties, c.Scopes, now), true
 		}
 		w.rev++
 		props := c.Properties.Merge(nil) // own copy: callers keep theirs
@@ -418,12 +433,18 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		}
 		o = &Object{ID: c.ID, Owner: c.Owner, Properties: props, Epoch: c.Epoch, Version: 1, Revision: w.rev, Created: now.UnixMilli(), Updated: now.UnixMilli(), Slot: slot,
 			IDHash: IDHash(c.ID), props: props.Hash()}
-		o.Digest = ObjectDigest(o.IDHash, o.Owner, o.Epoch, o.props)
+		var scopes map[string]scope.Delta
+		if len(c.Scopes) > 0 {
+			o.Scopes = &Scopes{}
+			scopes = w.applyScopes(o, c.Scopes)
+		}
+		o.Digest = o.digest()
 		w.noteDigest(o)
 		w.objs[c.ID] = o
 		w.count.Add(1)
 		w.size.Add(props.Size())
-		return Record{Change: Change{Type: Add, ID: c.ID, Owner: c.Owner, Properties: props, Epoch: c.Epoch}, Version: 1, Revision: w.rev, After: props, Slot: slot}, true
+		return Record{Change: Change{Type: Add, ID: c.ID, Owner: c.Owner, Properties: props, Epoch: c.Epoch, Scopes: scopes}, Version: 1, Revision: w.rev, After: props, Slot: slot,
+			ObjectScopes: o.Scopes}, true
 	case Transfer:
 		if o == nil {
 			if c.Properties == nil {
@@ -445,18 +466,25 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 			o.Properties = c.Properties.Merge(nil)
 			o.props = o.Properties.Hash()
 		}
-		o.Digest = ObjectDigest(o.IDHash, o.Owner, o.Epoch, o.props)
+		if len(c.Scopes) > 0 {
+			if o.Scopes == nil {
+				o.Scopes = &Scopes{}
+			}
+			w.applyScopes(o, c.Scopes)
+		}
+		o.Digest = o.digest()
 		w.noteDigest(o)
 		o.Version++
 		o.Revision = w.rev
 		o.Updated = now.UnixMilli()
-		return Record{Change: Change{Type: Transfer, ID: o.ID, Owner: o.Owner, Properties: o.Properties, Epoch: o.Epoch, PrevOwner: prev},
-			Version: o.Version, Revision: w.rev, After: o.Properties, Slot: o.Slot}, true
+		// A transfer carries the whole object, its scopes too.
+		return Record{Change: Change{Type: Transfer, ID: o.ID, Owner: o.Owner, Properties: o.Properties, Epoch: o.Epoch, PrevOwner: prev, Scopes: o.Scopes.Snapshots()},
+			Version: o.Version, Revision: w.rev, After: o.Properties, Slot: o.Slot, ObjectScopes: o.Scopes}, true
 	case Update:
 		if o == nil {
 			return Record{}, false
 		}
-		return w.update(o, c.Properties, now), true
+		return w.update(o, c.Properties, c.Scopes, now), true
 	case Remove:
 		if o == nil {
 			return Record{}, false
@@ -465,6 +493,10 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		delete(w.objs, c.ID)
 		w.count.Add(-1)
 		w.size.Add(-o.Properties.Size())
+		if o.Scopes != nil {
+			_, b := o.Scopes.Size()
+			w.size.Add(-b)
+		}
 		w.unlink(o.Slot)
 		w.digests[o.Slot] = slotDigest{}
 		if n := len(w.digests); int(o.Slot) == n-1 {
@@ -488,8 +520,13 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 	return Record{}, false
 }
 
-// update merges props into o, keeping only values that differ.
-func (w *World) update(o *Object, props Properties, now time.Time) Record {
+// update merges props into o, keeping only values that differ, and
+// applies scope changes.
+func (w *World) update(o *Object, props Properties, scopes map[string]scope.Delta, now time.Time) Record {
+	if len(scopes) > 0 && o.Scopes == nil {
+		o.Scopes = &Scopes{}
+	}
+	scopes = w.applyScopes(o, scopes)
 	var delta Properties
 	for k, v := range props {
 		if old, ok := o.Properties[k]; ok && bytes.Equal(old, v) {
@@ -511,18 +548,39 @@ func (w *World) update(o *Object, props Properties, now time.Time) Record {
 			o.props += PropertyHash(k, v)
 		}
 		w.size.Add(grown)
-		o.Digest = ObjectDigest(o.IDHash, o.Owner, o.Epoch, o.props)
-		w.noteDigest(o)
 	}
-	if len(delta) == 0 {
+	if len(delta) == 0 && len(scopes) == 0 {
 		return Record{}
 	}
+	o.Digest = o.digest()
+	w.noteDigest(o)
 	w.rev++
-	o.Properties = o.Properties.Merge(delta)
+	if len(delta) > 0 {
+		o.Properties = o.Properties.Merge(delta)
+	}
 	o.Version++
 	o.Revision = w.rev
 	o.Updated = now.UnixMilli()
-	return Record{Change: Change{Type: Update, ID: o.ID, Owner: o.Owner, Properties: delta, Epoch: o.Epoch}, Version: o.Version, Revision: w.rev, After: o.Properties, Slot: o.Slot}
+	return Record{Change: Change{Type: Update, ID: o.ID, Owner: o.Owner, Properties: delta, Epoch: o.Epoch, Scopes: scopes}, Version: o.Version, Revision: w.rev, After: o.Properties, Slot: o.Slot,
+		ObjectScopes: o.Scopes}
+}
+
+// applyScopes applies scope changes to o (checked before) and returns what
+// changed, keeping the world's size; the world is locked.
+func (w *World) applyScopes(o *Object, deltas map[string]scope.Delta) map[string]scope.Delta {
+	if len(deltas) == 0 {
+		return nil
+	}
+	_, before := o.Scopes.Size()
+	out, _ := o.Scopes.apply(deltas) // (checked: an error is a bad field, which decoders refuse)
+	_, after := o.Scopes.Size()
+	w.size.Add(after - before)
+	return out
+}
+
+// digest computes o's Digest; the world is locked.
+func (o *Object) digest() uint64 {
+	return ObjectDigest(o.IDHash, o.Owner, o.Epoch, o.props+o.Scopes.hash())
 }
 
 // appendCoalesced appends rec to recs, folding it into an earlier record for
@@ -542,11 +600,13 @@ func appendCoalesced(recs []Record, pos map[string]int, created map[string]bool,
 	case prev.Type == Transfer && rec.Type == Update:
 		// A transfer carries the whole object: it takes the update in.
 		prev.Properties = rec.After
+		prev.Scopes = MergeScopes(prev.Scopes, rec.Scopes)
 		prev.Version, prev.Revision, prev.After, prev.Slot = rec.Version, rec.Revision, rec.After, rec.Slot
 		return recs
 	case prev.Type != Remove && rec.Type == Update:
 		// add+update stays an add; update+update merges.
 		prev.Properties = prev.Properties.Merge(rec.Properties)
+		prev.Scopes = MergeScopes(prev.Scopes, rec.Scopes)
 		prev.Version, prev.Revision, prev.After, prev.Slot = rec.Version, rec.Revision, rec.After, rec.Slot
 		return recs
 	case prev.Type == Add && rec.Type == Remove && created[rec.ID]:
