@@ -78,6 +78,17 @@ func (s *Scopes) Get(name, id string) (scope.Fields, bool) {
 	return nil, false
 }
 
+// Has reports whether scope name holds element id.
+func (s *Scopes) Has(name, id string) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sc := s.m[name]
+	return sc != nil && sc.Has(id)
+}
+
 // Snapshots returns every scope whole, as snapshots (scope.Delta with
 // Full set) by name; nil if there are none.
 func (s *Scopes) Snapshots() map[string]scope.Delta {
@@ -125,6 +136,19 @@ func (s *Scopes) Size() (elements int, bytes int64) {
 		bytes += sc.Size()
 	}
 	return elements, bytes
+}
+
+// Size1 returns scope name's elements and bytes (scope.Scope.Size).
+func (s *Scopes) Size1(name string) (elements int, bytes int64) {
+	if s == nil {
+		return 0, 0
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if sc := s.m[name]; sc != nil {
+		return sc.Len(), sc.Size()
+	}
+	return 0, 0
 }
 
 // hash is what the scopes add to their object's properties' hash sum

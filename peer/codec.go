@@ -418,6 +418,9 @@ func AppendChange(dst []byte, c gameworld.Change) []byte {
 	if c.Type != gameworld.Remove {
 		dst = append(dst, `,"properties":`...)
 		dst = appendProperties(dst, c.Properties)
+		if len(c.Scopes) > 0 {
+			dst = appendScopes(dst, c.Scopes)
+		}
 	}
 	return append(dst, '}')
 }

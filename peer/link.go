@@ -170,6 +170,8 @@ type Link struct {
 	dialect  string
 	// transfers is set when the peer takes part in ownership transfers.
 	transfers atomic.Bool
+	// scopes is set when the peer takes scope deltas.
+	scopes atomic.Bool
 	interval  time.Duration
 
 	// Outbound state, guarded by outMu: what is queued and known. Offer

@@ -17,8 +17,13 @@ type Record struct {
 	// Born is when the change took effect on this node, in Unix
 	// nanoseconds, for delivery latency; zero if unknown.
 	Born int64
-	once sync.Once
-	enc  []byte
+	// ObjectScopes are the object's scopes (gameworld.Record's), which a
+	// peer that takes no scope deltas is sent whole; nil if it has none.
+	ObjectScopes *gameworld.Scopes
+	once         sync.Once
+	enc          []byte
+	legacyOnce   sync.Once
+	legacy       []byte
 }
 
 // NewRecord wraps a change to the object in the given slot for sending.
@@ -30,14 +35,37 @@ func (r *Record) Encoded() []byte {
 	return r.enc
 }
 
+// EncodedFor returns the record's encoding for a peer that takes scope
+// deltas (scopes true) or not: for the latter, a record that changes
+// scopes carries each whole, as an ordinary property, read when first
+// asked for. It must not be modified.
+func (r *Record) EncodedFor(scopes bool) []byte {
+	if scopes || len(r.Scopes) == 0 || r.Type == gameworld.Remove {
+		return r.Encoded()
+	}
+	r.legacyOnce.Do(func() { r.legacy = appendLegacyChange(nil, r.Change, r.ObjectScopes) })
+	return r.legacy
+}
+
+// withScopes makes r carry the scopes' changes and holder of the records
+// it was made from.
+func (r *Record) withScopes(prev, next *Record) *Record {
+	r.Scopes = gameworld.MergeScopes(prev.Scopes, next.Scopes)
+	r.ObjectScopes = next.ObjectScopes
+	if r.ObjectScopes == nil {
+		r.ObjectScopes = prev.ObjectScopes
+	}
+	return r
+}
+
 // AsAdd returns the add that gives a peer the whole object r (an add or a
 // transfer) describes, with its owner and epoch.
 func AsAdd(r *Record) *Record {
 	if r.Type == gameworld.Add {
 		return r
 	}
-	a := NewRecord(gameworld.Change{Type: gameworld.Add, ID: r.ID, Owner: r.Owner, Epoch: r.Epoch, Properties: r.Properties}, r.Slot)
-	a.Born = r.Born
+	a := NewRecord(gameworld.Change{Type: gameworld.Add, ID: r.ID, Owner: r.Owner, Epoch: r.Epoch, Properties: r.Properties, Scopes: r.Scopes}, r.Slot)
+	a.Born, a.ObjectScopes = r.Born, r.ObjectScopes
 	return a
 }
 
@@ -61,7 +89,7 @@ func Coalesce(prev, next *Record) *Record {
 			c := next.Change
 			c.Answer = true
 			r := NewRecord(c, next.Slot)
-			r.Born = next.Born
+			r.Born, r.ObjectScopes = next.Born, next.ObjectScopes
 			return r
 		}
 		return next
@@ -70,7 +98,7 @@ func Coalesce(prev, next *Record) *Record {
 		r := NewRecord(gameworld.Change{Type: gameworld.Transfer, ID: next.ID, Owner: prev.Owner, Epoch: prev.Epoch,
 			PrevOwner: prev.PrevOwner, Properties: prev.Properties.Merge(next.Properties), Answer: prev.Answer}, next.Slot)
 		r.Born = prev.Born
-		return r
+		return r.withScopes(prev, next)
 	}
 	if prev.Type == gameworld.Update && next.Type == gameworld.Update {
 		covers := true
@@ -80,7 +108,7 @@ func Coalesce(prev, next *Record) *Record {
 				break
 			}
 		}
-		if covers {
+		if covers && len(prev.Scopes) == 0 {
 			return next // shares next's encoding: the common case of a moving object
 		}
 	}
@@ -94,7 +122,7 @@ func Coalesce(prev, next *Record) *Record {
 	if prev.Born == 0 || next.Born == 0 {
 		r.Born = max(prev.Born, next.Born)
 	}
-	return r
+	return r.withScopes(prev, next)
 }
 
 // slotSet is a set of slots, one bit each: what a peer knows costs a link

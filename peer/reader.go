@@ -168,6 +168,7 @@ func (l *Link) handle(m Message) error {
 		l.mu.Lock()
 		l.md, l.hasMD = md, true
 		l.transfers.Store(md.Has(FeatureOwnership))
+		l.scopes.Store(md.Has(FeatureScopes))
 		l.dialect = m.Type
 		if l.mdTimer != nil {
 			l.mdTimer.Stop()

@@ -423,6 +423,14 @@ func (d *streamDecoder) change() (gameworld.Change, error) {
 				}
 				return c, invalid("properties is not an object")
 			}
+		case "scopes":
+			v, err := d.value("scopes")
+			if err != nil {
+				return c, err
+			}
+			if c.Scopes, err = d.lim.decodeScopes(v); err != nil {
+				return c, err
+			}
 		default:
 			if err := d.dec.SkipValue(); err != nil {
 				return c, d.fail("change", err)

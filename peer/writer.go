@@ -263,6 +263,7 @@ func (l *Link) flushItem(bp *[]byte, it *item, batch *Batch) error {
 func (l *Link) writeRecords(bp *[]byte, recs []*Record, ts int64, refreshed, allowEmpty bool) error {
 	buf := AppendWorldChangeHeader((*bp)[:0], ts)
 	head := len(buf)
+	scopes := l.scopes.Load()
 	n := 0
 	var oldest int64
 	defer func() {
@@ -274,7 +275,7 @@ func (l *Link) writeRecords(bp *[]byte, recs []*Record, ts int64, refreshed, all
 		if r.Born != 0 && (oldest == 0 || r.Born < oldest) {
 			oldest = r.Born
 		}
-		enc := r.Encoded()
+		enc := r.EncodedFor(scopes)
 		if n > 0 && len(buf)+len(enc)+32 > l.opts.MaxFrameBytes {
 			buf = AppendWorldChangeTrailer(buf, false)
 			if err := l.write(buf, KindWorldChange); err != nil {

@@ -449,8 +449,10 @@ func (n *Node) sendAnswersLocked(ls *linkState) {
 	recs := make([]*peer.Record, 0, len(ls.answers))
 	for id := range ls.answers {
 		if o, ok := n.world.Get(id); ok {
-			recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Transfer, ID: o.ID, Owner: o.Owner,
-				Epoch: o.Epoch, Properties: o.Properties, Answer: true}, o.Slot))
+			r := peer.NewRecord(gameworld.Change{Type: gameworld.Transfer, ID: o.ID, Owner: o.Owner,
+				Epoch: o.Epoch, Properties: o.Properties, Answer: true, Scopes: o.Scopes.Snapshots()}, o.Slot)
+			r.ObjectScopes = o.Scopes
+			recs = append(recs, r)
 		}
 	}
 	ls.answers = nil

@@ -13,6 +13,7 @@ import (
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/scope"
 )
 
 // ClientOptions configures a Client. The zero value is usable.
@@ -68,6 +69,9 @@ type Event struct {
 	// Properties holds all the object's properties after the event (nil
 	// for Remove). Neither map may be modified.
 	Properties gameworld.Properties
+	// Scopes holds what the event changed of the object's scopes, by
+	// name (see Elements); nil if nothing. It may not be modified.
+	Scopes map[string]scope.Delta
 }
 
 // Client is a Go program's connection to a Solipsism server, directly or
@@ -275,7 +279,7 @@ func (c *Client) Subscribe(fn func(Event)) (cancel func()) {
 			if r.Owner == self && r.Type != gameworld.Transfer {
 				continue
 			}
-			fn(Event{Type: r.Type, ID: r.ID, Owner: r.Owner, PrevOwner: r.PrevOwner, Changed: r.Properties, Properties: r.After,
+			fn(Event{Type: r.Type, ID: r.ID, Owner: r.Owner, PrevOwner: r.PrevOwner, Changed: r.Properties, Properties: r.After, Scopes: r.Scopes,
 				Gained: r.Type == gameworld.Transfer && r.Owner == self && r.PrevOwner != self,
 				Lost:   r.Type == gameworld.Transfer && r.PrevOwner == self && r.Owner != self})
 		}

@@ -412,7 +412,7 @@ func (n *Node) answerRepairLocked(ls *linkState, r peer.Repair) {
 		if ls.region != nil && !known(o.Slot) && !n.holds(ls.region, o.Properties, 0) {
 			return true
 		}
-		recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties}, o.Slot))
+		recs = append(recs, wholeRecord(o))
 		return true
 	})
 	if n.log.Enabled(n.ctx, slog.LevelDebug) { // (counting what the link knows costs a pass)

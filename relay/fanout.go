@@ -109,7 +109,9 @@ func (n *Node) route(recs []gameworld.Record, from *linkState) {
 		if j, ok := f.bySlot[r.Slot]; ok {
 			e := &f.log[j]
 			if r.Type == gameworld.Update && e.from == from && e.rec.ID == r.ID && e.rec.Type != gameworld.Remove {
-				e.rec = peer.Coalesce(e.rec, n.newRecord(r.Change, r.Slot, e.rec.Born))
+				next := n.newRecord(r.Change, r.Slot, e.rec.Born)
+				next.ObjectScopes = r.ObjectScopes
+				e.rec = peer.Coalesce(e.rec, next)
 				f.recs[j] = e.rec
 				e.after, e.full = r.After, nil
 				continue
@@ -118,12 +120,21 @@ func (n *Node) route(recs []gameworld.Record, from *linkState) {
 		}
 		f.bySlot[r.Slot] = len(f.log)
 		rec := n.newRecord(r.Change, r.Slot, now)
+		rec.ObjectScopes = r.ObjectScopes
 		f.log = append(f.log, logEntry{rec: rec, after: r.After, from: from, oi: n.ownerInfo(r.Owner)})
 		f.recs = append(f.recs, rec)
 	}
 	if n.opts.Tick == peer.Immediate {
 		n.flushLocked()
 	}
+}
+
+// wholeRecord returns the add that gives a peer all of o: its properties
+// and its scopes whole.
+func wholeRecord(o gameworld.Object) *peer.Record {
+	r := peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties, Scopes: o.Scopes.Snapshots()}, o.Slot)
+	r.ObjectScopes = o.Scopes
+	return r
 }
 
 func (n *Node) newRecord(c gameworld.Change, slot uint32, born int64) *peer.Record {
@@ -195,7 +206,9 @@ func (n *Node) flushLocked() {
 			return e.rec
 		}
 		if e.full == nil && e.after != nil {
-			e.full = n.newRecord(gameworld.Change{Type: gameworld.Add, ID: e.rec.ID, Owner: e.rec.Owner, Epoch: e.rec.Epoch, Properties: e.after}, e.rec.Slot, e.rec.Born)
+			e.full = n.newRecord(gameworld.Change{Type: gameworld.Add, ID: e.rec.ID, Owner: e.rec.Owner, Epoch: e.rec.Epoch, Properties: e.after,
+				Scopes: e.rec.ObjectScopes.Snapshots()}, e.rec.Slot, e.rec.Born)
+			e.full.ObjectScopes = e.rec.ObjectScopes
 		}
 		return e.full
 	}
@@ -448,7 +461,7 @@ func (n *Node) sendRefreshLocked(ls *linkState) {
 			return true // as good as gone (departures.go)
 		}
 		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
-			recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties}, o.Slot))
+			recs = append(recs, wholeRecord(o))
 		}
 		return true
 	})
@@ -475,7 +488,7 @@ func (n *Node) continueRefreshLocked(ls *linkState) {
 			return true // (a region that came meanwhile)
 		}
 		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
-			recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties}, o.Slot))
+			recs = append(recs, wholeRecord(o))
 		}
 		return len(recs) < refreshSlice
 	})

@@ -336,7 +336,7 @@ func (n *Node) localMetadataLocked(kind ownership.LinkKind) peer.Metadata {
 // departure is under way if departing (for an upstream that must be sent
 // their removes: see departsOnMetadata). n.mu must be held.
 func (n *Node) chainMetadataLocked(kind ownership.LinkKind, departing bool) peer.Metadata {
-	md := peer.Metadata{Identifier: n.id, IdentifierChain: []string{n.id}, Role: n.role.String(), Features: []string{peer.FeatureOwnership, peer.FeatureDigest, peer.FeatureRefused, peer.FeatureDeparted, peer.FeatureMessages}}
+	md := peer.Metadata{Identifier: n.id, IdentifierChain: []string{n.id}, Role: n.role.String(), Features: []string{peer.FeatureOwnership, peer.FeatureDigest, peer.FeatureRefused, peer.FeatureDeparted, peer.FeatureMessages, peer.FeatureScopes}}
 	if kind == ownership.Downstream {
 		return md
 	}

@@ -464,7 +464,7 @@ func (n *Node) revealLocked(ls *linkState, objs []gameworld.Object) {
 			// return and keep it.
 			continue
 		}
-		recs = append(recs, peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties}, o.Slot))
+		recs = append(recs, wholeRecord(o))
 		verdicts = append(verdicts, v)
 	}
 	if len(recs) > 0 {

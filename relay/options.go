@@ -142,6 +142,11 @@ type Quotas struct {
 	// within about 1 GiB).
 	WorldObjects int
 	WorldBytes   int64
+	// ScopeElements and ScopeBytes bound one scope of an object: its
+	// elements, and the bytes of its JSON object (what a peer that knows
+	// no scopes is sent as one property, within one record). Defaults
+	// 65,536 and 896 KiB.
+	ScopeElements, ScopeBytes int
 }
 
 func (q *Quotas) defaults() {
@@ -169,6 +174,8 @@ func (q *Quotas) defaults() {
 	def(&q.ValueBytes, 256<<10)
 	def(&q.ObjectBytes, 4<<20)
 	def(&q.WorldObjects, 500000)
+	def(&q.ScopeElements, 1<<16)
+	def(&q.ScopeBytes, 896<<10)
 	switch {
 	case q.WorldBytes == 0:
 		q.WorldBytes = 256 << 20

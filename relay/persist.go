@@ -74,7 +74,7 @@ func (n *Node) openStoreLocked(s store.Store, st store.State) {
 	}
 	changes := make([]gameworld.Change, 0, len(st.Objects))
 	for _, o := range st.Objects {
-		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties})
+		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties, Scopes: o.Scopes})
 		p.stored[o.ID] = true
 	}
 	n.countOwners(n.world.Apply(changes, nil).Records)
@@ -159,7 +159,7 @@ func (p *persist) flushLocked(n *Node) {
 		o, ok := n.world.Get(id)
 		switch {
 		case ok && n.durable(o):
-			b.Put = append(b.Put, store.Object{ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties})
+			b.Put = append(b.Put, store.Object{ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties, Scopes: o.Scopes.Snapshots()})
 			p.stored[id] = true
 		case p.stored[id]:
 			b.Delete = append(b.Delete, id)

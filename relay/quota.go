@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/scope"
 )
 
 // ErrQuota is wrapped by the refusals of writes over a quota.
@@ -104,6 +105,45 @@ func (n *Node) checkObjectSize(c gameworld.Change, existing *gameworld.Object) e
 	if size > q.ObjectBytes {
 		n.limited("object_size")
 		return fmt.Errorf("%w: %s would hold %d bytes (limit %d)", ErrQuota, c.ID, size, q.ObjectBytes)
+	}
+	return n.checkScopeSize(c, existing)
+}
+
+// checkScopeSize bounds each scope a change writes: its elements and the
+// bytes of its JSON object, as they would be at most (a modification is
+// counted as adding its fields). n.mu must be held.
+func (n *Node) checkScopeSize(c gameworld.Change, existing *gameworld.Object) error {
+	q := &n.opts.Quotas
+	var sc *gameworld.Scopes
+	if existing != nil {
+		sc = existing.Scopes
+	}
+	for name, d := range c.Scopes {
+		count, size := 0, 0
+		if !d.Full {
+			var b int64
+			count, b = sc.Size1(name)
+			size = int(b) + 6*count
+		}
+		for _, m := range []map[string]scope.Fields{d.Added, d.Modified} {
+			for id, f := range m {
+				if d.Full || !sc.Has(name, id) {
+					count++
+					size += len(id) + 8
+				}
+				for k, v := range f {
+					size += len(k) + len(v) + 4
+				}
+			}
+		}
+		if count > q.ScopeElements {
+			n.limited("scope_size")
+			return fmt.Errorf("%w: scope %q of %s would hold %d elements (limit %d)", ErrQuota, name, c.ID, count, q.ScopeElements)
+		}
+		if size > q.ScopeBytes {
+			n.limited("scope_size")
+			return fmt.Errorf("%w: scope %q of %s would take %d bytes (limit %d)", ErrQuota, name, c.ID, size, q.ScopeBytes)
+		}
 	}
 	return nil
 }

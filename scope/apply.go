@@ -18,8 +18,9 @@ import (
 //     version (an owner's own edit, without a Scope of its own).
 //   - A snapshot (d.Full) replaces the scope, whatever its version: an
 //     owner that restarted numbers its scope anew. What it changed is
-//     returned as a snapshot too, so that every copy downstream is
-//     replaced alike.
+//     returned as a delta (elements replaced are removed and added), or,
+//     for a snapshot not newer than s, as a snapshot, so that every copy
+//     downstream is replaced alike.
 //   - Otherwise a delta not newer than s is refused with ErrStale and one
 //     built on a version newer than s's with ErrGap; nothing changes.
 //     Removals go first, then additions (an added element replaces one of
@@ -53,18 +54,32 @@ func (s *Scope) Apply(d Delta) (Delta, error) {
 	}
 	out := Delta{Base: s.ver, Ver: ver}
 	if d.Full {
-		out.Full = true
-		out.Added = make(map[string]Fields, len(d.Added))
-		for id := range s.elems {
+		renumbered := ver <= s.ver
+		for _, id := range sortedIDs(s.elems) {
 			if _, keep := d.Added[id]; !keep {
 				s.drop(id, ver)
+				out.Removed = append(out.Removed, id)
 			}
 		}
 		for id, f := range d.Added {
-			s.put(id, f, true, ver)
+			existed := s.Has(id)
+			if s.put(id, f, true, ver) == nil {
+				continue
+			}
+			if existed {
+				out.Removed = append(out.Removed, id)
+			}
+			if out.Added == nil {
+				out.Added = map[string]Fields{}
+			}
 			out.Added[id] = s.fields(id)
 		}
+		sort.Strings(out.Removed)
 		s.ver = ver
+		if renumbered {
+			// Not newer: copies downstream must be replaced whole too.
+			return s.Snapshot(), nil
+		}
 		return out, nil
 	}
 	note := func(m *map[string]Fields, id string, f Fields) {
@@ -83,7 +98,7 @@ func (s *Scope) Apply(d Delta) (Delta, error) {
 		}
 	}
 	for id, f := range d.Added {
-		existed := s.has(id)
+		existed := s.Has(id)
 		if changed := s.put(id, f, true, ver); changed == nil {
 			continue
 		} else if existed && !gone[id] {
@@ -94,7 +109,7 @@ func (s *Scope) Apply(d Delta) (Delta, error) {
 		note(&out.Added, id, s.fields(id))
 	}
 	for id, f := range d.Modified {
-		existed := s.has(id)
+		existed := s.Has(id)
 		changed := s.put(id, f, false, ver)
 		switch {
 		case changed == nil:
@@ -114,7 +129,8 @@ func (s *Scope) Apply(d Delta) (Delta, error) {
 	return out, nil
 }
 
-func (s *Scope) has(id string) bool { _, ok := s.elems[id]; return ok }
+// Has reports whether the scope holds element id.
+func (s *Scope) Has(id string) bool { _, ok := s.elems[id]; return ok }
 
 func (s *Scope) fields(id string) Fields { return decode(s.pal.vals[s.elems[id].val]) }
 
@@ -248,4 +264,13 @@ func appendKey(dst []byte, id string) []byte {
 	dst = append(dst, '"')
 	dst = append(dst, id...)
 	return append(dst, '"')
+}
+
+func sortedIDs(m map[string]elem) []string {
+	out := make([]string, 0, len(m))
+	for id := range m {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -102,9 +102,17 @@ func TestApplyRules(t *testing.T) {
 	if b, _ := json.Marshal(out); string(b) != `{"ver":3,"base":1,"added":{"a":{"d":1}},"removed":["a"]}` {
 		t.Fatalf("an addition of an existing element replaces it: %s", b)
 	}
+	out, _ = s.Apply(Delta{Ver: 4, Full: true, Added: map[string]Fields{"a": f("d", 1), "b": f("c", 5)}})
+	if b, _ := json.Marshal(out); string(b) != `{"ver":4,"base":3,"added":{"b":{"c":5}}}` {
+		t.Fatalf("a newer snapshot gives what changed: %s", b)
+	}
+	out, _ = s.Apply(Delta{Ver: 5, Full: true, Added: map[string]Fields{"b": f("c", 6)}})
+	if b, _ := json.Marshal(out); string(b) != `{"ver":5,"base":4,"added":{"b":{"c":6}},"removed":["a","b"]}` {
+		t.Fatalf("a newer snapshot gives what changed: %s", b)
+	}
 	// A snapshot of a lower version (an owner that restarted) replaces all.
 	out, err = s.Apply(Delta{Ver: 1, Full: true, Added: map[string]Fields{"b": f("c", 5)}})
-	if b, _ := json.Marshal(out); err != nil || string(b) != `{"ver":1,"base":3,"added":{"b":{"c":5}},"full":true}` || s.Len() != 1 {
+	if b, _ := json.Marshal(out); err != nil || string(b) != `{"ver":1,"base":0,"added":{"b":{"c":5}},"full":true}` || s.Len() != 1 {
 		t.Fatalf("snapshot: %s %v", b, err)
 	}
 	if _, err := s.Apply(Delta{Modified: map[string]Fields{"b": {"c": json.RawMessage("{")}}}); !errors.Is(err, ErrBadField) {

@@ -105,3 +105,14 @@ func (l Limits) DecodeDelta(b []byte) (Delta, error) {
 	}
 	return d, nil
 }
+
+// UnmarshalJSON decodes a delta as DecodeDelta does, with room for the
+// largest scopes (a store's snapshots): 1,048,576 elements.
+func (d *Delta) UnmarshalJSON(b []byte) error {
+	got, err := Limits{MaxElements: 1 << 20}.DecodeDelta(b)
+	if err != nil {
+		return err
+	}
+	*d = got
+	return nil
+}

@@ -10,6 +10,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/solipsism/mesh/scope"
 )
 
 // FileName is the name of the store's file in a data directory.
@@ -219,10 +221,11 @@ type record struct {
 	Owner      string                     `json:"owner"`
 	Epoch      uint64                     `json:"epoch,omitempty"`
 	Properties map[string]json.RawMessage `json:"properties"`
+	Scopes     map[string]scope.Delta     `json:"scopes,omitempty"`
 }
 
 func encodeObject(o Object) ([]byte, error) {
-	return json.Marshal(record{Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties})
+	return json.Marshal(record{Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties, Scopes: o.Scopes})
 }
 
 func decodeObject(id, v []byte) (Object, error) {
@@ -233,5 +236,5 @@ func decodeObject(id, v []byte) (Object, error) {
 	if len(id) == 0 || r.Owner == "" {
 		return Object{}, fmt.Errorf("object %q: no id or owner", id)
 	}
-	return Object{ID: string(id), Owner: r.Owner, Epoch: r.Epoch, Properties: r.Properties}, nil
+	return Object{ID: string(id), Owner: r.Owner, Epoch: r.Epoch, Properties: r.Properties, Scopes: r.Scopes}, nil
 }

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+
+	"github.com/solipsism/mesh/scope"
 )
 
 // Object is a durable object: what a node restores of it.
@@ -14,6 +16,8 @@ type Object struct {
 	Owner      string                     `json:"owner"`
 	Epoch      uint64                     `json:"epoch,omitempty"`
 	Properties map[string]json.RawMessage `json:"properties"`
+	// Scopes are the object's scopes, whole (snapshots), by name.
+	Scopes map[string]scope.Delta `json:"scopes,omitempty"`
 }
 
 // State is everything a store holds.

@@ -1,0 +1,118 @@
+package peer
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/scope"
+)
+
+// FeatureScopes is the feature of peers that take scope deltas: change
+// records with a "scopes" key (docs/protocol.md, "Scopes"). Others are
+// sent each scope whole, as an ordinary property of its name, in every
+// record that changes it.
+const FeatureScopes = "scopes"
+
+// MaxScopes bounds the scopes one change record names.
+const MaxScopes = 16
+
+// decodeScopes decodes a record's "scopes" value: an object of scope
+// names to deltas (scope.Delta's JSON), or null.
+func (l Limits) decodeScopes(v []byte) (map[string]scope.Delta, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(v, &raw); err != nil {
+		return nil, invalid("scopes is not an object")
+	}
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	if len(raw) > MaxScopes {
+		return nil, invalid("%d scopes in one record (limit %d)", len(raw), MaxScopes)
+	}
+	out := make(map[string]scope.Delta, len(raw))
+	for name, b := range raw {
+		if err := l.checkID("scope name", name); err != nil {
+			return nil, err
+		}
+		if depth(b) > l.MaxDepth {
+			return nil, invalid("scope %q nested %d deep (limit %d)", name, depth(b), l.MaxDepth)
+		}
+		d, err := scope.Limits{MaxIDBytes: l.MaxIDLength}.DecodeDelta(b)
+		if err != nil {
+			return nil, invalid("scope %q: %v", name, err)
+		}
+		compactFields(d.Added)
+		compactFields(d.Modified)
+		out[name] = d
+	}
+	return out, nil
+}
+
+// compactFields compacts field values in place, as properties are: they
+// are relayed as they are, and hashed.
+func compactFields(m map[string]scope.Fields) {
+	for _, f := range m {
+		for k, v := range f {
+			if c, err := compactJSON(v); err == nil {
+				f[k] = c
+			}
+		}
+	}
+}
+
+func compactJSON(v json.RawMessage) (json.RawMessage, error) {
+	var b bytes.Buffer
+	if err := json.Compact(&b, v); err != nil {
+		return v, err
+	}
+	return b.Bytes(), nil
+}
+
+// appendScopes appends `"scopes":{name:delta,…}`, names sorted.
+func appendScopes(dst []byte, m map[string]scope.Delta) []byte {
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	dst = append(dst, `,"scopes":{`...)
+	for i, name := range names {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, name)
+		dst = append(dst, ':')
+		b, _ := json.Marshal(m[name]) // (fields are valid JSON: decoders and the world check them)
+		dst = append(dst, b...)
+	}
+	return append(dst, '}')
+}
+
+// appendLegacyChange appends c for a peer that takes no scope deltas: each
+// scope it changes becomes a property of its name holding the scope
+// whole, as whole holds it now.
+func appendLegacyChange(dst []byte, c gameworld.Change, whole *gameworld.Scopes) []byte {
+	props := c.Properties
+	if len(c.Scopes) > 0 && c.Type != gameworld.Remove {
+		props = make(gameworld.Properties, len(c.Properties)+len(c.Scopes))
+		for k, v := range c.Properties {
+			props[k] = v
+		}
+		for name, d := range c.Scopes {
+			if b, ok := whole.AppendJSON(nil, name); ok {
+				props[name] = b
+			} else if d.Full {
+				// (A record of no world's: its snapshot is the scope.)
+				b, _ := json.Marshal(d.Added)
+				if d.Added == nil {
+					b = []byte("{}")
+				}
+				props[name] = b
+			}
+		}
+	}
+	c.Properties, c.Scopes = props, nil
+	return AppendChange(dst, c)
+}
