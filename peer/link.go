@@ -171,8 +171,8 @@ type Link struct {
 	// transfers is set when the peer takes part in ownership transfers.
 	transfers atomic.Bool
 	// scopes is set when the peer takes scope deltas.
-	scopes atomic.Bool
-	interval  time.Duration
+	scopes   atomic.Bool
+	interval time.Duration
 
 	// Outbound state, guarded by outMu: what is queued and known. Offer
 	// and the writer take it; the node calls Offer with its own lock held,
