@@ -29,6 +29,10 @@ func FuzzDecode(f *testing.F) {
 		`["metadataChange",{"identifier":"a","rooms":["lobby","lobby","b"]}]`,
 		`["metadataChange",{"identifier":"a","rooms":[""]}]`,
 		`["message",{"type":"chat","data":{"text":"hello"},"room":"lobby"}]`,
+		`["worldChange",{"changes":[{"type":"update","id":"g","scopes":{"blocks":{"ver":2,"base":1,"added":{"1,2,3":{"c":"red"}},"modified":{"0,0,0":{"c":1}},"removed":["4,4,4"]}}}]}]`,
+		`["worldChange",{"changes":[{"type":"add","id":"g","properties":{},"scopes":{"blocks":{"ver":7,"full":true,"added":{"a":{}}},"b":null}}]}]`,
+		`["worldChange",{"changes":[{"type":"update","id":"g","scopes":{"blocks":{"ver":1,"base":2}}}]}]`,
+		`["worldChange",{"changes":[{"type":"remove","id":"g","scopes":{"blocks":{"ver":1}}}]}]`,
 		`[1]`, `{}`, `"`, `[[[[`,
 	}
 	for _, s := range seeds {
@@ -80,8 +84,15 @@ func FuzzDecode(f *testing.F) {
 			}
 			for i := range wc.Changes {
 				a, b := wc.Changes[i], wc2.Changes[i]
-				if a.Type != b.Type || a.ID != b.ID || a.Owner != b.Owner || len(a.Properties) != len(b.Properties) {
+				if a.Type != b.Type || a.ID != b.ID || a.Owner != b.Owner || len(a.Properties) != len(b.Properties) || len(a.Scopes) != len(b.Scopes) {
 					t.Fatalf("change %d differs after round trip: %+v vs %+v", i, a, b)
+				}
+				for name, d := range a.Scopes {
+					x, _ := json.Marshal(d)
+					y, _ := json.Marshal(b.Scopes[name])
+					if string(x) != string(y) {
+						t.Fatalf("scope %q differs: %s vs %s", name, x, y)
+					}
 				}
 				for k, v := range a.Properties {
 					var x, y any

@@ -443,6 +443,9 @@ func (d *streamDecoder) change() (gameworld.Change, error) {
 	if !hasType {
 		return c, invalid("no type")
 	}
+	if c.Type == gameworld.Remove {
+		c.Scopes = nil // (a remove takes the scopes along)
+	}
 	if !hasID {
 		return c, invalid("no id")
 	}

@@ -170,6 +170,8 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 	fs.IntVar(&c.quotas.PropertiesPerObject, "max-props-per-object", 1024, "properties per object; -1 for no limit")
 	fs.IntVar(&c.quotas.ValueBytes, "max-value-bytes", 256<<10, "bytes of one property value; -1 for no limit")
 	fs.IntVar(&c.quotas.ObjectBytes, "max-object-bytes", 4<<20, "bytes of all an object's properties; -1 for no limit")
+	fs.IntVar(&c.quotas.ScopeElements, "max-scope-elements", 1<<16, "elements of one scope of an object (a grid's blocks); -1 for no limit")
+	fs.IntVar(&c.quotas.ScopeBytes, "max-scope-bytes", 896<<10, "bytes of one scope as a JSON object, which peers without scopes get as one property; -1 for no limit")
 	fs.IntVar(&c.quotas.WorldObjects, "max-world-objects", 500000, "objects the node accepts from its upstream and mesh members (further new ones are refused); -1 for no limit")
 	fs.StringVar(&worldBytes, "max-world-bytes", "256MiB", "bytes of properties the node accepts from its upstream and mesh members (bytes, or with KiB/MiB/GiB); -1 for no limit")
 	fs.StringVar(&c.authKey, "auth-key", "", "turns authentication on: peers must present a JWT signed with this key (an HS256 secret of 32+ bytes in hex or base64, or ed25519:<base64 public key>); see docs/security.md")
