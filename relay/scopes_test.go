@@ -12,7 +12,9 @@ import (
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
+	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/scope"
+	"github.com/solipsism/mesh/store"
 )
 
 // scopeOf returns an object's scope as a JSON object, as a world holds it
@@ -183,5 +185,103 @@ func TestScopesBadInput(t *testing.T) {
 	}
 	if got := scopeOf(server.World(), "g", "blocks"); got != `{"a":{"c":1}}` {
 		t.Fatalf("the grid changed: %s", got)
+	}
+}
+
+// A persistent grid keeps its blocks and version across a restart of its
+// node, and a client that joins afterwards gets it whole.
+func TestScopesPersist(t *testing.T) {
+	dir := t.TempDir()
+	open := func() store.Store {
+		s, err := store.OpenBolt(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open()
+	srv, url := startNode(t, Options{Tick: 2 * time.Millisecond, Store: s, ReclaimGrace: 300 * time.Millisecond})
+	alice := dialClient(t, url, "alice")
+	if err := alice.CreateWithID("grid", props{"persistent": true, "position": []int{0, 0, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if err := alice.SetElements("grid", "blocks", map[string]map[string]any{fmt.Sprintf("%d,0,0", i%20): {"c": i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := alice.RemoveElements("grid", "blocks", "3,0,0", "4,0,0"); err != nil {
+		t.Fatal(err)
+	}
+	want := scopeOf(alice.World(), "grid", "blocks")
+	waitFor(t, "the node holds the grid", 5*time.Second, func() bool { return scopeOf(srv.World(), "grid", "blocks") == want })
+	o, _ := srv.World().Get("grid")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	alice.Close()
+	if err := srv.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s2 := open()
+	t.Cleanup(func() { s2.Close() })
+	srv2, url2 := startNode(t, Options{Tick: 2 * time.Millisecond, Store: s2, ReclaimGrace: 300 * time.Millisecond})
+	got, ok := srv2.World().Get("grid")
+	if !ok || scopeOf(srv2.World(), "grid", "blocks") != want || got.Scopes.Ver("blocks") != o.Scopes.Ver("blocks") {
+		t.Fatalf("after the restart: %s version %d, want %s version %d", scopeOf(srv2.World(), "grid", "blocks"), got.Scopes.Ver("blocks"), want, o.Scopes.Ver("blocks"))
+	}
+	carol := dialClient(t, url2, "carol")
+	waitFor(t, "carol gets the grid whole", 5*time.Second, func() bool { return scopeOf(carol.World(), "grid", "blocks") == want })
+	old := wiretest.Dial(t, url2, "client-oooooooo-oooooooo", wiretest.Options{})
+	old.Wait("the grid as a property", 5*time.Second, func(objs map[string]wiretest.Object) bool {
+		return sameJSON(objs["grid"].Properties["blocks"], []byte(want))
+	})
+}
+
+// Across a mesh, a grid reaches a client of the other member only while
+// its position is inside the client's region: it enters whole, and its
+// later deltas follow.
+func TestScopesAcrossMeshWithInterest(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	defer wiretest.BusyCores()()
+	const tick = 5 * time.Millisecond
+	nodes := startMeshWith(t, 2, MeshOptions{}, Options{Tick: tick})
+	owner := dialTick(t, ctx, nodes[0].url, tick)
+	near, err := Dial(ctx, nodes[1].url, ClientOptions{Prefix: "near", Tick: tick, DigestInterval: testDigestInterval, Interest: []peer.Box{box(50, -10, -10, 70, 10, 10)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer near.Close()
+	everyone := dialTick(t, ctx, nodes[1].url, tick)
+	if err := owner.CreateWithID("grid", props{"position": []int{0, 0, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	write := func(n int) {
+		for i := range n {
+			if err := owner.SetElements("grid", "blocks", map[string]map[string]any{fmt.Sprintf("%d,%d,0", i%7, i%5): {"c": i}}); err != nil {
+				t.Fatal(err)
+			}
+			if i%3 == 0 {
+				owner.RemoveElements("grid", "blocks", fmt.Sprintf("%d,0,0", i%4))
+			}
+		}
+	}
+	write(40)
+	want := scopeOf(owner.World(), "grid", "blocks")
+	waitFor(t, "the other member's client gets the grid", 10*time.Second, func() bool { return scopeOf(everyone.World(), "grid", "blocks") == want })
+	if _, ok := near.World().Get("grid"); ok {
+		t.Fatal("a grid outside the region reached the client")
+	}
+	owner.Set("grid", props{"position": []int{60, 0, 0}})
+	write(25)
+	want = scopeOf(owner.World(), "grid", "blocks")
+	for _, c := range []*Client{near, everyone} {
+		waitFor(t, "the grid in the region", 10*time.Second, func() bool { return scopeOf(c.World(), "grid", "blocks") == want })
+	}
+	o, _ := owner.World().Get("grid")
+	for _, w := range []*gameworld.World{nodes[0].node.World(), nodes[1].node.World(), near.World(), everyone.World()} {
+		waitFor(t, "equal digests", 10*time.Second, func() bool { got, _ := w.Get("grid"); return got.Digest == o.Digest })
 	}
 }
