@@ -95,6 +95,8 @@ type World struct {
 	// count and size (the bytes of every property name and value) follow
 	// the world for Size, which an Authorizer may call.
 	count, size atomic.Int64
+	// elems counts the elements of every object's scopes (Elements).
+	elems atomic.Int64
 	// digests holds, by slot, what RangeDigests reports: a dense array
 	// that a pass over every object reads in order, without chasing a
 	// pointer per object.
@@ -188,6 +190,10 @@ func (w *World) Len() int {
 func (w *World) Size() (objects int, bytes int64) {
 	return int(w.count.Load()), w.size.Load()
 }
+
+// Elements returns how many elements the objects' scopes hold in all. Like
+// Size, it takes no lock.
+func (w *World) Elements() int { return int(w.elems.Load()) }
 
 // Get returns a snapshot of the object with the given id.
 func (w *World) Get(id string) (Object, bool) {
@@ -494,8 +500,9 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		w.count.Add(-1)
 		w.size.Add(-o.Properties.Size())
 		if o.Scopes != nil {
-			_, b := o.Scopes.Size()
+			n, b := o.Scopes.Size()
 			w.size.Add(-b)
+			w.elems.Add(-int64(n))
 		}
 		w.unlink(o.Slot)
 		w.digests[o.Slot] = slotDigest{}
@@ -571,10 +578,11 @@ func (w *World) applyScopes(o *Object, deltas map[string]scope.Delta) map[string
 	if len(deltas) == 0 {
 		return nil
 	}
-	_, before := o.Scopes.Size()
+	n0, before := o.Scopes.Size()
 	out, _ := o.Scopes.apply(deltas) // (checked: an error is a bad field, which decoders refuse)
-	_, after := o.Scopes.Size()
+	n1, after := o.Scopes.Size()
 	w.size.Add(after - before)
+	w.elems.Add(int64(n1 - n0))
 	return out
 }
 

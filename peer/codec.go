@@ -400,12 +400,19 @@ func AppendRequest(dst []byte, typeName string) []byte {
 // always present (the JavaScript library sends it on every record);
 // properties are present on add and update. Property values are written as
 // they are: they must be valid, compact JSON, as the decoder and
-// relay.Node.Apply make them.
+// relay.Node.Apply make them. An update of scopes alone, which only peers
+// that take scopes are sent as it is, leaves out owner and properties: a
+// block's change costs little more than the block.
 func AppendChange(dst []byte, c gameworld.Change) []byte {
+	scopesOnly := c.Type == gameworld.Update && len(c.Scopes) > 0 && len(c.Properties) == 0
 	dst = append(dst, `{"type":"`...)
 	dst = append(dst, c.Type.String()...)
 	dst = append(dst, `","id":`...)
 	dst = appendString(dst, c.ID)
+	if scopesOnly {
+		dst = appendScopes(dst, c.Scopes)
+		return append(dst, '}')
+	}
 	dst = append(dst, `,"owner":`...)
 	dst = appendString(dst, c.Owner)
 	if c.Epoch > 0 && (c.Type == gameworld.Add || c.Type == gameworld.Transfer) {

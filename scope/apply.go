@@ -55,7 +55,7 @@ func (s *Scope) Apply(d Delta) (Delta, error) {
 	out := Delta{Base: s.ver, Ver: ver}
 	if d.Full {
 		renumbered := ver <= s.ver
-		for _, id := range sortedIDs(s.elems) {
+		for _, id := range sortedIDs(&s.elems) {
 			if _, keep := d.Added[id]; !keep {
 				s.drop(id, ver)
 				out.Removed = append(out.Removed, id)
@@ -130,20 +130,20 @@ func (s *Scope) Apply(d Delta) (Delta, error) {
 }
 
 // Has reports whether the scope holds element id.
-func (s *Scope) Has(id string) bool { _, ok := s.elems[id]; return ok }
+func (s *Scope) Has(id string) bool { _, ok := s.elems.get(id); return ok }
 
-func (s *Scope) fields(id string) Fields { return decode(s.pal.vals[s.elems[id].val]) }
+func (s *Scope) fields(id string) Fields { return decode(s.pal.vals[s.elem(id).val]) }
 
 // drop removes an element at version ver, remembering it for Since.
 func (s *Scope) drop(id string, ver uint64) bool {
-	e, ok := s.elems[id]
+	e, ok := s.elems.get(id)
 	if !ok {
 		return false
 	}
 	s.size -= int64(len(id) + len(s.pal.vals[e.val]))
 	s.sum -= elemHash(id, s.pal.vals[e.val])
 	s.pal.drop(e.val)
-	delete(s.elems, id)
+	s.elems.del(id)
 	delete(s.dirty, id)
 	delete(s.added, id)
 	s.tombs[id] = ver
@@ -154,7 +154,7 @@ func (s *Scope) drop(id string, ver uint64) bool {
 // put sets an element's fields at version ver, whole (replacing it) or
 // merged, and returns the fields whose values changed (nil if none did).
 func (s *Scope) put(id string, f Fields, whole bool, ver uint64) Fields {
-	e, ok := s.elems[id]
+	e, ok := s.elems.get(id)
 	cur := Fields{}
 	if ok && !whole {
 		cur = decode(s.pal.vals[e.val])
@@ -179,7 +179,7 @@ func (s *Scope) put(id string, f Fields, whole bool, ver uint64) Fields {
 	} else if len(changed) == 0 {
 		changed = Fields{} // an element with no fields is still an element
 	}
-	s.elems[id] = elem{val: s.pal.add(enc), ver: uint32(ver)}
+	s.elems.put(id, elem{val: s.pal.add(enc), ver: uint32(ver)})
 	s.size += int64(len(id) + len(enc))
 	s.sum += elemHash(id, string(enc))
 	delete(s.tombs, id)
@@ -218,11 +218,7 @@ func elemHash(id, enc string) uint64 {
 // {"id":{"field":value,…},…}. It is what a peer that does not know scopes
 // is sent as an ordinary property.
 func (s *Scope) AppendJSON(dst []byte) []byte {
-	ids := make([]string, 0, len(s.elems))
-	for id := range s.elems {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := sortedIDs(&s.elems)
 	dst = append(dst, '{')
 	for i, id := range ids {
 		if i > 0 {
@@ -230,7 +226,7 @@ func (s *Scope) AppendJSON(dst []byte) []byte {
 		}
 		dst = appendKey(dst, id)
 		dst = append(dst, ':')
-		dst = append(dst, s.pal.vals[s.elems[id].val]...)
+		dst = append(dst, s.pal.vals[s.elem(id).val]...)
 	}
 	return append(dst, '}')
 }
@@ -266,9 +262,9 @@ func appendKey(dst []byte, id string) []byte {
 	return append(dst, '"')
 }
 
-func sortedIDs(m map[string]elem) []string {
-	out := make([]string, 0, len(m))
-	for id := range m {
+func sortedIDs[V any](m *keyed[V]) []string {
+	out := make([]string, 0, m.len())
+	for id := range m.all() {
 		out = append(out, id)
 	}
 	sort.Strings(out)

@@ -48,22 +48,22 @@ type Event struct {
 // Replica is a peer's copy of a scope. It is not safe for concurrent use.
 type Replica struct {
 	ver   uint64
-	elems map[string]uint32 // index in pal
+	elems keyed[uint32] // index in pal
 	pal   *palette
 }
 
 // NewReplica returns an empty replica at version 0.
-func NewReplica() *Replica { return &Replica{elems: map[string]uint32{}, pal: newPalette()} }
+func NewReplica() *Replica { return &Replica{pal: newPalette()} }
 
 // Ver returns the version the replica holds.
 func (r *Replica) Ver() uint64 { return r.ver }
 
 // Len returns how many elements the replica holds.
-func (r *Replica) Len() int { return len(r.elems) }
+func (r *Replica) Len() int { return r.elems.len() }
 
 // Get returns an element's fields (a copy).
 func (r *Replica) Get(id string) (Fields, bool) {
-	i, ok := r.elems[id]
+	i, ok := r.elems.get(id)
 	if !ok {
 		return nil, false
 	}
@@ -72,12 +72,7 @@ func (r *Replica) Get(id string) (Fields, bool) {
 
 // IDs returns the ids of the replica's elements, sorted.
 func (r *Replica) IDs() []string {
-	out := make([]string, 0, len(r.elems))
-	for id := range r.elems {
-		out = append(out, id)
-	}
-	sort.Strings(out)
-	return out
+	return sortedIDs(&r.elems)
 }
 
 // Apply applies a delta by the seed's rules, calling fn (if not nil) for
@@ -99,8 +94,9 @@ func (r *Replica) Apply(d Delta, fn func(Event)) error {
 		}
 		for _, id := range r.IDs() {
 			if _, keep := d.Added[id]; !keep {
-				r.pal.drop(r.elems[id])
-				delete(r.elems, id)
+				i, _ := r.elems.get(id)
+				r.pal.drop(i)
+				r.elems.del(id)
 				emit(Event{Kind: Removed, ID: id})
 			}
 		}
@@ -117,9 +113,9 @@ func (r *Replica) Apply(d Delta, fn func(Event)) error {
 	removed := append([]string(nil), d.Removed...)
 	sort.Strings(removed)
 	for _, id := range removed {
-		if i, ok := r.elems[id]; ok {
+		if i, ok := r.elems.get(id); ok {
 			r.pal.drop(i)
-			delete(r.elems, id)
+			r.elems.del(id)
 			emit(Event{Kind: Removed, ID: id})
 		}
 	}
@@ -139,9 +135,9 @@ func (r *Replica) put(m map[string]Fields, emit func(Event)) {
 	sort.Strings(ids)
 	for _, id := range ids {
 		f := m[id]
-		cur, ok := r.elems[id]
+		cur, ok := r.elems.get(id)
 		if !ok {
-			r.elems[id] = r.pal.add(encode(f))
+			r.elems.put(id, r.pal.add(encode(f)))
 			emit(Event{Kind: Added, ID: id, Fields: f})
 			continue
 		}
@@ -155,7 +151,7 @@ func (r *Replica) put(m map[string]Fields, emit func(Event)) {
 		}
 		if len(changed) > 0 {
 			r.pal.drop(cur)
-			r.elems[id] = r.pal.add(encode(have))
+			r.elems.put(id, r.pal.add(encode(have)))
 			emit(Event{Kind: Modified, ID: id, Fields: changed})
 		}
 	}

@@ -85,7 +85,7 @@ func (p *palette) drop(i uint32) {
 // lock).
 type Scope struct {
 	ver   uint64
-	elems map[string]elem
+	elems keyed[elem]
 	pal   *palette
 	// dirty holds, for elements changed since the last Tick, the fields
 	// that changed (nil: added, whole) ; removed, those removed.
@@ -105,7 +105,7 @@ type Scope struct {
 
 // New returns an empty scope at version 0.
 func New() *Scope {
-	return &Scope{elems: map[string]elem{}, pal: newPalette(), dirty: map[string]map[string]bool{}, added: map[string]bool{},
+	return &Scope{pal: newPalette(), dirty: map[string]map[string]bool{}, added: map[string]bool{},
 		removed: map[string]bool{}, tombs: map[string]uint64{}}
 }
 
@@ -113,11 +113,11 @@ func New() *Scope {
 func (s *Scope) Ver() uint64 { return s.ver }
 
 // Len returns how many elements the scope holds.
-func (s *Scope) Len() int { return len(s.elems) }
+func (s *Scope) Len() int { return s.elems.len() }
 
 // Get returns an element's fields (a copy).
 func (s *Scope) Get(id string) (Fields, bool) {
-	e, ok := s.elems[id]
+	e, ok := s.elems.get(id)
 	if !ok {
 		return nil, false
 	}
@@ -142,10 +142,10 @@ func (s *Scope) Set(id string, f Fields) error {
 	if s.ver >= math.MaxUint32-1 {
 		return ErrTooManyVersions
 	}
-	e, ok := s.elems[id]
+	e, ok := s.elems.get(id)
 	if !ok {
 		enc := encode(f)
-		s.elems[id] = elem{val: s.pal.add(enc), ver: uint32(s.ver + 1)}
+		s.elems.put(id, elem{val: s.pal.add(enc), ver: uint32(s.ver + 1)})
 		s.size += int64(len(id) + len(enc))
 		s.sum += elemHash(id, string(enc))
 		// (Removed earlier in this tick, it stays so: the delta removes the
@@ -175,21 +175,21 @@ func (s *Scope) Set(id string, f Fields) error {
 		s.size += int64(len(enc) - len(old))
 		s.sum += elemHash(id, string(enc)) - elemHash(id, old)
 		s.pal.drop(e.val)
-		s.elems[id] = elem{val: s.pal.add(enc), ver: uint32(s.ver + 1)}
+		s.elems.put(id, elem{val: s.pal.add(enc), ver: uint32(s.ver + 1)})
 	}
 	return nil
 }
 
 // Remove removes an element.
 func (s *Scope) Remove(id string) {
-	e, ok := s.elems[id]
+	e, ok := s.elems.get(id)
 	if !ok {
 		return
 	}
 	s.size -= int64(len(id) + len(s.pal.vals[e.val]))
 	s.sum -= elemHash(id, s.pal.vals[e.val])
 	s.pal.drop(e.val)
-	delete(s.elems, id)
+	s.elems.del(id)
 	delete(s.dirty, id)
 	if s.added[id] {
 		delete(s.added, id) // came and went within the tick: nothing to tell
@@ -211,10 +211,10 @@ func (s *Scope) Tick() Delta {
 		if d.Added == nil {
 			d.Added = map[string]Fields{}
 		}
-		d.Added[id] = decode(s.pal.vals[s.elems[id].val])
+		d.Added[id] = decode(s.pal.vals[s.elem(id).val])
 	}
 	for id, fields := range s.dirty {
-		cur := decode(s.pal.vals[s.elems[id].val])
+		cur := decode(s.pal.vals[s.elem(id).val])
 		patch := Fields{}
 		for k := range fields {
 			patch[k] = cur[k]
@@ -287,7 +287,7 @@ func (s *Scope) Since(base uint64) (d Delta, ok bool) {
 	d = Delta{Base: base, Ver: s.ver}
 	// Elements changed in the tick not yet closed come as they are now,
 	// and again in that tick's delta: applying a change twice is harmless.
-	for id, e := range s.elems {
+	for id, e := range s.elems.all() {
 		if uint64(e.ver) <= base {
 			continue
 		}
@@ -310,8 +310,8 @@ func (s *Scope) Since(base uint64) (d Delta, ok bool) {
 // Snapshot returns the whole scope, as it is now, at the current version
 // (what changed since the last Tick comes again in the next delta).
 func (s *Scope) Snapshot() Delta {
-	d := Delta{Ver: s.ver, Full: true, Added: make(map[string]Fields, len(s.elems))}
-	for id, e := range s.elems {
+	d := Delta{Ver: s.ver, Full: true, Added: make(map[string]Fields, s.elems.len())}
+	for id, e := range s.elems.all() {
 		d.Added[id] = decode(s.pal.vals[e.val])
 	}
 	return d

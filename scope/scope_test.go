@@ -26,7 +26,7 @@ func same(t *testing.T, s *Scope, r *Replica) {
 	if s.Len() != r.Len() {
 		t.Fatalf("the scope holds %d elements, the replica %d", s.Len(), r.Len())
 	}
-	for id := range s.elems {
+	for id := range s.elems.all() {
 		want, _ := s.Get(id)
 		got, ok := r.Get(id)
 		if !ok || !reflect.DeepEqual(encode(want), encode(got)) {

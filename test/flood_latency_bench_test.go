@@ -161,6 +161,13 @@ func floodClient(tb testing.TB, url, id string) *websocket.Conn { return rawClie
 // benchmark's clients cost little beside the node they measure.
 func rawClient(tb testing.TB, url, id string, seen func(msg []byte)) *websocket.Conn {
 	tb.Helper()
+	return rawClientWith(tb, url, id, "", seen)
+}
+
+// rawClientWith is rawClient with more metadata: extra is inserted in its
+// JSON object (`,"features":["scopes"]`, say).
+func rawClientWith(tb testing.TB, url, id, extra string, seen func(msg []byte)) *websocket.Conn {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
 	c, _, err := websocket.Dial(ctx, url, nil)
@@ -178,7 +185,7 @@ func rawClient(tb testing.TB, url, id string, seen func(msg []byte)) *websocket.
 			}
 			switch {
 			case bytes.HasPrefix(b, []byte(`["requestMetadata"`)):
-				c.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `["metadataChange",{"identifier":%[1]q,"identifierChain":[%[1]q]}]`, id))
+				c.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `["metadataChange",{"identifier":%[1]q,"identifierChain":[%[1]q]%[2]s}]`, id, extra))
 				close(ready)
 			case seen != nil:
 				seen(b)

@@ -156,8 +156,10 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 
 	rctx, stopReclaim := context.WithCancel(context.Background())
 	defer stopReclaim()
-	rec := &reclaimer{load: func() int { return node.World().Len() + len(node.Links()) }, minPeak: 4096}
-	defer node.World().Subscribe(func(gameworld.Applied) { rec.observe(node.World().Len()) })()
+	// (A scope's element costs far less than an object, but its flood
+	// leaves as much garbage behind: it counts as one.)
+	rec := &reclaimer{load: func() int { return node.World().Len() + node.World().Elements() + len(node.Links()) }, minPeak: 4096}
+	defer node.World().Subscribe(func(gameworld.Applied) { rec.observe(node.World().Len() + node.World().Elements()) })()
 	go rec.run(rctx, 2*time.Second)
 
 	mux := http.NewServeMux()

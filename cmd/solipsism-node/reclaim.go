@@ -13,7 +13,7 @@ import (
 // ends. Go returns freed heap only gradually, and an idle process may not
 // collect for minutes, so a node that held a flood of objects or
 // connections would keep its RSS long after they left. When the load
-// (objects plus connections) has fallen to a quarter of its peak since the
+// (objects, scope elements and connections) has fallen to a quarter of its peak since the
 // last release, and that peak was large enough to matter, it forces a
 // collection that returns the freed memory at once (at the second check
 // that sees the fall). So it does too once a flood that stays (a load
