@@ -54,8 +54,8 @@ func TestScopes(t *testing.T) {
 	}
 	digest := o.Digest
 
-	res = both(Change{Type: Update, ID: "grid", Scopes: map[string]scope.Delta{"blocks": delta(t, `{"ver":2,"base":1,"modified":{"0,0,0":{"c":3}},"added":{"1,0,0":{"t":"dirt"}}}`)}})
-	if b, _ := json.Marshal(res.Records[0].Scopes["blocks"]); string(b) != `{"ver":2,"base":1,"added":{"1,0,0":{"t":"dirt"}},"modified":{"0,0,0":{"c":3}}}` {
+	res = both(Change{Type: Update, ID: "grid", Scopes: map[string]scope.Delta{"blocks": delta(t, `{"ver":2,"modified":{"0,0,0":{"c":3}},"added":{"1,0,0":{"t":"dirt"}}}`)}})
+	if b, _ := json.Marshal(res.Records[0].Scopes["blocks"]); string(b) != `{"ver":2,"added":{"1,0,0":{"t":"dirt"}},"modified":{"0,0,0":{"c":3}}}` {
 		t.Fatalf("update record: %s", b)
 	}
 	o, _ = w.Get("grid")
@@ -64,11 +64,11 @@ func TestScopes(t *testing.T) {
 	}
 
 	// Stale and gapped changes are refused whole: the property neither.
-	res = w.Apply([]Change{{Type: Update, ID: "grid", Properties: props("color", `"red"`), Scopes: map[string]scope.Delta{"blocks": delta(t, `{"ver":2,"base":1,"removed":["0,0,0"]}`)}}}, nil)
+	res = w.Apply([]Change{{Type: Update, ID: "grid", Properties: props("color", `"red"`), Scopes: map[string]scope.Delta{"blocks": delta(t, `{"ver":2,"removed":["0,0,0"]}`)}}}, nil)
 	if len(res.Refused) != 1 || !errors.Is(res.Refused[0].Err, scope.ErrStale) || !errors.Is(res.Refused[0].Err, ErrScope) {
 		t.Fatalf("stale: %+v", res)
 	}
-	res = w.Apply([]Change{{Type: Update, ID: "grid", Scopes: map[string]scope.Delta{"blocks": delta(t, `{"ver":9,"base":8,"removed":["0,0,0"]}`)}}}, nil)
+	res = w.Apply([]Change{{Type: Update, ID: "grid", Scopes: map[string]scope.Delta{"blocks": delta(t, `{"ver":9,"removed":["0,0,0"]}`)}}}, nil)
 	if len(res.Refused) != 1 || !errors.Is(res.Refused[0].Err, scope.ErrGap) {
 		t.Fatalf("gap: %+v", res)
 	}

@@ -103,16 +103,16 @@ func TestApplyRules(t *testing.T) {
 		t.Fatalf("an addition of an existing element replaces it: %s", b)
 	}
 	out, _ = s.Apply(Delta{Ver: 4, Full: true, Added: map[string]Fields{"a": f("d", 1), "b": f("c", 5)}})
-	if b, _ := json.Marshal(out); string(b) != `{"ver":4,"base":3,"added":{"b":{"c":5}}}` {
+	if b, _ := json.Marshal(out); string(b) != `{"ver":4,"added":{"b":{"c":5}}}` {
 		t.Fatalf("a newer snapshot gives what changed: %s", b)
 	}
 	out, _ = s.Apply(Delta{Ver: 5, Full: true, Added: map[string]Fields{"b": f("c", 6)}})
-	if b, _ := json.Marshal(out); string(b) != `{"ver":5,"base":4,"added":{"b":{"c":6}},"removed":["a","b"]}` {
+	if b, _ := json.Marshal(out); string(b) != `{"ver":5,"added":{"b":{"c":6}},"removed":["a","b"]}` {
 		t.Fatalf("a newer snapshot gives what changed: %s", b)
 	}
 	// A snapshot of a lower version (an owner that restarted) replaces all.
 	out, err = s.Apply(Delta{Ver: 1, Full: true, Added: map[string]Fields{"b": f("c", 5)}})
-	if b, _ := json.Marshal(out); err != nil || string(b) != `{"ver":1,"base":0,"added":{"b":{"c":5}},"full":true}` || s.Len() != 1 {
+	if b, _ := json.Marshal(out); err != nil || string(b) != `{"ver":1,"added":{"b":{"c":5}},"full":true}` || s.Len() != 1 {
 		t.Fatalf("snapshot: %s %v", b, err)
 	}
 	if _, err := s.Apply(Delta{Modified: map[string]Fields{"b": {"c": json.RawMessage("{")}}}); !errors.Is(err, ErrBadField) {
@@ -126,20 +126,20 @@ func TestCompose(t *testing.T) {
 		a, b string
 		want string
 	}{
-		{"modify after add", `{"ver":2,"base":1,"added":{"x":{"c":1,"t":1}}}`, `{"ver":3,"base":2,"modified":{"x":{"c":2}}}`,
+		{"modify after add", `{"ver":2,"added":{"x":{"c":1,"t":1}}}`, `{"ver":3,"modified":{"x":{"c":2}}}`,
 			`{"ver":3,"base":1,"added":{"x":{"c":2,"t":1}}}`},
-		{"remove after add", `{"ver":2,"base":1,"added":{"x":{"c":1}}}`, `{"ver":3,"base":2,"removed":["x"]}`,
+		{"remove after add", `{"ver":2,"added":{"x":{"c":1}}}`, `{"ver":3,"removed":["x"]}`,
 			`{"ver":3,"base":1,"removed":["x"]}`},
-		{"add after remove", `{"ver":2,"base":1,"removed":["x"]}`, `{"ver":3,"base":2,"added":{"x":{"c":1}}}`,
+		{"add after remove", `{"ver":2,"removed":["x"]}`, `{"ver":3,"added":{"x":{"c":1}}}`,
 			`{"ver":3,"base":1,"added":{"x":{"c":1}},"removed":["x"]}`},
-		{"modifications merge", `{"ver":2,"base":1,"modified":{"x":{"c":1}}}`, `{"ver":3,"base":2,"modified":{"x":{"t":1}}}`,
+		{"modifications merge", `{"ver":2,"modified":{"x":{"c":1}}}`, `{"ver":3,"modified":{"x":{"t":1}}}`,
 			`{"ver":3,"base":1,"modified":{"x":{"c":1,"t":1}}}`},
-		{"into a snapshot", `{"ver":2,"base":0,"added":{"x":{"c":1},"y":{"c":1}},"full":true}`, `{"ver":3,"base":2,"modified":{"x":{"c":2}},"removed":["y"]}`,
-			`{"ver":3,"base":0,"added":{"x":{"c":2}},"full":true}`},
-		{"already in a snapshot", `{"ver":3,"base":0,"added":{"x":{"c":2}},"full":true}`, `{"ver":3,"base":2,"modified":{"x":{"c":2}}}`,
-			`{"ver":3,"base":0,"added":{"x":{"c":2}},"full":true}`},
-		{"a snapshot replaces", `{"ver":2,"base":1,"modified":{"x":{"c":1}}}`, `{"ver":3,"base":0,"added":{"y":{}},"full":true}`,
-			`{"ver":3,"base":0,"added":{"y":{}},"full":true}`},
+		{"into a snapshot", `{"ver":2,"added":{"x":{"c":1},"y":{"c":1}},"full":true}`, `{"ver":3,"modified":{"x":{"c":2}},"removed":["y"]}`,
+			`{"ver":3,"added":{"x":{"c":2}},"full":true}`},
+		{"already in a snapshot", `{"ver":3,"added":{"x":{"c":2}},"full":true}`, `{"ver":3,"modified":{"x":{"c":2}}}`,
+			`{"ver":3,"added":{"x":{"c":2}},"full":true}`},
+		{"a snapshot replaces", `{"ver":2,"modified":{"x":{"c":1}}}`, `{"ver":3,"added":{"y":{}},"full":true}`,
+			`{"ver":3,"added":{"y":{}},"full":true}`},
 	} {
 		a, err := Limits{}.DecodeDelta([]byte(tc.a))
 		if err != nil {

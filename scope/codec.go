@@ -20,7 +20,7 @@ type Limits struct {
 
 type wireDelta struct {
 	Ver      *uint64           `json:"ver"`
-	Base     uint64            `json:"base"`
+	Base     *uint64           `json:"base,omitempty"`
 	Added    map[string]Fields `json:"added,omitempty"`
 	Modified map[string]Fields `json:"modified,omitempty"`
 	Removed  []string          `json:"removed,omitempty"`
@@ -29,10 +29,16 @@ type wireDelta struct {
 
 // MarshalJSON encodes a delta as
 // {"ver":…,"base":…,"added":{id:{field:value}},"modified":{…},"removed":[…]}
-// ("full":true for a snapshot; empty collections left out).
+// ("full":true for a snapshot; empty collections left out, and base too
+// when it is ver-1, as it nearly always is, or the delta is a snapshot).
 func (d Delta) MarshalJSON() ([]byte, error) {
 	v := d.Ver
-	return json.Marshal(wireDelta{Ver: &v, Base: d.Base, Added: d.Added, Modified: d.Modified, Removed: d.Removed, Full: d.Full})
+	w := wireDelta{Ver: &v, Added: d.Added, Modified: d.Modified, Removed: d.Removed, Full: d.Full}
+	if !d.Full && d.Base+1 != d.Ver {
+		b := d.Base
+		w.Base = &b
+	}
+	return json.Marshal(w)
 }
 
 // DecodeDelta decodes a delta, refusing what breaks the limits: a missing
@@ -57,7 +63,13 @@ func (l Limits) DecodeDelta(b []byte) (Delta, error) {
 	if w.Ver == nil {
 		return Delta{}, fmt.Errorf("scope: a delta needs ver")
 	}
-	d := Delta{Ver: *w.Ver, Base: w.Base, Added: w.Added, Modified: w.Modified, Removed: w.Removed, Full: w.Full}
+	d := Delta{Ver: *w.Ver, Added: w.Added, Modified: w.Modified, Removed: w.Removed, Full: w.Full}
+	switch {
+	case w.Base != nil:
+		d.Base = *w.Base
+	case d.Ver > 0:
+		d.Base = d.Ver - 1 // (the default)
+	}
 	if d.Base > d.Ver {
 		return Delta{}, fmt.Errorf("scope: base %d is past ver %d", d.Base, d.Ver)
 	}

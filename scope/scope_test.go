@@ -54,12 +54,12 @@ func TestSingleBlock(t *testing.T) {
 		noDelta bool
 	}{
 		{"create", func() { s.Set("1,2,3", f("type", "stone", "color", 7)) },
-			`{"ver":1,"base":0,"added":{"1,2,3":{"color":7,"type":"stone"}}}`, `added 1,2,3 {"color":7,"type":"stone"}`, false},
+			`{"ver":1,"added":{"1,2,3":{"color":7,"type":"stone"}}}`, `added 1,2,3 {"color":7,"type":"stone"}`, false},
 		{"modify one field", func() { s.Set("1,2,3", f("color", 9)) },
-			`{"ver":2,"base":1,"modified":{"1,2,3":{"color":9}}}`, `modified 1,2,3 {"color":9}`, false},
+			`{"ver":2,"modified":{"1,2,3":{"color":9}}}`, `modified 1,2,3 {"color":9}`, false},
 		{"set to the same value", func() { s.Set("1,2,3", f("color", 9)) }, ``, ``, true},
 		{"remove", func() { s.Remove("1,2,3") },
-			`{"ver":3,"base":2,"removed":["1,2,3"]}`, `removed 1,2,3 {}`, false},
+			`{"ver":3,"removed":["1,2,3"]}`, `removed 1,2,3 {}`, false},
 	} {
 		step.do()
 		d := s.Tick()
@@ -191,7 +191,7 @@ func TestSinceHorizon(t *testing.T) {
 func TestDecodeDelta(t *testing.T) {
 	var l Limits
 	for _, tc := range []struct{ name, in, err string }{
-		{"a delta", `{"ver":3,"base":2,"added":{"a":{"v":1}},"modified":{"b":{"v":2}},"removed":["c","a"]}`, ""},
+		{"a delta", `{"ver":3,"added":{"a":{"v":1}},"modified":{"b":{"v":2}},"removed":["c","a"]}`, ""},
 		{"a snapshot", `{"ver":3,"added":{"a":{"v":1}},"full":true}`, ""},
 		{"no ver", `{"base":1}`, "needs ver"},
 		{"base past ver", `{"ver":1,"base":2}`, "past ver"},
@@ -218,7 +218,7 @@ func TestDecodeDelta(t *testing.T) {
 }
 
 func FuzzDecodeDelta(f *testing.F) {
-	f.Add([]byte(`{"ver":3,"base":2,"added":{"a":{"v":1}},"modified":{"b":{"v":[1,2]}},"removed":["c","a"]}`))
+	f.Add([]byte(`{"ver":3,"added":{"a":{"v":1}},"modified":{"b":{"v":[1,2]}},"removed":["c","a"]}`))
 	f.Add([]byte(`{"ver":1,"full":true,"added":{"1,2,3":{"t":"stone"}}}`))
 	var l Limits
 	f.Fuzz(func(t *testing.T, b []byte) {
