@@ -70,9 +70,9 @@ func (s *Scope) Apply(d Delta) (Delta, error) {
 				out.Removed = append(out.Removed, id)
 			}
 			if out.Added == nil {
-				out.Added = map[string]Fields{}
+				out.Added = make(map[string]Fields, len(d.Added))
 			}
-			out.Added[id] = s.fields(id)
+			out.Added[id] = f
 		}
 		sort.Strings(out.Removed)
 		s.ver = ver
@@ -106,7 +106,7 @@ func (s *Scope) Apply(d Delta) (Delta, error) {
 			// removal and an addition in one delta replace alike.
 			out.Removed = append(out.Removed, id)
 		}
-		note(&out.Added, id, s.fields(id))
+		note(&out.Added, id, f)
 	}
 	for id, f := range d.Modified {
 		existed := s.Has(id)
@@ -155,19 +155,30 @@ func (s *Scope) drop(id string, ver uint64) bool {
 // merged, and returns the fields whose values changed (nil if none did).
 func (s *Scope) put(id string, f Fields, whole bool, ver uint64) Fields {
 	e, ok := s.elems.get(id)
-	cur := Fields{}
-	if ok && !whole {
-		cur = decode(s.pal.vals[e.val])
-	}
-	changed := Fields{}
-	for k, v := range f {
-		if c, had := cur[k]; had && bytes.Equal(compact(c), compact(v)) {
-			continue
+	var enc []byte
+	changed := f
+	if whole {
+		// (Replaced whole: what changed is f, as a new element's fields
+		// are; no copies.)
+		if f == nil {
+			changed = Fields{} // an element with no fields is still an element
 		}
-		cur[k] = v
-		changed[k] = v
+		enc = encode(f)
+	} else {
+		cur := Fields{}
+		if ok {
+			cur = decode(s.pal.vals[e.val])
+		}
+		changed = Fields{}
+		for k, v := range f {
+			if c, had := cur[k]; had && bytes.Equal(compact(c), compact(v)) {
+				continue
+			}
+			cur[k] = v
+			changed[k] = v
+		}
+		enc = encode(cur)
 	}
-	enc := encode(cur)
 	if ok {
 		old := s.pal.vals[e.val]
 		if old == string(enc) {
@@ -176,8 +187,6 @@ func (s *Scope) put(id string, f Fields, whole bool, ver uint64) Fields {
 		s.size -= int64(len(id) + len(old))
 		s.sum -= elemHash(id, old)
 		s.pal.drop(e.val)
-	} else if len(changed) == 0 {
-		changed = Fields{} // an element with no fields is still an element
 	}
 	s.elems.put(id, elem{val: s.pal.add(enc), ver: uint32(ver)})
 	s.size += int64(len(id) + len(enc))

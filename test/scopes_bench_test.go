@@ -110,6 +110,7 @@ func BenchmarkScopesOneBlock(b *testing.B) {
 			rawClient(b, node.url(), "watch-00000000-00000002", legacy.count)
 			time.Sleep(time.Second)
 			_, rss0 := procUsage(b, node.pid)
+			heap0 := nodeMetric(b, node, "go_memstats_heap_inuse_bytes")
 			const owner = "fill-00000000-00000000"
 			w := rawClient(b, node.url(), owner, nil)
 			recs := blockRecords(owner, 1, side, scoped)
@@ -126,6 +127,7 @@ func BenchmarkScopesOneBlock(b *testing.B) {
 			}
 			time.Sleep(8 * time.Second) // settled: the node's reclaimer checks every 2 s
 			_, rss1 := procUsage(b, node.pid)
+			heap1 := nodeMetric(b, node, "go_memstats_heap_inuse_bytes")
 			takes.reset()
 			legacy.reset()
 			for k := range changes {
@@ -134,6 +136,7 @@ func BenchmarkScopesOneBlock(b *testing.B) {
 			}
 			time.Sleep(time.Second)
 			b.ReportMetric(float64(rss1-rss0)/blocks, name+"-node-rss-bytes/block")
+			b.ReportMetric((heap1-heap0)/blocks, name+"-node-heap-bytes/block")
 			b.ReportMetric(float64(takes.bytes.Load())/changes, name+"-ws-bytes/change")
 			b.ReportMetric(float64(legacy.bytes.Load())/changes, name+"-ws-bytes/change-without-scopes")
 			b.Logf("%s: node RSS %d → %d MiB; a client that takes scopes got %d messages, %d bytes; one that does not, %d messages, %d bytes",
