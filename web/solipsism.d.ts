@@ -72,6 +72,37 @@ export declare class GameObject {
   takeOwnership(): Promise<boolean>;
   /** Gives the object to the node: true once it is no longer this world's. */
   release(): Promise<boolean>;
+  /** The object's scopes (keyed sub-collections, such as a grid's blocks), by name. */
+  readonly scopes: Map<string, Scope>;
+  /** The elements of one scope (element id to fields); empty if there is no such scope. Read-only. */
+  elements(scope: string): Map<string, Properties>;
+  /** Creates elements of a scope of an object this world owns, or changes some of their fields; throws otherwise. */
+  setElements(scope: string, elements: Record<string, Properties>): void;
+  /** Removes elements of a scope of an object this world owns; throws otherwise. */
+  removeElements(scope: string, ids: string[]): void;
+}
+
+/** One scope of an object: its version and its elements. */
+export declare class Scope {
+  /** Grows with every change of the scope. */
+  ver: number;
+  readonly elements: Map<string, Properties>;
+  /** The elements as one object, ids sorted: what a peer without scopes is sent. */
+  whole(): Record<string, Properties>;
+}
+
+/** What changed of one scope of an object (an "elements" event's detail), in the order to apply it. */
+export interface ElementsDetail {
+  object: GameObject;
+  scope: string;
+  /** The scope was replaced whole: drop every element, then take added. */
+  reset: boolean;
+  /** Ids of elements that went (first). */
+  removed: string[];
+  /** Elements that came, whole (an id also in removed was replaced). */
+  added: Record<string, Properties>;
+  /** Fields that changed of existing elements. */
+  modified: Record<string, Properties>;
 }
 
 /** An ephemeral message, as received (a "message" event's detail). */
@@ -116,6 +147,7 @@ export interface GameWorldEventMap {
   gained: ObjectEvent;
   lost: ObjectEvent;
   answer: ObjectEvent;
+  elements: CustomEvent<ElementsDetail>;
 }
 
 /** A world of objects: this page's, and everyone else's it sees. */

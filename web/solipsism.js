@@ -55,6 +55,39 @@ export class GameObject {
     this.updatedAt = Date.now();
     /** @type {number} ownership epoch: grows with every change of owner */
     this.epoch = 0;
+    /** @type {Map<string, Scope>} the object's scopes (keyed sub-collections, a grid's blocks) by name */
+    this.scopes = new Map();
+  }
+
+  /**
+   * The elements of one of the object's scopes: element id to fields.
+   * Read-only for callers; empty if the object has no such scope.
+   * @param {string} scope
+   * @returns {Map<string, Object<string, any>>}
+   */
+  elements(scope) {
+    const sc = this.scopes.get(scope);
+    return sc ? sc.elements : new Map();
+  }
+
+  /**
+   * Creates elements of a scope, or changes some of their fields (the
+   * others are kept). Only the owner may. Each call is one version of the
+   * scope; calls within a tick reach the others as one delta.
+   * @param {string} scope
+   * @param {Object<string, Object<string, any>>} elements element id to fields
+   */
+  setElements(scope, elements) {
+    this.world.change([{ type: "update", id: this.id, scopes: { [scope]: { ver: 0, modified: elements } } }]);
+  }
+
+  /**
+   * Removes elements of a scope. Only the owner may.
+   * @param {string} scope
+   * @param {string[]} ids
+   */
+  removeElements(scope, ids) {
+    this.world.change([{ type: "update", id: this.id, scopes: { [scope]: { ver: 0, removed: [...ids] } } }]);
   }
 
   /** @returns {boolean} whether this world (or a world behind it) owns the object. */
@@ -90,6 +123,170 @@ export class GameObject {
   release() {
     return this.world.release(this);
   }
+}
+
+/**
+ * One scope of an object: its version and its elements (id to fields).
+ * Element field objects are never changed in place: a change makes a new
+ * one, so snapshots may share them.
+ * @package
+ */
+export class Scope {
+  constructor() {
+    /** @type {number} */ this.ver = 0;
+    /** @type {Map<string, Object<string, any>>} */ this.elements = new Map();
+  }
+
+  /** @returns {object} the scope whole, as a snapshot delta */
+  snapshot() {
+    return { ver: this.ver, full: true, added: Object.fromEntries(this.elements) };
+  }
+
+  /** @returns {object} the elements as one object, ids sorted: what a peer without scopes gets */
+  whole() {
+    const out = {};
+    for (const id of [...this.elements.keys()].sort()) out[id] = this.elements.get(id);
+    return out;
+  }
+}
+
+const isPlain = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/**
+ * Whether d is a scope delta (docs/protocol.md, "Scopes").
+ * @package
+ */
+export function validDelta(d) {
+  const elems = (m) => m === undefined || (isPlain(m) && Object.values(m).every(isPlain));
+  return isPlain(d) && Number.isSafeInteger(d.ver) && d.ver >= 0 && (d.base === undefined || (Number.isSafeInteger(d.base) && d.base >= 0 && d.base <= d.ver)) &&
+    elems(d.added) && elems(d.modified) && (d.removed === undefined || (Array.isArray(d.removed) && d.removed.every((x) => typeof x === "string" && x)));
+}
+
+/**
+ * Whether a delta would be taken by a scope at version cur: not stale,
+ * no gap (a snapshot or ver 0 always is).
+ * @package
+ */
+export function deltaApplies(cur, d) {
+  if (d.ver === 0 || d.full) return true;
+  const base = d.base !== undefined ? d.base : d.ver - 1;
+  return d.ver > cur && base <= cur;
+}
+
+const sameValue = (a, b) => a === b || JSON.stringify(a) === JSON.stringify(b);
+
+/**
+ * Applies a delta (that deltaApplies) to sc, removals first, and returns
+ * what changed as a delta from sc's version before, or null if nothing
+ * did. ver 0 numbers the change itself (the next version).
+ * @package
+ */
+export function applyDelta(sc, d) {
+  const ver = d.ver === 0 ? sc.ver + 1 : d.ver;
+  const removed = [], added = {}, modified = {};
+  const gone = new Set();
+  const drop = (id) => {
+    if (sc.elements.delete(id)) {
+      removed.push(id);
+      gone.add(id);
+    }
+  };
+  const put = (id, f) => {
+    const cur = sc.elements.get(id);
+    if (cur && sameValue(Object.fromEntries(Object.entries(cur).sort()), Object.fromEntries(Object.entries(f).sort()))) return;
+    if (cur && !gone.has(id)) removed.push(id); // replaced whole
+    sc.elements.set(id, { ...f });
+    added[id] = sc.elements.get(id);
+  };
+  if (d.full) {
+    const keep = d.added || {};
+    for (const id of [...sc.elements.keys()].sort()) if (!Object.hasOwn(keep, id)) drop(id);
+    for (const [id, f] of Object.entries(keep)) put(id, f);
+  } else {
+    for (const id of [...(d.removed || [])].sort()) drop(id);
+    for (const [id, f] of Object.entries(d.added || {})) put(id, f);
+    for (const [id, f] of Object.entries(d.modified || {})) {
+      const cur = sc.elements.get(id);
+      if (!cur) {
+        put(id, f);
+        continue;
+      }
+      const changed = {};
+      for (const [k, v] of Object.entries(f)) if (!sameValue(cur[k], v)) changed[k] = v;
+      if (!Object.keys(changed).length) continue;
+      sc.elements.set(id, { ...cur, ...changed });
+      if (added[id]) added[id] = sc.elements.get(id);
+      else modified[id] = changed;
+    }
+  }
+  removed.sort();
+  const empty = !removed.length && !Object.keys(added).length && !Object.keys(modified).length;
+  if (empty && !(d.full && ver < sc.ver)) return null;
+  const renumbered = d.full && ver <= sc.ver;
+  const out = { ver, base: sc.ver };
+  sc.ver = ver;
+  if (renumbered) return sc.snapshot();
+  if (Object.keys(added).length) out.added = added;
+  if (Object.keys(modified).length) out.modified = modified;
+  if (removed.length) out.removed = removed;
+  return out;
+}
+
+/**
+ * One delta that does what a then b do, for a queue that coalesces what
+ * a peer has not been sent yet (as the Go node's scope.Compose).
+ * @package
+ */
+export function composeDelta(a, b) {
+  if (b.full) return b;
+  if (b.ver !== 0 && b.ver <= a.ver) return a;
+  const out = { ver: b.ver, base: a.base !== undefined ? a.base : a.ver - 1 };
+  if (a.full) out.full = true;
+  const added = { ...(a.added || {}) }, modified = { ...(a.modified || {}) };
+  const removed = a.full ? null : new Set(a.removed || []);
+  for (const id of b.removed || []) {
+    delete added[id];
+    delete modified[id];
+    if (removed) removed.add(id);
+  }
+  for (const [id, f] of Object.entries(b.added || {})) {
+    delete modified[id];
+    added[id] = f;
+  }
+  for (const [id, f] of Object.entries(b.modified || {})) {
+    if (added[id]) added[id] = { ...added[id], ...f };
+    else if (modified[id]) modified[id] = { ...modified[id], ...f };
+    else if (a.full) added[id] = f;
+    else modified[id] = f;
+  }
+  if (Object.keys(added).length || a.full) out.added = added;
+  if (Object.keys(modified).length) out.modified = modified;
+  if (removed && removed.size) out.removed = [...removed].sort();
+  if (out.full) delete out.base;
+  return out;
+}
+
+/** Composes two {scope name: delta} maps. @package */
+export function composeScopes(a, b) {
+  if (!a) return b;
+  if (!b) return a;
+  const out = { ...a };
+  for (const [name, d] of Object.entries(b)) out[name] = out[name] ? composeDelta(out[name], d) : d;
+  return out;
+}
+
+/** Every scope of object whole, as snapshots; undefined if it has none. @package */
+export function scopeSnapshots(object) {
+  if (!object.scopes.size) return undefined;
+  const out = {};
+  for (const [name, sc] of object.scopes) out[name] = sc.snapshot();
+  return out;
+}
+
+/** rec, carrying object's scopes whole if it has any. @package */
+function whole(rec, object) {
+  if (object.scopes.size) rec.scopes = scopeSnapshots(object);
+  return rec;
 }
 
 /**
@@ -334,6 +531,24 @@ export class GameWorld extends EventTarget {
         refused.push(c);
         continue;
       }
+      if (c.scopes !== undefined && c.scopes !== null && c.type !== "remove") {
+        // Scope changes must all apply, or the record changes nothing.
+        if (!isPlain(c.scopes) || !Object.values(c.scopes).every(validDelta) ||
+            !Object.entries(c.scopes).every(([name, d]) => !existing || !existing.scopes.has(name) || deltaApplies(existing.scopes.get(name).ver, d))) {
+          refused.push(c);
+          continue;
+        }
+      }
+      const scopes = (o) => {
+        if (!isPlain(c.scopes)) return undefined;
+        let out;
+        for (const name of Object.keys(c.scopes).sort()) {
+          if (!o.scopes.has(name)) o.scopes.set(name, new Scope());
+          const d = applyDelta(o.scopes.get(name), c.scopes[name]);
+          if (d) (out = out || {})[name] = d;
+        }
+        return out;
+      };
       const props = c.properties && typeof c.properties === "object" ? c.properties : {};
       const epoch = Number.isSafeInteger(c.epoch) && c.epoch > 0 ? c.epoch : 0;
       if (c.answer === true && c.type === "transfer" && existing && c.owner === existing.owner && epoch === existing.epoch) {
@@ -348,6 +563,8 @@ export class GameWorld extends EventTarget {
         this.objects.set(c.id, o);
         const rec = { type: "add", id: o.id, owner: o.owner, properties: { ...props } };
         if (epoch) rec.epoch = epoch;
+        const sd = scopes(o);
+        if (sd) rec.scopes = sd;
         applied.push({ rec, object: o });
       } else if (existing && (c.type === "transfer" || (c.type === "add" && c.owner && c.owner !== existing.owner && beats(epoch, c.owner, existing.epoch, existing.owner)))) {
         // A change of owner: a transfer carries the whole object.
@@ -357,13 +574,19 @@ export class GameWorld extends EventTarget {
         // never transferred); only a local request asks for the next.
         existing.epoch = from ? epoch : epoch || existing.epoch + 1;
         if (c.properties && typeof c.properties === "object") existing.properties = { ...props };
+        const sd = scopes(existing);
         existing.updatedAt = Date.now();
-        applied.push({ rec: { type: "transfer", id: existing.id, owner: existing.owner, epoch: existing.epoch, properties: { ...existing.properties } }, object: existing, previousOwner: prev, answer: c.answer === true });
+        const rec = { type: "transfer", id: existing.id, owner: existing.owner, epoch: existing.epoch, properties: { ...existing.properties } };
+        whole(rec, existing); // a transfer carries the whole object
+        applied.push({ rec, object: existing, previousOwner: prev, answer: c.answer === true, scopes: sd });
       } else if ((c.type === "add" || c.type === "update") && existing) {
         // An add of an existing id is an update; the owner never changes.
         Object.assign(existing.properties, props);
+        const sd = scopes(existing);
         existing.updatedAt = Date.now();
-        applied.push({ rec: { type: "update", id: existing.id, owner: existing.owner, properties: { ...props } }, object: existing, changed: props });
+        const rec = { type: "update", id: existing.id, owner: existing.owner, properties: { ...props } };
+        if (sd) rec.scopes = sd;
+        applied.push({ rec, object: existing, changed: props });
       } else if (c.type === "remove" && existing) {
         this.objects.delete(c.id);
         applied.push({ rec: { type: "remove", id: existing.id, owner: existing.owner }, object: existing });
@@ -378,6 +601,15 @@ export class GameWorld extends EventTarget {
       for (const l of this.links) if (l !== from) l.offer(a.rec, a.object, a.previousOwner);
       const detail = { object: a.object, changed: a.changed || a.object.properties, previousOwner: a.previousOwner };
       this.dispatchEvent(new CustomEvent(a.rec.type, { detail }));
+      const sd = a.scopes || (a.rec.type !== "transfer" && a.rec.scopes);
+      if (sd) {
+        for (const name of Object.keys(sd).sort()) {
+          const d = sd[name];
+          this.dispatchEvent(new CustomEvent("elements", {
+            detail: { object: a.object, scope: name, reset: d.full === true, removed: d.removed || [], added: d.added || {}, modified: d.modified || {} },
+          }));
+        }
+      }
       const pr = a.object.properties;
       if ((a.rec.type === "add" || a.rec.type === "remove") && typeof pr.presence === "string" && typeof pr.room === "string") {
         this.dispatchEvent(new CustomEvent(a.rec.type === "add" ? "join" : "leave", { detail: { world: pr.presence, room: pr.room } }));
@@ -471,7 +703,7 @@ export class Link {
   metadata(extra) {
     const chain = [this.world.identifier];
     if (this.kind === "upstream") chain.push(...[...this.world.behind].sort());
-    const md = { identifier: this.world.identifier, identifierChain: chain, features: ["ownership", "messages"], ...(this.metaExtra ? this.metaExtra() : {}), ...extra };
+    const md = { identifier: this.world.identifier, identifierChain: chain, features: ["ownership", "messages", "scopes"], ...(this.metaExtra ? this.metaExtra() : {}), ...extra };
     if (this.kind === "upstream" && this.world.interest) md.interest = this.world.interest;
     if (this.kind === "upstream" && this.world.rooms) md.rooms = this.world.rooms;
     if (this.kind === "upstream" && this.world.role) md.role = this.world.role;
@@ -552,6 +784,11 @@ export class Link {
     this.world.route(m, this);
   }
 
+  /** @returns {boolean} whether the peer takes scope deltas. */
+  takesScopes() {
+    return !!(this.peer && Array.isArray(this.peer.features) && this.peer.features.includes("scopes"));
+  }
+
   /** @returns {boolean} whether the peer takes part in ownership transfers. */
   speaksTransfers() {
     return !!(this.peer && Array.isArray(this.peer.features) && this.peer.features.includes("ownership"));
@@ -577,6 +814,7 @@ export class Link {
     const knows = this.known.has(rec.id);
     const add = { type: "add", id: rec.id, owner: rec.owner, properties: { ...object.properties } };
     if (rec.epoch) add.epoch = rec.epoch;
+    whole(add, object);
     if (!knows) {
       if (this.mayReceive(rec.owner)) this.offer(add, object);
       return;
@@ -588,7 +826,7 @@ export class Link {
     }
     if (this.speaksTransfers()) {
       const answer = e.rec && e.rec.answer; // an answer queued before stays one
-      e.rec = { ...rec, properties: { ...object.properties } };
+      e.rec = whole({ ...rec, properties: { ...object.properties } }, object);
       if (answer) e.rec.answer = true;
     } else {
       e.removed = { type: "remove", id: rec.id, owner: previousOwner };
@@ -614,7 +852,7 @@ export class Link {
       e = { knew: this.known.has(object.id), removed: null, rec: null };
       this.queue.set(object.id, e);
     }
-    e.rec = { type: "transfer", id: object.id, owner: object.owner, properties: { ...object.properties }, answer: true };
+    e.rec = whole({ type: "transfer", id: object.id, owner: object.owner, properties: { ...object.properties }, answer: true }, object);
     if (object.epoch) e.rec.epoch = object.epoch;
     this.known.add(object.id);
     this.schedule();
@@ -631,7 +869,7 @@ export class Link {
     let r = rec;
     const knows = this.known.has(r.id);
     if (r.type === "update" && !knows) {
-      r = { type: "add", id: object.id, owner: object.owner, properties: { ...object.properties } };
+      r = whole({ type: "add", id: object.id, owner: object.owner, properties: { ...object.properties } }, object);
     }
     if (r.type === "remove" && !knows) return;
     let e = this.queue.get(r.id);
@@ -649,6 +887,7 @@ export class Link {
         e.rec = { ...r, properties: { ...r.properties } };
       } else {
         Object.assign(e.rec.properties, r.properties);
+        if (r.scopes) e.rec.scopes = composeScopes(e.rec.scopes, r.scopes);
         if (r.type === "add" && e.rec.type !== "transfer") e.rec.type = "add";
       }
       this.known.add(r.id);
@@ -683,6 +922,21 @@ export class Link {
       else if (e.rec) first.push(e.rec);
     }
     this.queue.clear();
+    if (!this.takesScopes()) {
+      // A peer without scopes gets each scope it is told of whole, as an
+      // ordinary property of its name.
+      for (const list of [first, second]) {
+        for (let i = 0; i < list.length; i++) {
+          const r = list[i];
+          if (!r.scopes) continue;
+          const o = this.world.objects.get(r.id);
+          const props = { ...r.properties };
+          for (const name of Object.keys(r.scopes)) if (o && o.scopes.has(name)) props[name] = o.scopes.get(name).whole();
+          list[i] = { ...r, properties: props };
+          delete list[i].scopes;
+        }
+      }
+    }
     const refreshed = this.refreshed;
     this.refreshed = false;
     const ts = Date.now();
@@ -700,7 +954,7 @@ export class Link {
   refresh() {
     for (const o of this.world.objects.values()) {
       if (this.mayReceive(o.owner)) {
-        this.offer({ type: "add", id: o.id, owner: o.owner, properties: o.properties }, o);
+        this.offer(whole({ type: "add", id: o.id, owner: o.owner, properties: o.properties }, o), o);
       }
     }
     this.refreshed = true;

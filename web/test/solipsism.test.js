@@ -301,7 +301,7 @@ test("answers requestMetadata in the peer's dialect and requestRefresh with its 
   const { world, link, sent } = fakeLink("upstream");
   const o = world.create({ v: 1 });
   link.receive(["requestMetadata"]);
-  assert.deepEqual(sent.at(-1), ["metadataChange", { identifier: world.identifier, identifierChain: [world.identifier], features: ["ownership", "messages"] }]);
+  assert.deepEqual(sent.at(-1), ["metadataChange", { identifier: world.identifier, identifierChain: [world.identifier], features: ["ownership", "messages", "scopes"] }]);
   link.receive(["metadata", { identifier: "server-AAAAAAAA-AAAAAAAA" }]);
   link.receive(["requestMetadata", null]);
   assert.equal(sent.at(-1)[0], "metadata");
@@ -432,6 +432,50 @@ test("property schemas: a write that breaks them is refused with the reason, and
   ball.set({ position: [1, 2, 3] });
   await waitFor("a valid move", () => b.world.get(ball.id).properties.position[0] === 1);
   a.close(); b.close();
+  await node.stop();
+});
+
+test("scopes: a grid's blocks written element by element reach another client as element events; a peer without scopes gets the grid whole", async () => {
+  const node = await startNode(await freePort());
+  const a = connect({ url: node.url, worker: false });
+  const b = connect({ url: node.url, worker: false });
+  await Promise.all([connected(a), connected(b)]);
+  const rebuilt = new Map();
+  const events = [];
+  b.world.addEventListener("elements", (e) => {
+    const d = e.detail;
+    events.push(`${d.scope} -${d.removed.length} +${Object.keys(d.added).length} ~${Object.keys(d.modified).length}`);
+    if (d.reset) rebuilt.clear();
+    for (const id of d.removed) rebuilt.delete(id);
+    for (const [id, f] of Object.entries(d.added)) rebuilt.set(id, f);
+    for (const [id, f] of Object.entries(d.modified)) rebuilt.set(id, { ...rebuilt.get(id), ...f });
+  });
+  const grid = a.world.create({ position: [0, 0, 0] }, "grid-js");
+  grid.setElements("blocks", { "0,0,0": { c: "red", t: "stone" }, "1,0,0": { t: "dirt" } });
+  await waitFor("b gets the blocks", () => b.world.get("grid-js")?.elements("blocks").size === 2);
+  grid.setElements("blocks", { "0,0,0": { c: "blue" } });
+  grid.removeElements("blocks", ["1,0,0"]);
+  grid.setElements("blocks", { "0,1,0": { t: "glass" } });
+  const want = { "0,0,0": { c: "blue", t: "stone" }, "0,1,0": { t: "glass" } };
+  await waitFor("b follows", () => JSON.stringify(b.world.get("grid-js").scopes.get("blocks").whole()) === JSON.stringify(want));
+  assert.equal(b.world.get("grid-js").scopes.get("blocks").ver, a.world.get("grid-js").scopes.get("blocks").ver);
+  assert.deepEqual(Object.fromEntries([...rebuilt].sort()), want);
+  assert.ok(events.length >= 2 && events.length <= 5, events.join(", ")); // changes within a tick come as one delta
+  assert.throws(() => b.world.get("grid-js").setElements("blocks", { x: {} }), /not owned/);
+
+  // A link to a peer that does not list "scopes" sends the grid whole, as a property.
+  const { world, link, sent } = fakeLink("downstream");
+  link.receive(["metadataChange", { identifier: "client-AAAAAAAA-AAAAAAAA" }]);
+  const g = world.create({}, "g");
+  g.setElements("blocks", { a: { c: 1 } });
+  await flushSoon();
+  g.setElements("blocks", { b: { c: 2 } });
+  await flushSoon();
+  const last = sent.filter((m) => m[0] === "worldChange").at(-1)[1].changes[0];
+  assert.deepEqual(last, { type: "update", id: "g", owner: world.identifier, properties: { blocks: { a: { c: 1 }, b: { c: 2 } } } });
+  a.close();
+  await waitFor("b loses the grid", () => !b.world.get("grid-js"));
+  b.close();
   await node.stop();
 });
 

@@ -45,6 +45,16 @@ world.send("chat", { text: "hello" }, { room: "lobby" });
 session.send("rpc", { call: "open" }, { world: "bot-AAAAAAAA-BBBBBBBB" });
 world.send("boom", null, { at: [1, 2, 3] });
 const inRooms: string[] | null = world.rooms;
+const grid: GameObject = world.create({ position: [0, 0, 0] });
+grid.setElements("blocks", { "0,0,0": { c: "red" } });
+grid.removeElements("blocks", ["0,0,0"]);
+const blocks: Map<string, Record<string, unknown>> = grid.elements("blocks");
+console.log(blocks.size, grid.scopes.get("blocks")?.ver, grid.scopes.get("blocks")?.whole());
+world.addEventListener("elements", (e) => {
+  const d = e.detail;
+  if (d.reset) console.log("replaced", d.object.id, d.scope);
+  console.log(d.removed.length, Object.keys(d.added), Object.keys(d.modified));
+});
 world.addEventListener("join", (e) => console.log(e.detail.world, "joined", e.detail.room, world.present(e.detail.room)));
 world.addEventListener("leave", (e) => console.log(e.detail.world, "left", e.detail.room));
 world.addEventListener("refused", (e) => console.log("the node refused", e.detail.id, e.detail.reason, e.detail.object.properties));
