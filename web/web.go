@@ -65,7 +65,8 @@ func ParseICEServers(s string) ([]ICEServer, error) {
 	return out, nil
 }
 
-// Handler serves the 3D demo at /, the 2D one at /2d, the inspector at
+// Handler serves the 3D demo at /, the 2D one at /2d, the voxel builder at
+// /voxel, the inspector at
 // /inspect, the networked-aframe example at /naf.html, and the JavaScript
 // modules (and pinned third-party builds, under /vendor/) beside them.
 func Handler() http.Handler { return HandlerWith(Options{}) }
@@ -89,6 +90,8 @@ func HandlerWith(opts Options) http.Handler {
 			http.ServeFileFS(w, r, files, "index.html")
 		case "/2d", "/2d/":
 			http.ServeFileFS(w, r, files, "2d.html")
+		case "/voxel", "/voxel/":
+			http.ServeFileFS(w, r, files, "voxel.html")
 		case "/inspect", "/inspect/":
 			http.ServeFileFS(w, r, files, "inspect.html")
 		default:
