@@ -103,11 +103,21 @@ type ObjectInfo struct {
 	Owner      string               `json:"owner"`
 	Epoch      uint64               `json:"epoch,omitempty"`
 	Properties gameworld.Properties `json:"properties"`
-	Version    uint64               `json:"version"`
+	// Scopes are the object's scopes, by name: their versions and sizes
+	// (not their elements, which may be many).
+	Scopes  map[string]ScopeInfo `json:"scopes,omitempty"`
+	Version uint64               `json:"version"`
 	// AgeMs is how long ago the object was created; UpdatedMs how long ago
 	// it last changed.
 	AgeMs     int64 `json:"ageMs"`
 	UpdatedMs int64 `json:"updatedMs"`
+}
+
+// ScopeInfo describes one scope of an object, for inspection.
+type ScopeInfo struct {
+	Ver      uint64 `json:"ver"`
+	Elements int    `json:"elements"`
+	Bytes    int64  `json:"bytes"`
 }
 
 // State is what the inspector endpoint serves.
@@ -141,8 +151,16 @@ func (n *Node) State(limit int, filter string) State {
 		if filter != "" && !strings.Contains(o.ID, filter) && !strings.Contains(o.Owner, filter) && !propsContain(o.Properties, filter) {
 			continue
 		}
-		st.Objects = append(st.Objects, ObjectInfo{ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties, Version: o.Version,
-			AgeMs: now.UnixMilli() - o.Created, UpdatedMs: now.UnixMilli() - o.Updated})
+		info := ObjectInfo{ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties, Version: o.Version,
+			AgeMs: now.UnixMilli() - o.Created, UpdatedMs: now.UnixMilli() - o.Updated}
+		for _, name := range o.Scopes.Names() {
+			if info.Scopes == nil {
+				info.Scopes = map[string]ScopeInfo{}
+			}
+			n, b := o.Scopes.Size1(name)
+			info.Scopes[name] = ScopeInfo{Ver: o.Scopes.Ver(name), Elements: n, Bytes: b}
+		}
+		st.Objects = append(st.Objects, info)
 	}
 	return st
 }

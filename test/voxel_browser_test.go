@@ -31,7 +31,8 @@ func TestBrowserVoxelBuilder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, front, _ := startWebNode(t, relay.Options{Validator: v, Store: st})
+	node, front, mux := startWebNode(t, relay.Options{Validator: v, Store: st})
+	mux.Handle("/api/state", node.StateHandler())
 	defer func() {
 		if n, first := v.refusals(); n > 0 {
 			t.Errorf("the builder's writes broke the demo's schemas %d times; first: %v", n, first)
@@ -72,6 +73,10 @@ func TestBrowserVoxelBuilder(t *testing.T) {
 	if n := evalJS[int](t, alice, `document.querySelectorAll("#grid a-box").length`); n != 4 {
 		t.Fatalf("alice draws %d boxes for 4 blocks", n)
 	}
+
+	// The inspector shows the grid's scope: its size, not its blocks.
+	insp, _ := tab(t, browser, "inspector", front.URL+"/inspect")
+	waitJS(t, insp, "the inspector shows the scope", `[...document.querySelectorAll("#objects small.scope")].some(e => e.textContent.includes("blocks: 4 elements"))`)
 
 	// Everyone leaves; the node restarts on its data; the grid is back.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -181,6 +181,13 @@ function render(st) {
     const json = JSON.stringify(o.properties);
     code.textContent = json.length > 160 ? json.slice(0, 160) + "…" : json;
     td.appendChild(code);
+    for (const [name, sc] of Object.entries(o.scopes || {})) {
+      // A scope: its size and version, not its elements.
+      const s = document.createElement("small");
+      s.className = "scope";
+      s.textContent = ` ${name}: ${sc.elements} elements, ${sc.bytes} bytes, ver ${sc.ver}`;
+      td.appendChild(s);
+    }
     cell(tr, dur(o.ageMs));
     ob.appendChild(tr);
   }
