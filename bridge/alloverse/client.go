@@ -72,8 +72,9 @@ type ClientStats struct {
 	// answered with an acknowledgement of the newest).
 	Stale uint64
 	// Last is the form of the last packet taken: "set", "merge" or
-	// "apply".
-	Last string
+	// "apply"; LastBytes its size.
+	Last      string
+	LastBytes int
 }
 
 // DialClient connects to an Alloverse endpoint (ws:// or wss:// URL).
@@ -290,7 +291,7 @@ func (c *Client) state(pkt []byte) (ack uint64, send bool) {
 		c.order = c.order[1:]
 	}
 	c.latest, c.have = rev, true
-	c.stats.Last = style
+	c.stats.Last, c.stats.LastBytes = style, len(pkt)
 	switch style {
 	case "set":
 		c.stats.Sets++

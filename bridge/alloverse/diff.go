@@ -67,7 +67,7 @@ func (s *state) applyPacket(base uint64, ids []string, changes map[string]*chang
 			b = appendOp(b, "remove", path, nil)
 		case e == nil:
 		case !c.existed:
-			b = appendOp(b, "add", path, appendEntity(nil, id, e.comps))
+			b = appendOp(b, "add", path, appendEntity(nil, id, e.all()))
 		default:
 			for _, k := range sortedKeys(c.base) {
 				old, now := c.base[k], e.comps[k]
@@ -78,6 +78,24 @@ func (s *state) applyPacket(base uint64, ids []string, changes map[string]*chang
 				default:
 					// add replaces an existing member (RFC 6902 4.1).
 					b = appendOp(b, "add", path+"/components/"+escapePointer(k), now)
+				}
+			}
+			// A scope changes element by element.
+			for _, name := range sortedKeys(c.elems) {
+				sp := path + "/components/" + escapePointer(name)
+				if c.scopeNew[name] {
+					b = appendOp(b, "add", sp, appendComponents(nil, e.scopes[name]))
+					continue
+				}
+				for _, k := range sortedKeys(c.elems[name]) {
+					old, now := c.elems[name][k], e.scopes[name][k]
+					switch {
+					case bytes.Equal(old, now):
+					case now == nil:
+						b = appendOp(b, "remove", sp+"/"+escapePointer(k), nil)
+					default:
+						b = appendOp(b, "add", sp+"/"+escapePointer(k), now)
+					}
 				}
 			}
 		}
@@ -129,12 +147,13 @@ func (s *state) mergePacket(base uint64, ids []string, changes map[string]*chang
 		case e == nil:
 			continue
 		case !c.existed:
-			for _, cv := range e.comps {
+			all := e.all()
+			for _, cv := range all {
 				if hasMemberNull(cv) {
 					return nil, false
 				}
 			}
-			v = appendEntity(nil, id, e.comps)
+			v = appendEntity(nil, id, all)
 		default:
 			comps := []byte{'{'}
 			m := 0
@@ -159,6 +178,48 @@ func (s *state) mergePacket(base uint64, ids []string, changes map[string]*chang
 					comps = append(comps, ',')
 				}
 				comps = appendString(comps, k)
+				comps = append(comps, ':')
+				comps = append(comps, p...)
+				m++
+			}
+			// A scope's patch names the elements that changed alone.
+			for _, name := range sortedKeys(c.elems) {
+				var p []byte
+				if c.scopeNew[name] {
+					p = appendComponents(nil, e.scopes[name])
+					if hasMemberNull(p) {
+						return nil, false
+					}
+				} else {
+					p = []byte{'{'}
+					for _, k := range sortedKeys(c.elems[name]) {
+						old, now := c.elems[name][k], e.scopes[name][k]
+						if bytes.Equal(old, now) {
+							continue
+						}
+						ep := []byte("null")
+						if now != nil {
+							var ok bool
+							if ep, ok = mergeDiff(old, now); !ok {
+								return nil, false
+							}
+						}
+						if len(p) > 1 {
+							p = append(p, ',')
+						}
+						p = appendString(p, k)
+						p = append(p, ':')
+						p = append(p, ep...)
+					}
+					if len(p) == 1 {
+						continue
+					}
+					p = append(p, '}')
+				}
+				if m > 0 {
+					comps = append(comps, ',')
+				}
+				comps = appendString(comps, name)
 				comps = append(comps, ':')
 				comps = append(comps, p...)
 				m++

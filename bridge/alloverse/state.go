@@ -35,9 +35,13 @@ func isNewer(a, b uint64) bool {
 	return d != 0 && d < revSpace/2
 }
 
-// entity is one entity of the document: its non-null components.
+// entity is one entity of the document: its non-null components, and its
+// object's scopes (a grid's blocks), each a component whose value is an
+// object of elements, kept element by element so that a change of one
+// costs that one, in memory and in diffs.
 type entity struct {
-	comps map[string]json.RawMessage
+	comps  map[string]json.RawMessage
+	scopes map[string]map[string]json.RawMessage
 	// enc caches the entity's encoding in a set; nil when stale.
 	enc []byte
 }
@@ -48,6 +52,10 @@ type entity struct {
 type entDelta struct {
 	existed bool
 	before  map[string]json.RawMessage
+	// elems holds, by scope, the value before of every element touched
+	// (nil: absent); scopeNew the scopes the entity did not have before.
+	elems    map[string]map[string]json.RawMessage
+	scopeNew map[string]bool
 }
 
 // delta is the change set that produced revision rev.
@@ -124,12 +132,29 @@ func (s *state) apply(dl relay.Delivery) {
 			}
 			s.worldBytes -= compSize(k, v)
 		}
+		for name, m := range e.scopes {
+			if d.elems == nil {
+				d.elems = map[string]map[string]json.RawMessage{}
+			}
+			before := d.elems[name]
+			if before == nil && !d.scopeNew[name] {
+				before = map[string]json.RawMessage{}
+				d.elems[name] = before
+			}
+			for k, v := range m {
+				if _, seen := before[k]; !seen && before != nil {
+					before[k] = v
+				}
+				s.worldBytes -= compSize(k, v)
+			}
+		}
 		delete(s.entities, dl.ID)
 		return
 	}
 	if dl.After == nil {
 		return
 	}
+	defer s.applyScopes(dl, dl.ID)
 	d := s.touch(dl.ID, e)
 	if e == nil {
 		e = &entity{comps: map[string]json.RawMessage{}}
@@ -169,6 +194,85 @@ func (s *state) apply(dl relay.Delivery) {
 
 func isNull(v json.RawMessage) bool { return string(v) == "null" }
 
+// applyScopes takes a delivery's scope deltas into its entity's scopes
+// (the entity exists: apply made it).
+func (s *state) applyScopes(dl relay.Delivery, id string) {
+	if len(dl.Scopes) == 0 {
+		return
+	}
+	e := s.entities[id]
+	d := s.touch(id, e)
+	if e.scopes == nil {
+		e.scopes = map[string]map[string]json.RawMessage{}
+	}
+	for name, sd := range dl.Scopes {
+		m := e.scopes[name]
+		if m == nil {
+			m = map[string]json.RawMessage{}
+			e.scopes[name] = m
+			if _, recorded := d.elems[name]; !recorded {
+				// (Had the entity held it at the base, and gone within
+				// the pending changes, its removal recorded its elements.)
+				if d.scopeNew == nil {
+					d.scopeNew = map[string]bool{}
+				}
+				d.scopeNew[name] = true
+			}
+		}
+		if d.elems == nil {
+			d.elems = map[string]map[string]json.RawMessage{}
+		}
+		before := d.elems[name]
+		if before == nil {
+			before = map[string]json.RawMessage{}
+			d.elems[name] = before
+		}
+		set := func(k string, v json.RawMessage) {
+			old, had := m[k]
+			if had && bytes.Equal(old, v) {
+				return
+			}
+			if _, seen := before[k]; !seen {
+				before[k] = old // nil when absent
+			}
+			if had {
+				s.worldBytes -= compSize(k, old)
+			}
+			if v == nil {
+				delete(m, k)
+			} else {
+				m[k] = v
+				s.worldBytes += compSize(k, v)
+			}
+			e.enc = nil
+		}
+		if sd.Full {
+			for k := range m {
+				if _, keep := sd.Added[k]; !keep {
+					set(k, nil)
+				}
+			}
+		}
+		for _, k := range sd.Removed {
+			set(k, nil)
+		}
+		for k, f := range sd.Added {
+			set(k, appendComponents(nil, f))
+		}
+		for k, f := range sd.Modified {
+			cur := map[string]json.RawMessage{}
+			if old, ok := m[k]; ok {
+				json.Unmarshal(old, &cur) //nolint:errcheck // encoded here
+			}
+			for fk, fv := range f {
+				cur[fk] = fv
+			}
+			set(k, appendComponents(nil, cur))
+		}
+	}
+}
+
+
 // commit turns the pending changes into a new revision if any of them
 // changed the document; it reports whether it did.
 func (s *state) commit() bool {
@@ -178,11 +282,19 @@ func (s *state) commit() bool {
 		case !d.existed && e == nil:
 			delete(s.pending, id)
 		case d.existed && e != nil:
-			same := true
+			same := len(d.scopeNew) == 0
 			for k, v := range d.before {
 				if !bytes.Equal(v, e.comps[k]) {
 					same = false
 					break
+				}
+			}
+			for name, before := range d.elems {
+				for k, v := range before {
+					if !same {
+						break
+					}
+					same = bytes.Equal(v, e.scopes[name][k])
 				}
 			}
 			if same {
@@ -214,6 +326,11 @@ func (s *state) newRevision() {
 		d.size += len(id) + entityOverhead
 		for k, v := range ed.before {
 			d.size += compSize(k, v)
+		}
+		for _, m := range ed.elems {
+			for k, v := range m {
+				d.size += compSize(k, v)
+			}
 		}
 	}
 	s.hist = append(s.hist, d)
@@ -299,7 +416,7 @@ func (s *state) setPacket() []byte {
 	for id, e := range s.entities {
 		ids = append(ids, id)
 		if e.enc == nil {
-			e.enc = appendEntity(nil, id, e.comps)
+			e.enc = appendEntity(nil, id, e.all())
 		}
 		size += len(id) + len(e.enc) + 4
 	}
@@ -318,6 +435,22 @@ func (s *state) setPacket() []byte {
 	b = strconv.AppendUint(b, s.rev, 10)
 	s.set = append(b, '}')
 	return s.set
+}
+
+// all returns the entity's components, its scopes among them as objects
+// of their elements.
+func (e *entity) all() map[string]json.RawMessage {
+	if len(e.scopes) == 0 {
+		return e.comps
+	}
+	out := make(map[string]json.RawMessage, len(e.comps)+len(e.scopes))
+	for k, v := range e.comps {
+		out[k] = v
+	}
+	for name, m := range e.scopes {
+		out[name] = appendComponents(nil, m)
+	}
+	return out
 }
 
 // appendEntity appends {"id":id,"components":{...}} with sorted keys.
@@ -367,8 +500,12 @@ func appendString(b []byte, s string) []byte {
 // change is what happened to one entity between a base revision and now.
 type change struct {
 	existed bool
-	// base holds the base value of every component touched since.
-	base map[string]json.RawMessage
+	// base holds the base value of every component touched since; elems
+	// that of every element touched, by scope, and scopeNew the scopes
+	// the entity did not have at the base.
+	base     map[string]json.RawMessage
+	elems    map[string]map[string]json.RawMessage
+	scopeNew map[string]bool
 }
 
 // changesSince folds the change sets after base into one per entity, in
@@ -386,6 +523,25 @@ func (s *state) changesSince(base uint64) map[string]*change {
 			for k, v := range ed.before {
 				if _, ok := c.base[k]; !ok {
 					c.base[k] = v
+				}
+			}
+			for name, m := range ed.elems {
+				if c.elems == nil {
+					c.elems = map[string]map[string]json.RawMessage{}
+				}
+				if c.elems[name] == nil {
+					c.elems[name] = map[string]json.RawMessage{}
+					if ed.scopeNew[name] {
+						if c.scopeNew == nil {
+							c.scopeNew = map[string]bool{}
+						}
+						c.scopeNew[name] = true
+					}
+				}
+				for k, v := range m {
+					if _, ok := c.elems[name][k]; !ok {
+						c.elems[name][k] = v
+					}
 				}
 			}
 		}
