@@ -35,9 +35,13 @@ func TestScopesAsNestedComponents(t *testing.T) {
 			caughtUp(t, p, c)
 			acked(t, p)
 			for i, change := range []func() error{
-				func() error { return alice.SetElements("grid", "blocks", map[string]map[string]any{"1,2,3": {"c": "gold"}}) },
+				func() error {
+					return alice.SetElements("grid", "blocks", map[string]map[string]any{"1,2,3": {"c": "gold"}})
+				},
 				func() error { return alice.RemoveElements("grid", "blocks", "4,4,4") },
-				func() error { return alice.SetElements("grid", "blocks", map[string]map[string]any{"9,9,10": {"c": "glass"}}) },
+				func() error {
+					return alice.SetElements("grid", "blocks", map[string]map[string]any{"9,9,10": {"c": "glass"}})
+				},
 				func() error { return alice.Set("grid", map[string]any{"kind": "grid", "lit": true}) },
 			} {
 				before := p.bridge.Revision()

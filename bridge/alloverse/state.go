@@ -272,7 +272,6 @@ func (s *state) applyScopes(dl relay.Delivery, id string) {
 	}
 }
 
-
 // commit turns the pending changes into a new revision if any of them
 // changed the document; it reports whether it did.
 func (s *state) commit() bool {
