@@ -141,6 +141,12 @@ func Import(r io.Reader) (State, error) {
 			}
 			o.Properties[k] = c.Bytes()
 		}
+		for name, d := range o.Scopes {
+			// (Decoded and checked by scope.Delta's UnmarshalJSON.)
+			if !d.Full || name == "" {
+				return State{}, fmt.Errorf("store: %w: object %q, scope %q: not a snapshot", ErrBadBackup, o.ID, name)
+			}
+		}
 	}
 	st := State{Identifier: b.Identifier, Objects: b.Objects}
 	for k, v := range b.Values {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/solipsism/mesh/scope"
 )
 
 func obj(id, owner string, epoch uint64, props string) Object {
@@ -150,6 +152,7 @@ func TestBoltRefuses(t *testing.T) {
 func TestBackupRoundTrip(t *testing.T) {
 	st := State{Identifier: "server-AAAAAAAA-AAAAAAAA", ResumeSecret: []byte("s"), Meta: map[string][]byte{"k": []byte("v")},
 		Objects: []Object{obj("b", "o", 3, `{"y":[1,2]}`), obj("a", "o", 0, `{"x":"é"}`)}}
+	st.Objects[1].Scopes = map[string]scope.Delta{"blocks": {Ver: 4, Full: true, Added: map[string]scope.Fields{"1,2,3": {"c": json.RawMessage(`"red"`)}}}}
 	var buf bytes.Buffer
 	if err := Export(&buf, st); err != nil {
 		t.Fatal(err)
@@ -164,6 +167,9 @@ func TestBackupRoundTrip(t *testing.T) {
 	if string(got.Objects[1].Properties["y"]) != "[1,2]" || got.Objects[1].Epoch != 3 {
 		t.Fatalf("object b: %+v", got.Objects[1])
 	}
+	if d := got.Objects[0].Scopes["blocks"]; !d.Full || d.Ver != 4 || string(d.Added["1,2,3"]["c"]) != `"red"` {
+		t.Fatalf("object a's scope: %+v", d)
+	}
 	bad := map[string]string{
 		"not JSON":                 `{`,
 		"other format":             `{"format":"x","version":1,"objects":[]}`,
@@ -177,6 +183,8 @@ func TestBackupRoundTrip(t *testing.T) {
 		"identifier not a node's":  `{"format":"solipsism-world","version":1,"identifier":"server-X-Y/../x","objects":[]}`,
 		"long owner":               `{"format":"solipsism-world","version":1,"objects":[{"id":"a","owner":"` + strings.Repeat("o", 257) + `"}]}`,
 		"invalid UTF-8":            "{\"format\":\"solipsism-world\",\"version\":1,\"objects\":[{\"id\":\"a\xff\",\"owner\":\"o\"}]}",
+		"a scope not a snapshot":   `{"format":"solipsism-world","version":1,"objects":[{"id":"a","owner":"o","properties":{},"scopes":{"b":{"ver":2,"removed":["x"]}}}]}`,
+		"a scope not a delta":      `{"format":"solipsism-world","version":1,"objects":[{"id":"a","owner":"o","properties":{},"scopes":{"b":[]}}]}`,
 		"invalid UTF-8 in a value": "{\"format\":\"solipsism-world\",\"version\":1,\"objects\":[{\"id\":\"a\",\"owner\":\"o\",\"properties\":{\"x\":\"\xc3\"}}]}",
 	}
 	for name, in := range bad {
@@ -191,6 +199,7 @@ func TestBackupRoundTrip(t *testing.T) {
 func FuzzImport(f *testing.F) {
 	f.Add([]byte(`{"format":"solipsism-world","version":1,"identifier":"server-AAAAAAAA-BBBBBBBB","objects":[{"id":"a","owner":"o","epoch":2,"properties":{"x":1}}],"values":{"k":"v"}}`))
 	f.Add([]byte(`{"format":"solipsism-world","version":1,"objects":null}`))
+	f.Add([]byte(`{"format":"solipsism-world","version":1,"objects":[{"id":"a","owner":"o","properties":{},"scopes":{"b":{"ver":3,"full":true,"added":{"x":{"c":1}}}}}]}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, err := Import(bytes.NewReader(b))
