@@ -119,7 +119,7 @@ func TestParseConfig(t *testing.T) {
 		{"ice servers not JSON", []string{"--ice-servers", "stun:x"}, env(), nil, "--ice-servers"},
 		{"an ice server that is not one", []string{"--ice-servers", `[{"urls":"http://x"}]`}, env(), nil, "not a stun:"},
 		{"schemas", []string{"--schemas", "../../docs/demo-schemas.json"}, env(), func(t *testing.T, c config) {
-			if c.schemas == nil || len(c.schemas.Kinds()) != 3 {
+			if c.schemas == nil || len(c.schemas.Kinds()) != 4 {
 				t.Fatalf("schemas: %+v", c.schemas)
 			}
 		}, ""},
