@@ -175,6 +175,19 @@ func (l *Link) KnownSet() func(slot uint32) bool {
 	return known.has
 }
 
+// KnowsAny reports whether the link believes its peer holds any object
+// (counting what is queued for it).
+func (l *Link) KnowsAny() bool {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	for _, w := range l.known {
+		if w != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // KnownSlots appends to dst the slots of what the link believes its peer
 // holds (as KnownSet tests them), in increasing order, and returns it.
 func (l *Link) KnownSlots(dst []uint32) []uint32 {

@@ -380,8 +380,11 @@ func (n *Node) setRegionLocked(ls *linkState, v wants) {
 		ls.region = nil
 	}
 	n.regionGoneLocked()
-	if !ls.ready || ls.refreshWanted {
-		return // the refresh to come respects the region
+	if !ls.ready || (ls.refreshWanted && !ls.knowsAny()) {
+		// The refresh to come respects the region. (A peer that holds
+		// objects already, one that asked for a refresh again, say, must
+		// still be told what left: a refresh answer only adds.)
+		return
 	}
 	// Objects of the old and new regions: what enters the view comes
 	// whole, what leaves it goes. Only those the link may be sent are
@@ -500,6 +503,15 @@ func (n *Node) continueRevealLocked(ls *linkState) {
 	// taken in a flush, but when the region changed).
 	n.fan.moreRefresh, n.fan.refreshes = true, true
 	n.kickLocked()
+}
+
+// knowsAny reports whether the peer of ls holds (or is about to) any
+// object. n.mu must be held.
+func (ls *linkState) knowsAny() bool {
+	if ls.att != nil {
+		return len(ls.att.seen) > 0
+	}
+	return ls.link.KnowsAny()
 }
 
 // endpointOffer offers records with verdicts to a link or attachment.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/peer"
 )
 
@@ -315,4 +316,31 @@ func TestRegionChangeSliced(t *testing.T) {
 	if k := ignored(viewer); k != 0 {
 		t.Fatalf("the viewer got %d records for objects it was never sent", k)
 	}
+}
+
+// TestRegionWhileRefreshWanted: a peer that holds the world asks for a
+// refresh again and, before the answer, narrows its region: what left the
+// region is removed (a refresh answer only adds), and it ends with the
+// region's objects alone.
+func TestRegionWhileRefreshWanted(t *testing.T) {
+	_, url := startNode(t, Options{Tick: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	writer := dialTick(t, ctx, url, 5*time.Millisecond)
+	for x := range 20 {
+		if err := writer.CreateWithID(fmt.Sprint("x", x), map[string]any{"position": []float64{float64(x), 0, 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := wiretest.Dial(t, url, "client-rrrrrrrr-rrrrrrrr", wiretest.Options{})
+	p.Wait("the world", 10*time.Second, func(objs map[string]wiretest.Object) bool { return len(objs) == 20 })
+	// Both in one tick of the node: the refresh is still to come when the
+	// region changes.
+	p.Send("requestRefresh", nil)
+	p.Send("metadataChange", map[string]any{"identifier": "client-rrrrrrrr-rrrrrrrr", "interest": map[string]any{"min": []float64{-0.5, -1, -1}, "max": []float64{4.5, 1, 1}}})
+	// (x5 and x6, within the default margin of 2, stay as they are.)
+	p.Wait("the region's objects alone", 10*time.Second, func(objs map[string]wiretest.Object) bool {
+		return len(objs) == 7 && objs["x0"].Owner != "" && objs["x6"].Owner != ""
+	})
+	p.CheckClean()
 }
