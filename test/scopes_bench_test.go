@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/solipsism/mesh/bridge/snapshot"
 )
 
 // wireCounter counts what a raw client receives: messages, and their
@@ -104,7 +107,8 @@ func BenchmarkScopesOneBlock(b *testing.B) {
 	for range b.N {
 		for _, scoped := range []bool{true, false} {
 			name := map[bool]string{true: "scope", false: "objects"}[scoped]
-			node := startNodeProc(b, strings.Fields(blockNodeArgs)...)
+			udp := freeUDPAddr(b)
+			node := startNodeProc(b, append(strings.Fields(blockNodeArgs), "--snapshot-listen", udp)...)
 			var takes, legacy wireCounter
 			rawClientWith(b, node.url(), "watch-00000000-00000001", `,"features":["scopes"]`, takes.count)
 			rawClient(b, node.url(), "watch-00000000-00000002", legacy.count)
@@ -128,13 +132,38 @@ func BenchmarkScopesOneBlock(b *testing.B) {
 			time.Sleep(8 * time.Second) // settled: the node's reclaimer checks every 2 s
 			_, rss1 := procUsage(b, node.pid)
 			heap1 := nodeMetric(b, node, "go_memstats_heap_inuse_bytes")
+			// A snapshot client too, once it holds the world (a grid
+			// fills over many ticks), first idle for as long as the
+			// changes take, then during them.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			sc, err := snapshot.Dial(ctx, udp, snapshot.ClientOptions{})
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+			deadline = time.Now().Add(3 * time.Minute)
+			for len(sc.Objects()) < map[bool]int{true: 1, false: blocks}[scoped] || (scoped && len(sc.Elements("grid-0", "blocks")) < blocks) {
+				if time.Now().After(deadline) {
+					b.Fatal("the snapshot client did not get the world")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			time.Sleep(time.Second)
+			const window = changes * 50 * time.Millisecond
+			_, idle0 := sc.Received()
+			time.Sleep(window)
+			_, idle1 := sc.Received()
 			takes.reset()
 			legacy.reset()
+			_, snap0 := sc.Received()
 			for k := range changes {
 				send(b, w, []string{blockChange(owner, 0, side, (k*7919)%blocks, 16+k, scoped)})
 				time.Sleep(50 * time.Millisecond)
 			}
+			_, snap1 := sc.Received()
+			sc.Close()
 			time.Sleep(time.Second)
+			b.ReportMetric(float64((snap1-snap0)-(idle1-idle0))/changes, name+"-snapshot-bytes/change")
 			b.ReportMetric(float64(rss1-rss0)/blocks, name+"-node-rss-bytes/block")
 			b.ReportMetric((heap1-heap0)/blocks, name+"-node-heap-bytes/block")
 			b.ReportMetric(float64(takes.bytes.Load())/changes, name+"-ws-bytes/change")
@@ -220,4 +249,15 @@ func BenchmarkScopesFanout(b *testing.B) {
 		b.ReportMetric(median(m["objects-node-cpu-ms/s"])/median(m["scope-node-cpu-ms/s"]), "cpu-objects/scope")
 		b.ReportMetric(median(m["objects-bytes/s/client"])/median(m["scope-bytes/s/client"]), "bytes-objects/scope")
 	}
+}
+
+// freeUDPAddr returns a loopback UDP address no one listens on now.
+func freeUDPAddr(tb testing.TB) string {
+	tb.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().String()
 }

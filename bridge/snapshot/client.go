@@ -41,12 +41,31 @@ type world struct {
 	lastTick, ackMask uint32
 	serverTime        uint32
 	lastCmd, cmdMask  uint32
+	// changes collects the element changes of the packet being applied.
+	changes []ElementChange
+}
+
+func (w *world) report(c ElementChange) { w.changes = append(w.changes, c) }
+
+// Elements returns one scope of an object, element id to fields.
+func (w *world) Elements(object, scope string) map[string]json.RawMessage {
+	id, ok := w.objects[object]
+	if !ok {
+		return nil
+	}
+	out := map[string]json.RawMessage{}
+	for k, v := range w.ghosts[id].bufs[scope] {
+		out[k] = v
+	}
+	return out
 }
 
 type cghost struct {
 	object string
 	typ    int // local type
 	vals   []value
+	// bufs are the object's scopes: element id to fields, by name.
+	bufs map[string]map[string]json.RawMessage
 	// hist holds the latest received values, as baselines: the server
 	// uses only sends among its last ghostHistory, so they are here.
 	hist [ghostHistory]struct {
@@ -87,6 +106,50 @@ type pendingGhost struct {
 	object string
 	typ    int
 	b      *base
+	pieces []bufPiece
+}
+
+// ElementChange is a change of one element of an object's scope, as a
+// snapshot client applied it.
+type ElementChange struct {
+	Object, Scope, ID string
+	// Fields are the element's fields now; nil if it was removed.
+	Fields json.RawMessage
+}
+
+// applyPieces applies what a snapshot carried of the ghost's buffers:
+// each scope's clears, then its elements; it reports each change.
+func (g *cghost) applyPieces(pieces []bufPiece, report func(ElementChange)) {
+	for _, p := range pieces {
+		if g.bufs == nil {
+			g.bufs = map[string]map[string]json.RawMessage{}
+		}
+		m := g.bufs[p.name]
+		if m == nil {
+			m = map[string]json.RawMessage{}
+			g.bufs[p.name] = m
+		}
+		for _, c := range p.clears {
+			sp := span{lo: c[0], end: c[1], first: c[0] == ""}
+			for id := range m {
+				if sp.covers(id) {
+					delete(m, id)
+					report(ElementChange{Object: g.object, Scope: p.name, ID: id})
+				}
+			}
+		}
+		for _, e := range p.entries {
+			old, had := m[e.id]
+			switch {
+			case e.fields == nil && had:
+				delete(m, e.id)
+				report(ElementChange{Object: g.object, Scope: p.name, ID: e.id})
+			case e.fields != nil && (!had || string(old) != string(e.fields)):
+				m[e.id] = e.fields
+				report(ElementChange{Object: g.object, Scope: p.name, ID: e.id, Fields: e.fields})
+			}
+		}
+	}
 }
 
 // apply applies one snapshot packet: removals first, then additions and
@@ -191,11 +254,12 @@ func (w *world) apply(p []byte) error {
 				if r.Err() != nil {
 					return r.Err()
 				}
-				vals, mask, size, err := codec.decode(r, lt, b0, b1)
+				vals, pieces, mask, size, err := codec.decode(r, lt, b0, b1)
 				if err != nil {
 					return err
 				}
 				pg.b = &base{vals: vals, mask: mask, size: size}
+				pg.pieces = pieces
 				pending = append(pending, pg)
 			}
 			got += cnt
@@ -223,6 +287,7 @@ func (w *world) apply(p []byte) error {
 			w.objects[pg.object] = pg.id
 		}
 		g.push(h.Tick, *pg.b)
+		g.applyPieces(pg.pieces, w.report)
 	}
 	if w.lastTick != 0 {
 		shift := h.Tick - w.lastTick
@@ -278,6 +343,47 @@ type Client struct {
 	err     error
 	changed chan struct{}
 	resyncs int
+	subs    map[int]func(ElementChange)
+	nextSub int
+	// packets and bytes count the snapshots received (Received).
+	packets, bytes uint64
+}
+
+// Received returns how many snapshot packets the client has received,
+// and their bytes (UDP payloads).
+func (c *Client) Received() (packets, bytes uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.packets, c.bytes
+}
+
+// Elements returns one scope of an object as the client holds it
+// (element id to fields), or nil if it has no such object.
+func (c *Client) Elements(object, scope string) map[string]json.RawMessage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.w.Elements(object, scope)
+}
+
+// SubscribeElements calls fn for every element of an object's scope that
+// a snapshot changes, after the snapshot is applied, in the order applied
+// (a scope's removals first), from the goroutine that reads the
+// connection: fn must not block for long. The returned function cancels
+// the subscription.
+func (c *Client) SubscribeElements(fn func(ElementChange)) (cancel func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.subs == nil {
+		c.subs = map[int]func(ElementChange){}
+	}
+	id := c.nextSub
+	c.nextSub++
+	c.subs[id] = fn
+	return func() {
+		c.mu.Lock()
+		delete(c.subs, id)
+		c.mu.Unlock()
+	}
 }
 
 type pendingUpdate struct {
@@ -543,13 +649,28 @@ func (c *Client) readLoop() {
 			return
 		case msgSnapshot:
 			c.mu.Lock()
+			c.packets++
+			c.bytes += uint64(n)
 			err := c.w.apply(buf[:n])
+			changes := c.w.changes
+			c.w.changes = nil
+			var subs []func(ElementChange)
 			if err == nil {
 				c.ackedLocked()
 				close(c.changed)
 				c.changed = make(chan struct{})
+				if len(changes) > 0 {
+					for _, fn := range c.subs {
+						subs = append(subs, fn)
+					}
+				}
 			}
 			c.mu.Unlock()
+			for _, fn := range subs {
+				for _, ch := range changes {
+					fn(ch)
+				}
+			}
 			if errors.Is(err, ErrHashMismatch) {
 				c.stop(err, ReasonHashMismatch)
 				return

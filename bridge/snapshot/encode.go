@@ -20,6 +20,7 @@ type candidate struct {
 	from, to int // its encoded body in the scratch writer
 	mask     uint32
 	size     uint32
+	spans    []span
 }
 
 // snapshotLocked writes the client's snapshot for this tick into w and
@@ -62,14 +63,17 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 		}
 		relevant++
 		cg := c.ghosts[slot]
-		if cg != nil && g.changed <= cg.acked {
+		// (A ghost with buffers the client does not hold whole, or that
+		// changed since, may have some to send: buffers.go.)
+		bufs := len(g.bufs) > 0 && (cg == nil || g.bufChanged > cg.acked || !cg.bufsDone(g))
+		if cg != nil && g.changed <= cg.acked && !bufs {
 			continue // unchanged since the client acknowledged it
 		}
 		cd := candidate{g: g, cg: cg}
 		if cg != nil {
 			s0, s1 := cg.baselines()
 			if s0 != nil {
-				if g.changed <= s0.tick {
+				if g.changed <= s0.tick && !bufs {
 					continue // unchanged since the client acknowledged it
 				}
 				cd.t0, cd.b0 = s0.tick, &s0.b
@@ -98,8 +102,30 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 	for _, cd := range cands {
 		t := &s.types[cd.g.typ]
 		codec := ghostCodec{tick: tick, t0: cd.t0, t1: cd.t1}
+		var pieces []*bufPiece
+		cd.spans = nil
+		if len(cd.g.bufs) > 0 {
+			// What fits of its buffers, in the room left beside its
+			// values (at most a kilobit for those).
+			room := budget - 1024
+			for _, name := range sortedKeys(cd.g.bufs) {
+				var held []tier
+				if cd.cg != nil {
+					held = cd.cg.bufs[name]
+				}
+				p, cost, spans := cd.g.bufs[name].piece(name, held, room)
+				if p != nil && len(pieces) < maxBufPieces {
+					pieces = append(pieces, p)
+					room -= cost
+					cd.spans = append(cd.spans, spans...)
+				}
+			}
+			if len(pieces) == 0 && cd.b0 != nil && cd.g.changed <= cd.t0 {
+				continue // nothing to send after all
+			}
+		}
 		cd.from = scratch.Bits()
-		cd.mask, cd.size = codec.encode(&scratch, &data, t, cd.g.vals, cd.b0, cd.b1)
+		cd.mask, cd.size = codec.encode(&scratch, &data, t, cd.g.vals, cd.b0, cd.b1, pieces)
 		cd.to = scratch.Bits()
 		cost := cd.to - cd.from + 24 // its id, and a share of chunk and group headers
 		if cd.b0 == nil {
@@ -165,7 +191,7 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 					cg = &clientGhost{id: cd.g.id}
 					c.ghosts[cd.g.slot] = cg
 				}
-				cg.add(tick, base{vals: cd.g.vals, mask: cd.mask, size: cd.size})
+				cg.add(tick, base{vals: cd.g.vals, mask: cd.mask, size: cd.size}, cd.spans)
 			}
 			k = m
 		}
@@ -181,4 +207,13 @@ func delta(tick, t uint32) uint32 {
 		return 0
 	}
 	return tick - t
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

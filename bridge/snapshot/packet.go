@@ -137,7 +137,7 @@ func (c ghostCodec) predict(b0, b1 int32) int32 {
 
 // encode writes a ghost's change mask and changed fields after its id; it
 // returns the mask and the data size in bits. data is scratch space.
-func (c ghostCodec) encode(w, data *Writer, t *GhostType, vals []value, b0, b1 *base) (mask, size uint32) {
+func (c ghostCodec) encode(w, data *Writer, t *GhostType, vals []value, b0, b1 *base, pieces []*bufPiece) (mask, size uint32) {
 	data.Reset()
 	for i, f := range t.Fields {
 		var bv value
@@ -170,28 +170,32 @@ func (c ghostCodec) encode(w, data *Writer, t *GhostType, vals []value, b0, b1 *
 		bmask, bsize = b0.mask, b0.size
 	}
 	w.WritePackedInt(int32(size - bsize)) // data size, against the baseline's
-	w.WritePacked(0)                      // total buffer data size: no buffers
+	w.WritePacked(uint32(len(pieces)))    // buffers: the scopes that follow the data
 	w.WritePacked(mask ^ bmask)           // change mask, against the baseline's
 	w.Append(data)
+	for _, p := range pieces {
+		p.write(w)
+	}
 	return mask, size
 }
 
 // decode reads what encode wrote.
-func (c ghostCodec) decode(r *Reader, t *GhostType, b0, b1 *base) (vals []value, mask, size uint32, err error) {
+func (c ghostCodec) decode(r *Reader, t *GhostType, b0, b1 *base) (vals []value, pieces []bufPiece, mask, size uint32, err error) {
 	var bmask, bsize uint32
 	if b0 != nil {
 		bmask, bsize = b0.mask, b0.size
 	}
 	size = uint32(r.ReadPackedInt()) + bsize
-	if r.ReadPacked() != 0 {
-		return nil, 0, 0, fmt.Errorf("%w: dynamic buffers are not supported", ErrBadPacket)
+	nbuf := r.ReadPacked()
+	if nbuf > maxBufPieces {
+		return nil, nil, 0, 0, fmt.Errorf("%w: %d buffers", ErrBadPacket, nbuf)
 	}
 	mask = r.ReadPacked() ^ bmask
 	if r.Err() != nil {
-		return nil, 0, 0, r.Err()
+		return nil, nil, 0, 0, r.Err()
 	}
 	if mask>>len(t.Fields) != 0 || int64(size) > int64(r.Remaining()) {
-		return nil, 0, 0, fmt.Errorf("%w: change mask or data size out of range", ErrBadPacket)
+		return nil, nil, 0, 0, fmt.Errorf("%w: change mask or data size out of range", ErrBadPacket)
 	}
 	start := r.Remaining()
 	vals = make([]value, len(t.Fields))
@@ -222,12 +226,19 @@ func (c ghostCodec) decode(r *Reader, t *GhostType, b0, b1 *base) (vals []value,
 		}
 	}
 	if r.Err() != nil {
-		return nil, 0, 0, r.Err()
+		return nil, nil, 0, 0, r.Err()
 	}
 	if uint32(start-r.Remaining()) != size {
-		return nil, 0, 0, fmt.Errorf("%w: ghost data is %d bits, announced %d", ErrBadPacket, start-r.Remaining(), size)
+		return nil, nil, 0, 0, fmt.Errorf("%w: ghost data is %d bits, announced %d", ErrBadPacket, start-r.Remaining(), size)
 	}
-	return vals, mask, size, nil
+	for range nbuf {
+		p, err := readPiece(r)
+		if err != nil {
+			return nil, nil, 0, 0, err
+		}
+		pieces = append(pieces, p)
+	}
+	return vals, pieces, mask, size, nil
 }
 
 // command is a client's command packet.

@@ -87,6 +87,10 @@ type ghost struct {
 	vals    []value
 	changed uint32 // tick its values last changed
 	spawn   uint32 // tick it was created
+	// bufs are its object's scopes (buffers.go), by name; bufChanged
+	// the tick one last changed.
+	bufs       map[string]*gbuf
+	bufChanged uint32
 }
 
 // conn is the server's view of one client.
@@ -143,6 +147,9 @@ type send struct {
 	tick  uint32
 	acked bool
 	b     base
+	// spans are the ranges of its buffers the client holds complete as
+	// of this send once it has it.
+	spans []span
 }
 
 // clientGhost is what a client knows of a ghost: its latest sends. A
@@ -153,6 +160,19 @@ type clientGhost struct {
 	acked    uint32 // the newest acknowledged send's tick
 	sends    [ghostHistory]send
 	n        uint32 // sends so far; the latest is sends[(n-1)%ghostHistory]
+	// bufs is what the client holds of the ghost's buffers, as far as it
+	// acknowledged, by scope.
+	bufs map[string][]tier
+}
+
+// bufsDone reports whether the client holds every buffer of g whole.
+func (cg *clientGhost) bufsDone(g *ghost) bool {
+	for name, b := range g.bufs {
+		if !b.complete(cg.bufs[name]) {
+			return false
+		}
+	}
+	return true
 }
 
 // baselines returns the newest two acknowledged sends, newest first.
@@ -171,17 +191,23 @@ func (cg *clientGhost) baselines() (b0, b1 *send) {
 	return b0, nil
 }
 
-func (cg *clientGhost) add(tick uint32, b base) {
-	cg.sends[cg.n%ghostHistory] = send{tick: tick, b: b}
+func (cg *clientGhost) add(tick uint32, b base, spans []span) {
+	cg.sends[cg.n%ghostHistory] = send{tick: tick, b: b, spans: spans}
 	cg.n++
 	cg.lastSent = tick
 }
 
 func (cg *clientGhost) ack(tick uint32) {
 	for i := range min(cg.n, ghostHistory) {
-		if s := &cg.sends[i]; s.tick == tick {
+		if s := &cg.sends[i]; s.tick == tick && !s.acked {
 			s.acked = true
 			cg.acked = max(cg.acked, tick)
+			for _, sp := range s.spans {
+				if cg.bufs == nil {
+					cg.bufs = map[string][]tier{}
+				}
+				cg.bufs[sp.name] = mark(cg.bufs[sp.name], sp, tick)
+			}
 		}
 	}
 }
@@ -604,14 +630,18 @@ func (s *Server) applyLocked(d relay.Delivery) {
 		return
 	}
 	typ := s.typeOf(d.After)
+	var bufs map[string]*gbuf
 	if g != nil && g.typ != typ {
 		s.despawnLocked(g) // a new type is a new ghost
-		g = nil
+		bufs, g = g.bufs, nil
 	}
 	vals := s.types[typ].quantize(d.After)
 	if g == nil {
 		s.nextID++
-		g = &ghost{id: s.nextID, object: d.ID, typ: typ, vals: vals, changed: s.tick, spawn: s.tick}
+		g = &ghost{id: s.nextID, object: d.ID, typ: typ, vals: vals, changed: s.tick, spawn: s.tick, bufs: bufs}
+		if g.applyScopes(d.Scopes, s.tick) || len(g.bufs) > 0 {
+			g.bufChanged = s.tick
+		}
 		s.objects[d.ID] = g
 		if n := len(s.free); n > 0 {
 			g.slot, s.free = s.free[n-1], s.free[:n-1]
@@ -624,6 +654,9 @@ func (s *Server) applyLocked(d relay.Delivery) {
 	}
 	if !slices.EqualFunc(g.vals, vals, value.equal) {
 		g.vals, g.changed = vals, s.tick
+	}
+	if g.applyScopes(d.Scopes, s.tick) {
+		g.bufChanged = s.tick
 	}
 }
 

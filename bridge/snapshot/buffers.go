@@ -1,0 +1,351 @@
+package snapshot
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/solipsism/mesh/scope"
+)
+
+// Dynamic buffers: an object's scopes (a grid's blocks, see
+// docs/protocol.md) travel with its ghost, element by element. The server
+// keeps each scope's elements and a log of which changed at which tick;
+// what a client holds of a scope is described, per acknowledged send, by
+// tiers: ranges of element ids (in byte order) and the tick each range is
+// complete as of (0: the client holds nothing there). A send carries, in
+// id order and as far as the packet's room allows, what changed in each
+// range since its tier's tick, or the range whole (cleared first) where
+// the log no longer reaches back or the client holds nothing: a grid of
+// many blocks fills over several ticks, and one block's change costs that
+// block.
+
+// maxLog bounds a buffer's change log: past it, the older half goes, and
+// a client whose tier is older gets its range whole.
+const maxLog = 4096
+
+// gbuf is one scope of a ghost, on the server.
+type gbuf struct {
+	elems map[string][]byte // element id to its fields, a compact JSON object
+	ids   []string          // the ids sorted; nil when stale
+	log   []logEntry        // the changes, in tick order
+	// logFrom is a tick such that every change after it is in log.
+	logFrom uint32
+}
+
+type logEntry struct {
+	tick uint32
+	id   string
+}
+
+// applyScopes takes a delivery's scope changes into the ghost's buffers at
+// tick, and reports whether any changed.
+func (g *ghost) applyScopes(deltas map[string]scope.Delta, tick uint32) bool {
+	changed := false
+	for name, d := range deltas {
+		if g.bufs == nil {
+			g.bufs = map[string]*gbuf{}
+		}
+		b := g.bufs[name]
+		if b == nil {
+			b = &gbuf{elems: map[string][]byte{}, logFrom: tick - 1}
+			g.bufs[name] = b
+		}
+		set := func(id string, v []byte) {
+			old, had := b.elems[id]
+			switch {
+			case v == nil && !had, had && string(old) == string(v):
+				return
+			case v == nil:
+				delete(b.elems, id)
+				b.ids = nil
+			default:
+				if !had {
+					b.ids = nil
+				}
+				b.elems[id] = v
+			}
+			b.log = append(b.log, logEntry{tick, id})
+			changed = true
+		}
+		if d.Full {
+			for id := range b.elems {
+				if _, keep := d.Added[id]; !keep {
+					set(id, nil)
+				}
+			}
+		}
+		for _, id := range d.Removed {
+			set(id, nil)
+		}
+		for id, f := range d.Added {
+			set(id, encodeFields(f))
+		}
+		for id, f := range d.Modified {
+			cur := scope.Fields{}
+			if old, ok := b.elems[id]; ok {
+				json.Unmarshal(old, &cur) //nolint:errcheck // encoded here
+			}
+			for k, v := range f {
+				cur[k] = v
+			}
+			set(id, encodeFields(cur))
+		}
+		if len(b.log) > maxLog {
+			cut := len(b.log) / 2
+			// (Entries of one tick stay together: logFrom is a tick.)
+			for cut < len(b.log) && b.log[cut].tick == b.log[cut-1].tick {
+				cut++
+			}
+			b.logFrom = b.log[cut-1].tick
+			b.log = slices.Clone(b.log[cut:])
+		}
+	}
+	return changed
+}
+
+// encodeFields encodes an element's fields as a JSON object, keys sorted.
+func encodeFields(f scope.Fields) []byte {
+	b, _ := json.Marshal(f) // (maps are encoded with sorted keys; values are JSON)
+	return b
+}
+
+func (b *gbuf) sorted() []string {
+	if b.ids == nil {
+		b.ids = make([]string, 0, len(b.elems))
+		for id := range b.elems {
+			b.ids = append(b.ids, id)
+		}
+		slices.Sort(b.ids)
+	}
+	return b.ids
+}
+
+// tier is a range of element ids, (the previous tier's end, end], that a
+// client holds complete as of tick (0: nothing). The last tier's end is
+// "" and means no end; the first tier starts before every id.
+type tier struct {
+	end  string
+	tick uint32
+}
+
+// span is a range of element ids (lo, end] of one scope: lo "" with first
+// set is no start, end "" no end.
+type span struct {
+	name, lo, end string
+	first         bool
+}
+
+// covers reports whether id is in the span.
+func (sp span) covers(id string) bool {
+	return (sp.first || id > sp.lo) && (sp.end == "" || id <= sp.end)
+}
+
+// mark records that the client holds sp complete as of tick, in ts.
+func mark(ts []tier, sp span, tick uint32) []tier {
+	if len(ts) == 0 {
+		ts = []tier{{end: "", tick: 0}}
+	}
+	// The elementary ranges between every boundary, each with the tick
+	// of the tier it lies in, raised where sp covers it.
+	var points []string
+	for _, t := range ts {
+		if t.end != "" {
+			points = append(points, t.end)
+		}
+	}
+	if !sp.first {
+		points = append(points, sp.lo)
+	}
+	if sp.end != "" {
+		points = append(points, sp.end)
+	}
+	slices.Sort(points)
+	points = slices.Compact(points)
+	var out []tier
+	ti := 0
+	for i := 0; i <= len(points); i++ {
+		end := ""
+		if i < len(points) {
+			end = points[i]
+		}
+		for ts[ti].end != "" && (end == "" || ts[ti].end < end) {
+			ti++
+		}
+		at := ts[ti].tick
+		inside := (sp.first || (i > 0 && points[i-1] >= sp.lo)) && (sp.end == "" || (end != "" && end <= sp.end))
+		if inside {
+			at = max(at, tick)
+		}
+		if n := len(out); n > 0 && out[n-1].tick == at {
+			out[n-1].end = end
+			continue
+		}
+		out = append(out, tier{end: end, tick: at})
+	}
+	return out
+}
+
+// complete reports whether ts holds all of buffer b.
+func (b *gbuf) complete(ts []tier) bool {
+	if len(ts) == 0 {
+		return len(b.elems) == 0 && len(b.log) == 0
+	}
+	for _, t := range ts {
+		if t.tick == 0 || t.tick < b.logFrom {
+			return false
+		}
+	}
+	return true
+}
+
+// bufEntry is one element of a send: its fields, or nil for a removal.
+type bufEntry struct {
+	id     string
+	fields []byte
+}
+
+// bufPiece is what a send carries of one scope.
+type bufPiece struct {
+	name    string
+	clears  [][2]string // ranges (from, to] to drop first; "" from: from the start, "" to: to the end
+	entries []bufEntry
+}
+
+// piece works out what a send carries of buffer b for a client that
+// holds ts (acknowledged), within budget bits: in id order, what changed
+// in each range since its tier's tick, or the range whole (cleared first)
+// where the client holds nothing or the log no longer reaches back. It
+// returns the piece (nil: nothing to send), its cost in bits and the
+// spans the client will hold complete as of this send once it has it.
+func (b *gbuf) piece(name string, ts []tier, budget int) (*bufPiece, int, []span) {
+	if len(ts) == 0 {
+		ts = []tier{{end: "", tick: 0}}
+	}
+	p := &bufPiece{name: name}
+	cost := 16 + 8*len(name) + 8
+	var spans []span
+	lo, first := "", true
+	for _, t := range ts {
+		var cands []string
+		whole := t.tick == 0 || t.tick < b.logFrom
+		sp := span{name: name, lo: lo, end: t.end, first: first}
+		lo, first = t.end, false
+		if whole {
+			ids := b.sorted()
+			i := 0
+			if !sp.first {
+				i = sort.SearchStrings(ids, sp.lo)
+				if i < len(ids) && ids[i] == sp.lo {
+					i++
+				}
+			}
+			for ; i < len(ids) && sp.covers(ids[i]); i++ {
+				cands = append(cands, ids[i])
+			}
+			cost += 16 + 8*(len(sp.lo)+len(sp.end))
+		} else {
+			seen := map[string]bool{}
+			at := sort.Search(len(b.log), func(i int) bool { return b.log[i].tick > t.tick })
+			for _, e := range b.log[at:] {
+				if !seen[e.id] && sp.covers(e.id) {
+					seen[e.id] = true
+					cands = append(cands, e.id)
+				}
+			}
+			slices.Sort(cands)
+		}
+		// As many as fit, in id order; the span then ends at the last.
+		n := 0
+		for _, id := range cands {
+			c := 16 + 8*len(id) + 8 + 8*len(b.elems[id])
+			if cost+c > budget {
+				break
+			}
+			cost += c
+			n++
+		}
+		cut := n < len(cands)
+		if cut {
+			if n == 0 {
+				break
+			}
+			sp.end = cands[n-1]
+		}
+		if whole {
+			p.clears = append(p.clears, [2]string{sp.lo, sp.end})
+		}
+		for _, id := range cands[:n] {
+			p.entries = append(p.entries, bufEntry{id, b.elems[id]})
+		}
+		spans = append(spans, sp)
+		if cut {
+			break
+		}
+	}
+	if len(p.clears) == 0 && len(p.entries) == 0 {
+		return nil, 0, spans
+	}
+	return p, cost, spans
+}
+
+// write encodes a piece: name, clears (from, to), entries (id, present,
+// fields).
+func (p *bufPiece) write(w *Writer) {
+	w.WriteBytes([]byte(p.name))
+	w.WritePacked(uint32(len(p.clears)))
+	for _, c := range p.clears {
+		w.WriteBytes([]byte(c[0]))
+		w.WriteBytes([]byte(c[1]))
+	}
+	w.WritePacked(uint32(len(p.entries)))
+	for _, e := range p.entries {
+		w.WriteBytes([]byte(e.id))
+		w.WriteBool(e.fields != nil)
+		if e.fields != nil {
+			w.WriteBytes(e.fields)
+		}
+	}
+}
+
+// maxBufPieces bounds the scopes one ghost carries in a packet.
+const maxBufPieces = 16
+
+// readPiece decodes a piece.
+func readPiece(r *Reader) (bufPiece, error) {
+	var p bufPiece
+	p.name = string(r.ReadBytes(MaxStringBytes))
+	nc := r.ReadPacked()
+	if r.Err() != nil || int64(nc)*4 > int64(r.Remaining()) {
+		return p, fmt.Errorf("%w: a buffer's clears", ErrBadPacket)
+	}
+	for range nc {
+		from, to := string(r.ReadBytes(MaxStringBytes)), string(r.ReadBytes(MaxStringBytes))
+		p.clears = append(p.clears, [2]string{from, to})
+	}
+	ne := r.ReadPacked()
+	if r.Err() != nil || int64(ne)*3 > int64(r.Remaining()) {
+		return p, fmt.Errorf("%w: a buffer's entries", ErrBadPacket)
+	}
+	for range ne {
+		e := bufEntry{id: string(r.ReadBytes(MaxStringBytes))}
+		if r.ReadBool() {
+			e.fields = r.ReadBytes(MaxJSONBytes)
+			if e.fields == nil {
+				e.fields = []byte{}
+			}
+		}
+		if r.Err() != nil {
+			break
+		}
+		if e.id == "" || (e.fields != nil && !json.Valid(e.fields)) {
+			return p, fmt.Errorf("%w: a buffer entry", ErrBadPacket)
+		}
+		p.entries = append(p.entries, e)
+	}
+	if r.Err() != nil || p.name == "" {
+		return p, fmt.Errorf("%w: a buffer", ErrBadPacket)
+	}
+	return p, nil
+}

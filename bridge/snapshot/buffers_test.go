@@ -1,0 +1,136 @@
+package snapshot
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/scope"
+)
+
+func sameElements(want []byte, got map[string]json.RawMessage) bool {
+	var w map[string]json.RawMessage
+	if json.Unmarshal(want, &w) != nil || len(w) != len(got) {
+		return false
+	}
+	for k, v := range w {
+		if string(got[k]) != string(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestBuffersUnderLoss: a grid of 3,000 blocks (many packets' worth) and
+// bursts of block changes reach a snapshot client through 20% loss,
+// duplicates and reordering: it fills over several ticks, then follows
+// each change, and ends holding the node's grid; its element events
+// rebuild the same grid. Then one block's change costs about one block.
+func TestBuffersUnderLoss(t *testing.T) {
+	p := startPlace(t, Options{})
+	sol := p.solipsist(t)
+	blocks := map[string]map[string]any{}
+	for i := range 3000 {
+		blocks[fmt.Sprintf("%d,%d,%d", i%20, i/20%15, i/300)] = map[string]any{"c": i % 9}
+	}
+	if err := sol.CreateWithID("grid", map[string]any{"kind": "grid"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sol.SetElements("grid", "blocks", blocks); err != nil {
+		t.Fatal(err)
+	}
+	lossy := startLossy(t, p.srv.Addr(), 3)
+	c := dial(t, lossy.Addr(), ClientOptions{})
+	var mu sync.Mutex
+	rebuilt := map[string]json.RawMessage{}
+	c.SubscribeElements(func(e ElementChange) {
+		mu.Lock()
+		defer mu.Unlock()
+		if e.Object != "grid" || e.Scope != "blocks" {
+			return
+		}
+		if e.Fields == nil {
+			delete(rebuilt, e.ID)
+		} else {
+			rebuilt[e.ID] = e.Fields
+		}
+	})
+	want := func() []byte {
+		o, _ := p.node.World().Get("grid")
+		b, _ := o.Scopes.AppendJSON(nil, "blocks")
+		return b
+	}
+	waitFor(t, "the client fills the grid", 30*time.Second, func() bool { return sameElements(want(), c.Elements("grid", "blocks")) })
+	rng := rand.New(rand.NewPCG(5, 5))
+	for burst := range 30 {
+		for range 1 + rng.IntN(10) {
+			id := fmt.Sprintf("%d,%d,%d", rng.IntN(20), rng.IntN(15), rng.IntN(12))
+			if rng.IntN(3) == 0 {
+				sol.RemoveElements("grid", "blocks", id)
+			} else {
+				sol.SetElements("grid", "blocks", map[string]map[string]any{id: {"c": 100 + burst}})
+			}
+		}
+		time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+	}
+	waitFor(t, "the client follows the grid", 20*time.Second, func() bool { return sameElements(want(), c.Elements("grid", "blocks")) })
+	mu.Lock()
+	events := len(rebuilt)
+	ok := sameElements(want(), rebuilt)
+	mu.Unlock()
+	if !ok {
+		t.Fatalf("the element events rebuilt %d blocks, not the grid", events)
+	}
+}
+
+// TestBufferPieceSplitsAndMarks: a piece fills a buffer in id order as
+// far as its budget goes, and the tiers a client holds after it ask only
+// for the rest, then only for what changed.
+func TestBufferPieceSplitsAndMarks(t *testing.T) {
+	g := &ghost{}
+	d := map[string]map[string]any{}
+	for i := range 10 {
+		d[fmt.Sprint(i)] = map[string]any{"c": i}
+	}
+	raw, _ := json.Marshal(map[string]any{"added": d, "ver": 1, "full": true})
+	g.applyScopes(mustDelta(t, raw), 1)
+	b := g.bufs["blocks"]
+	p, _, spans := b.piece("blocks", nil, 16+48+8+4*(16+8+8+8*7)+30)
+	if p == nil || len(p.entries) != 4 || p.entries[3].id != "3" || len(p.clears) != 1 || p.clears[0] != [2]string{"", "3"} {
+		t.Fatalf("first piece %+v", p)
+	}
+	var held []tier
+	for _, sp := range spans {
+		held = mark(held, sp, 2)
+	}
+	if fmt.Sprint(held) != "[{3 2} { 0}]" {
+		t.Fatalf("held %v", held)
+	}
+	p, _, spans = b.piece("blocks", held, 1<<20)
+	if len(p.entries) != 6 || p.entries[0].id != "4" || p.clears[0] != [2]string{"3", ""} {
+		t.Fatalf("second piece %+v", p)
+	}
+	for _, sp := range spans {
+		held = mark(held, sp, 3)
+	}
+	if !b.complete(held) {
+		t.Fatalf("not complete: %v", held)
+	}
+	g.applyScopes(mustDelta(t, []byte(`{"ver":2,"modified":{"7":{"c":70}},"removed":["2"]}`)), 4)
+	p, _, _ = b.piece("blocks", held, 1<<20)
+	if len(p.clears) != 0 || len(p.entries) != 2 || p.entries[0].id != "2" || p.entries[0].fields != nil || string(p.entries[1].fields) != `{"c":70}` {
+		t.Fatalf("the change: %+v", p)
+	}
+}
+
+func mustDelta(t *testing.T, raw []byte) map[string]scope.Delta {
+	t.Helper()
+	d, err := scope.Limits{}.DecodeDelta(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]scope.Delta{"blocks": d}
+}
