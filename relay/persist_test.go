@@ -14,15 +14,20 @@ import (
 // client's persistent objects for it: the client reconnects with its
 // resume token and still owns them; one that does not come back loses
 // them to the node once the grace is over.
-func TestPersistRestart(t *testing.T) {
+// bolt returns a function that opens the store in a test's directory.
+func bolt(t *testing.T) func() store.Store {
 	dir := t.TempDir()
-	open := func() store.Store {
+	return func() store.Store {
 		s, err := store.OpenBolt(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
+}
+
+func TestPersistRestart(t *testing.T) {
+	open := bolt(t)
 	s := open()
 	srv, url := startNode(t, Options{Tick: 2 * time.Millisecond, Store: s, ReclaimGrace: 300 * time.Millisecond})
 	alice, bob := dialClient(t, url, "alice"), dialClient(t, url, "bob")

@@ -14,7 +14,6 @@ import (
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/scope"
-	"github.com/solipsism/mesh/store"
 )
 
 // scopeOf returns an object's scope as a JSON object, as a world holds it
@@ -191,14 +190,7 @@ func TestScopesBadInput(t *testing.T) {
 // A persistent grid keeps its blocks and version across a restart of its
 // node, and a client that joins afterwards gets it whole.
 func TestScopesPersist(t *testing.T) {
-	dir := t.TempDir()
-	open := func() store.Store {
-		s, err := store.OpenBolt(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	open := bolt(t)
 	s := open()
 	srv, url := startNode(t, Options{Tick: 2 * time.Millisecond, Store: s, ReclaimGrace: 300 * time.Millisecond})
 	alice := dialClient(t, url, "alice")
