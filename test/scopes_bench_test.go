@@ -243,6 +243,22 @@ func BenchmarkScopesFanout(b *testing.B) {
 				for k := 0; time.Since(start) < window; k++ {
 					batch := make([]string, 0, grids*perTick)
 					for g := range grids {
+						if scoped {
+							// A grid's blocks of one tick in one record, as a
+							// client sends them (it coalesces per tick).
+							var sb strings.Builder
+							fmt.Fprintf(&sb, `{"type":"update","id":"grid-%d","scopes":{"blocks":{"ver":0,"modified":{`, g)
+							for j := range perTick {
+								i := (k*perTick + j) * 37 % (side * side * side)
+								if j > 0 {
+									sb.WriteByte(',')
+								}
+								fmt.Fprintf(&sb, `"%d,%d,%d":{"c":%d}`, i%side, i/side%side, i/side/side, k%1000)
+							}
+							sb.WriteString(`}}}}`)
+							batch = append(batch, sb.String())
+							continue
+						}
 						for j := range perTick {
 							batch = append(batch, blockChange(owner, g, side, (k*perTick+j)*37%(side*side*side), k%1000, scoped))
 						}
