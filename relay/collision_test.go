@@ -40,6 +40,9 @@ func worldDiff(w, ref *gameworld.World) string {
 		return true
 	})
 	slices.Sort(diffs)
+	if len(diffs) > 10 {
+		return fmt.Sprintf("%s; and %d more", strings.Join(diffs[:10], "; "), len(diffs)-10)
+	}
 	return strings.Join(diffs, "; ")
 }
 

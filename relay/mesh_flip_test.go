@@ -58,6 +58,12 @@ func TestMemberFlipsDuringBursts(t *testing.T) {
 		}
 		return diff == ""
 	}) {
+		// What each member believes of the other's link, for the record.
+		for _, mn := range []*meshNode{a, b} {
+			for _, l := range mn.node.Links() {
+				t.Logf("%s: link %s %s interest=%v queued=%d ready=%v", mn.node.Identifier(), l.Kind, l.Identifier, l.Interest, l.Queued, l.Ready)
+			}
+		}
 		t.Fatal(diff)
 	}
 	time.Sleep(4 * testDigestInterval) // digests compare the settled views
