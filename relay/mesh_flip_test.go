@@ -61,7 +61,11 @@ func TestMemberFlipsDuringBursts(t *testing.T) {
 		// What each member believes of the other's link, for the record.
 		for _, mn := range []*meshNode{a, b} {
 			for _, l := range mn.node.Links() {
-				t.Logf("%s: link %s %s interest=%v queued=%d ready=%v", mn.node.Identifier(), l.Kind, l.Identifier, l.Interest, l.Queued, l.Ready)
+				interest := "everything"
+				if l.Interest != nil {
+					interest = fmt.Sprint(*l.Interest)
+				}
+				t.Logf("%s: link %s %s interest=%s queued=%d ready=%v", mn.node.Identifier(), l.Kind, l.Identifier, interest, l.Queued, l.Ready)
 			}
 		}
 		t.Fatal(diff)
