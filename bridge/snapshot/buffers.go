@@ -32,6 +32,9 @@ type gbuf struct {
 	log   []logEntry        // the changes, in tick order
 	// logFrom is a tick such that every change after it is in log.
 	logFrom uint32
+	// index numbers the scope within its ghost, in the order they came:
+	// a send names it by index once the client has acknowledged its name.
+	index int
 }
 
 type logEntry struct {
@@ -49,7 +52,7 @@ func (g *ghost) applyScopes(deltas map[string]scope.Delta, tick uint32) bool {
 		}
 		b := g.bufs[name]
 		if b == nil {
-			b = &gbuf{elems: map[string][]byte{}, logFrom: tick - 1}
+			b = &gbuf{elems: map[string][]byte{}, logFrom: tick - 1, index: len(g.bufs)}
 			g.bufs[name] = b
 		}
 		set := func(id string, v []byte) {
@@ -206,8 +209,10 @@ type bufEntry struct {
 	fields []byte
 }
 
-// bufPiece is what a send carries of one scope.
+// bufPiece is what a send carries of one scope: its index, and its name
+// until the client has it.
 type bufPiece struct {
+	index   int
 	name    string
 	clears  [][2]string // ranges (from, to] to drop first; "" from: from the start, "" to: to the end
 	entries []bufEntry
@@ -219,12 +224,16 @@ type bufPiece struct {
 // where the client holds nothing or the log no longer reaches back. It
 // returns the piece (nil: nothing to send), its cost in bits and the
 // spans the client will hold complete as of this send once it has it.
-func (b *gbuf) piece(name string, ts []tier, budget int) (*bufPiece, int, []span) {
+func (b *gbuf) piece(name string, named bool, ts []tier, budget int) (*bufPiece, int, []span) {
 	if len(ts) == 0 {
 		ts = []tier{{end: "", tick: 0}}
 	}
-	p := &bufPiece{name: name}
-	cost := 16 + 8*len(name) + 8
+	p := &bufPiece{index: b.index}
+	cost := 16
+	if !named {
+		p.name = name
+		cost += 8 + 8*len(name)
+	}
 	var spans []span
 	lo, first := "", true
 	for _, t := range ts {
@@ -290,10 +299,14 @@ func (b *gbuf) piece(name string, ts []tier, budget int) (*bufPiece, int, []span
 	return p, cost, spans
 }
 
-// write encodes a piece: name, clears (from, to), entries (id, present,
-// fields).
+// write encodes a piece: index, name (a bit, then its bytes if set),
+// clears (from, to), entries (id, present, fields).
 func (p *bufPiece) write(w *Writer) {
-	w.WriteBytes([]byte(p.name))
+	w.WritePacked(uint32(p.index))
+	w.WriteBool(p.name != "")
+	if p.name != "" {
+		w.WriteBytes([]byte(p.name))
+	}
 	w.WritePacked(uint32(len(p.clears)))
 	for _, c := range p.clears {
 		w.WriteBytes([]byte(c[0]))
@@ -309,13 +322,25 @@ func (p *bufPiece) write(w *Writer) {
 	}
 }
 
-// maxBufPieces bounds the scopes one ghost carries in a packet.
-const maxBufPieces = 16
+// maxBufPieces bounds the scopes one ghost carries in a packet;
+// maxScopesPerGhost the scopes a ghost may have.
+const (
+	maxBufPieces      = 16
+	maxScopesPerGhost = 1024
+)
 
 // readPiece decodes a piece.
 func readPiece(r *Reader) (bufPiece, error) {
 	var p bufPiece
-	p.name = string(r.ReadBytes(MaxStringBytes))
+	p.index = int(r.ReadPacked())
+	if r.ReadBool() {
+		if p.name = string(r.ReadBytes(MaxStringBytes)); p.name == "" {
+			return p, fmt.Errorf("%w: a buffer's name", ErrBadPacket)
+		}
+	}
+	if p.index >= maxScopesPerGhost {
+		return p, fmt.Errorf("%w: buffer index %d", ErrBadPacket, p.index)
+	}
 	nc := r.ReadPacked()
 	if r.Err() != nil || int64(nc)*4 > int64(r.Remaining()) {
 		return p, fmt.Errorf("%w: a buffer's clears", ErrBadPacket)
@@ -344,7 +369,7 @@ func readPiece(r *Reader) (bufPiece, error) {
 		}
 		p.entries = append(p.entries, e)
 	}
-	if r.Err() != nil || p.name == "" {
+	if r.Err() != nil {
 		return p, fmt.Errorf("%w: a buffer", ErrBadPacket)
 	}
 	return p, nil

@@ -98,7 +98,7 @@ func TestBufferPieceSplitsAndMarks(t *testing.T) {
 	raw, _ := json.Marshal(map[string]any{"added": d, "ver": 1, "full": true})
 	g.applyScopes(mustDelta(t, raw), 1)
 	b := g.bufs["blocks"]
-	p, _, spans := b.piece("blocks", nil, 16+48+8+4*(16+8+8+8*7)+30)
+	p, _, spans := b.piece("blocks", false, nil, 16+8+48+16+4*(16+8+8+8*7)+30)
 	if p == nil || len(p.entries) != 4 || p.entries[3].id != "3" || len(p.clears) != 1 || p.clears[0] != [2]string{"", "3"} {
 		t.Fatalf("first piece %+v", p)
 	}
@@ -109,7 +109,7 @@ func TestBufferPieceSplitsAndMarks(t *testing.T) {
 	if fmt.Sprint(held) != "[{3 2} { 0}]" {
 		t.Fatalf("held %v", held)
 	}
-	p, _, spans = b.piece("blocks", held, 1<<20)
+	p, _, spans = b.piece("blocks", true, held, 1<<20)
 	if len(p.entries) != 6 || p.entries[0].id != "4" || p.clears[0] != [2]string{"3", ""} {
 		t.Fatalf("second piece %+v", p)
 	}
@@ -120,7 +120,7 @@ func TestBufferPieceSplitsAndMarks(t *testing.T) {
 		t.Fatalf("not complete: %v", held)
 	}
 	g.applyScopes(mustDelta(t, []byte(`{"ver":2,"modified":{"7":{"c":70}},"removed":["2"]}`)), 4)
-	p, _, _ = b.piece("blocks", held, 1<<20)
+	p, _, _ = b.piece("blocks", true, held, 1<<20)
 	if len(p.clears) != 0 || len(p.entries) != 2 || p.entries[0].id != "2" || p.entries[0].fields != nil || string(p.entries[1].fields) != `{"c":70}` {
 		t.Fatalf("the change: %+v", p)
 	}

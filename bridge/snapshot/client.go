@@ -64,8 +64,10 @@ type cghost struct {
 	object string
 	typ    int // local type
 	vals   []value
-	// bufs are the object's scopes: element id to fields, by name.
-	bufs map[string]map[string]json.RawMessage
+	// bufs are the object's scopes: element id to fields, by name;
+	// names the scopes' names by the index the server gave them.
+	bufs  map[string]map[string]json.RawMessage
+	names map[int]string
 	// hist holds the latest received values, as baselines: the server
 	// uses only sends among its last ghostHistory, so they are here.
 	hist [ghostHistory]struct {
@@ -121,6 +123,15 @@ type ElementChange struct {
 // each scope's clears, then its elements; it reports each change.
 func (g *cghost) applyPieces(pieces []bufPiece, report func(ElementChange)) {
 	for _, p := range pieces {
+		if p.name != "" {
+			if g.names == nil {
+				g.names = map[int]string{}
+			}
+			g.names[p.index] = p.name
+		}
+		if p.name = g.names[p.index]; p.name == "" {
+			continue // (checked when decoded)
+		}
 		if g.bufs == nil {
 			g.bufs = map[string]map[string]json.RawMessage{}
 		}
@@ -260,6 +271,12 @@ func (w *world) apply(p []byte) error {
 				}
 				pg.b = &base{vals: vals, mask: mask, size: size}
 				pg.pieces = pieces
+				for _, p := range pieces {
+					// A buffer is named until the client has its name.
+					if p.name == "" && (pg.spawn || g == nil || g.names[p.index] == "") {
+						return fmt.Errorf("%w: ghost %d's buffer %d has no name here", ErrBadPacket, pg.id, p.index)
+					}
+				}
 				pending = append(pending, pg)
 			}
 			got += cnt

@@ -21,6 +21,7 @@ type candidate struct {
 	mask     uint32
 	size     uint32
 	spans    []span
+	named    []string
 }
 
 // snapshotLocked writes the client's snapshot for this tick into w and
@@ -103,21 +104,25 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 		t := &s.types[cd.g.typ]
 		codec := ghostCodec{tick: tick, t0: cd.t0, t1: cd.t1}
 		var pieces []*bufPiece
-		cd.spans = nil
+		cd.spans, cd.named = nil, nil
 		if len(cd.g.bufs) > 0 {
 			// What fits of its buffers, in the room left beside its
 			// values (at most a kilobit for those).
 			room := budget - 1024
 			for _, name := range sortedKeys(cd.g.bufs) {
 				var held []tier
+				named := false
 				if cd.cg != nil {
-					held = cd.cg.bufs[name]
+					held, named = cd.cg.bufs[name], cd.cg.names[name]
 				}
-				p, cost, spans := cd.g.bufs[name].piece(name, held, room)
+				p, cost, spans := cd.g.bufs[name].piece(name, named, held, room)
 				if p != nil && len(pieces) < maxBufPieces {
 					pieces = append(pieces, p)
 					room -= cost
 					cd.spans = append(cd.spans, spans...)
+					if p.name != "" {
+						cd.named = append(cd.named, name)
+					}
 				}
 			}
 			if len(pieces) == 0 && cd.b0 != nil && cd.g.changed <= cd.t0 {
@@ -191,7 +196,7 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 					cg = &clientGhost{id: cd.g.id}
 					c.ghosts[cd.g.slot] = cg
 				}
-				cg.add(tick, base{vals: cd.g.vals, mask: cd.mask, size: cd.size}, cd.spans)
+				cg.add(tick, base{vals: cd.g.vals, mask: cd.mask, size: cd.size}, cd.spans, cd.named)
 			}
 			k = m
 		}

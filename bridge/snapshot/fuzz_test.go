@@ -5,6 +5,7 @@ import (
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/relay"
+	"github.com/solipsism/mesh/scope"
 )
 
 // FuzzSnapshot feeds a client's world a snapshot it could have received
@@ -14,6 +15,9 @@ func FuzzSnapshot(f *testing.F) {
 	good := s.packet(1)
 	f.Add(good)
 	f.Add(s.packet(2))
+	s.s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Update, ID: "grid", Scopes: map[string]scope.Delta{"blocks": {Ver: 2, Base: 1,
+		Removed: []string{"0,0,0"}, Modified: map[string]scope.Fields{"1,0,0": {"c": []byte("2")}}}}}, After: gameworld.Properties{}})
+	f.Add(s.packet(3))
 	f.Add([]byte{msgSnapshot})
 	f.Fuzz(func(t *testing.T, p []byte) {
 		w := newWorld([]GhostType{GenericType, TransformType})
@@ -73,6 +77,9 @@ func newFuzzServer() *fuzzServer {
 		}
 		s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Add, ID: obj}, After: p})
 	}
+	// A grid: a ghost with a buffer.
+	blocks := scope.Delta{Ver: 1, Full: true, Added: map[string]scope.Fields{"0,0,0": {"c": []byte("1")}, "1,0,0": {"c": []byte(`"red"`)}}}
+	s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Add, ID: "grid", Scopes: map[string]scope.Delta{"blocks": blocks}}, After: gameworld.Properties{}})
 	return &fuzzServer{s: s, c: c}
 }
 

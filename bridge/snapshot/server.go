@@ -148,8 +148,10 @@ type send struct {
 	acked bool
 	b     base
 	// spans are the ranges of its buffers the client holds complete as
-	// of this send once it has it.
+	// of this send once it has it; named the buffers whose names it
+	// carried.
 	spans []span
+	named []string
 }
 
 // clientGhost is what a client knows of a ghost: its latest sends. A
@@ -161,8 +163,9 @@ type clientGhost struct {
 	sends    [ghostHistory]send
 	n        uint32 // sends so far; the latest is sends[(n-1)%ghostHistory]
 	// bufs is what the client holds of the ghost's buffers, as far as it
-	// acknowledged, by scope.
-	bufs map[string][]tier
+	// acknowledged, by scope; names the scopes whose names it has.
+	bufs  map[string][]tier
+	names map[string]bool
 }
 
 // bufsDone reports whether the client holds every buffer of g whole.
@@ -191,8 +194,8 @@ func (cg *clientGhost) baselines() (b0, b1 *send) {
 	return b0, nil
 }
 
-func (cg *clientGhost) add(tick uint32, b base, spans []span) {
-	cg.sends[cg.n%ghostHistory] = send{tick: tick, b: b, spans: spans}
+func (cg *clientGhost) add(tick uint32, b base, spans []span, named []string) {
+	cg.sends[cg.n%ghostHistory] = send{tick: tick, b: b, spans: spans, named: named}
 	cg.n++
 	cg.lastSent = tick
 }
@@ -207,6 +210,12 @@ func (cg *clientGhost) ack(tick uint32) {
 					cg.bufs = map[string][]tier{}
 				}
 				cg.bufs[sp.name] = mark(cg.bufs[sp.name], sp, tick)
+			}
+			for _, name := range s.named {
+				if cg.names == nil {
+					cg.names = map[string]bool{}
+				}
+				cg.names[name] = true
 			}
 		}
 	}
