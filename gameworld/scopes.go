@@ -176,6 +176,16 @@ func ScopeHash(name string, ver, sum uint64) uint64 {
 	return fnvUint64(h, sum)
 }
 
+// ChangeDigest is the digest (ObjectDigest) of the object an add or
+// transfer describes whole: its properties and its scopes' snapshots.
+func ChangeDigest(c Change) uint64 {
+	props := c.Properties.Hash()
+	for name, d := range c.Scopes {
+		props += ScopeHash(name, d.Ver, d.Sum())
+	}
+	return ObjectDigest(IDHash(c.ID), c.Owner, c.Epoch, props)
+}
+
 // check reports whether deltas could be applied to the scopes as they are
 // (nil: an object not yet created); the world is locked.
 func (s *Scopes) check(deltas map[string]scope.Delta) error {

@@ -90,6 +90,11 @@ func TestScopes(t *testing.T) {
 	if d := res.Records[0].Scopes["blocks"]; !d.Full || d.Ver != 4 || len(d.Added) != 1 {
 		t.Fatalf("transfer: %+v", d)
 	}
+	// The digest of a whole-object record is the object's.
+	o, _ = w.Get("grid")
+	if d := ChangeDigest(Change{Type: Add, ID: "grid", Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties, Scopes: o.Scopes.Snapshots()}); d != o.Digest {
+		t.Fatalf("ChangeDigest %x, the object's %x", d, o.Digest)
+	}
 	both(rem("grid"))
 	if n, size := w.Size(); n != 0 || size != 0 {
 		t.Fatalf("after remove: %d objects, %d bytes", n, size)

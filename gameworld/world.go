@@ -39,8 +39,8 @@ type Object struct {
 	Slot uint32
 	// Digest is a hash of the object's id, owner, epoch, properties and
 	// scopes (see ObjectDigest): two copies of an object are alike when
-	// their digests are. IDHash is a hash of its id alone (see IDHash).
-	Digest, IDHash uint64
+	// their digests are.
+	Digest uint64
 	// Scopes are the object's keyed sub-collections, nil if it has none.
 	// Every snapshot shares them with the world (see Scopes).
 	Scopes *Scopes
@@ -125,7 +125,7 @@ func (w *World) noteDigest(o *Object) {
 	}
 	d := &w.digests[o.Slot]
 	if d.used && d.owner == o.Owner {
-		d.id, d.idHash, d.digest = o.ID, o.IDHash, o.Digest
+		d.id, d.idHash, d.digest = o.ID, IDHash(o.ID), o.Digest
 		return
 	}
 	if d.used {
@@ -141,7 +141,7 @@ func (w *World) noteDigest(o *Object) {
 		w.digests[head].prev = o.Slot
 	}
 	w.owned[o.Owner] = o.Slot
-	*d = slotDigest{id: o.ID, owner: o.Owner, idHash: o.IDHash, digest: o.Digest, prev: noSlot, next: head, used: true}
+	*d = slotDigest{id: o.ID, owner: o.Owner, idHash: IDHash(o.ID), digest: o.Digest, prev: noSlot, next: head, used: true}
 }
 
 // unlink takes slot out of its owner's chain. w.mu must be held.
@@ -438,7 +438,7 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 			w.nextSlot++
 		}
 		o = &Object{ID: c.ID, Owner: c.Owner, Properties: props, Epoch: c.Epoch, Version: 1, Revision: w.rev, Created: now.UnixMilli(), Updated: now.UnixMilli(), Slot: slot,
-			IDHash: IDHash(c.ID), props: props.Hash()}
+			props: props.Hash()}
 		var scopes map[string]scope.Delta
 		if len(c.Scopes) > 0 {
 			o.Scopes = &Scopes{}
@@ -588,8 +588,13 @@ func (w *World) applyScopes(o *Object, deltas map[string]scope.Delta) map[string
 
 // digest computes o's Digest; the world is locked.
 func (o *Object) digest() uint64 {
-	return ObjectDigest(o.IDHash, o.Owner, o.Epoch, o.props+o.Scopes.hash())
+	return ObjectDigest(IDHash(o.ID), o.Owner, o.Epoch, o.props+o.Scopes.hash())
 }
+
+// IDHash returns the hash of the object's id (the package's IDHash), by
+// which digests put it in buckets. (Computed, not kept: an object costs
+// eight bytes less.)
+func (o Object) IDHash() uint64 { return IDHash(o.ID) }
 
 // appendCoalesced appends rec to recs, folding it into an earlier record for
 // the same id where the protocol allows. Folded-away slots are left with a

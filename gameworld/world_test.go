@@ -330,7 +330,7 @@ func TestRangeDigests(t *testing.T) {
 	got := 0
 	w.RangeDigests(func(slot uint32, owner string, idHash, digest uint64) bool {
 		o, ok := want[slot]
-		if !ok || o.Owner != owner || o.IDHash != idHash || o.Digest != digest {
+		if !ok || o.Owner != owner || o.IDHash() != idHash || o.Digest != digest {
 			t.Errorf("slot %d: %s %x %x, want %+v", slot, owner, idHash, digest, o)
 		}
 		if d := ObjectDigest(IDHash(o.ID), o.Owner, o.Epoch, o.Properties.Hash()); d != digest {

@@ -381,7 +381,7 @@ func (n *Node) HandleRepair(l *peer.Link, typ string, r peer.Repair) {
 		defer n.digestTime(time.Now())
 		var extra []string
 		n.world.Range(func(o gameworld.Object) bool {
-			if r.Has(o.IDHash) && rs.r.Has(o.IDHash) && !rs.seen[o.ID] && n.heldFrom(ls, o.Owner) {
+			if r.Has(o.IDHash()) && rs.r.Has(o.IDHash()) && !rs.seen[o.ID] && n.heldFrom(ls, o.Owner) {
 				extra = append(extra, o.ID)
 			}
 			return true
@@ -406,7 +406,7 @@ func (n *Node) answerRepairLocked(ls *linkState, r peer.Repair) {
 	known := ls.link.KnownSet()
 	var recs []*peer.Record
 	n.world.Range(func(o gameworld.Object) bool {
-		if !r.Has(o.IDHash) || !n.sentOver(ls, o.Owner) {
+		if !r.Has(o.IDHash()) || !n.sentOver(ls, o.Owner) {
 			return true
 		}
 		if ls.region != nil && !known(o.Slot) && !n.holds(ls.region, o.Properties, 0) {
@@ -444,7 +444,7 @@ func (n *Node) seeRepairLocked(ls *linkState, changes []gameworld.Change) {
 		switch {
 		case !ok:
 			missing = append(missing, c.ID)
-		case o.Digest != gameworld.ObjectDigest(o.IDHash, c.Owner, c.Epoch, c.Properties.Hash()):
+		case o.Digest != gameworld.ChangeDigest(c):
 			stale = append(stale, c.ID)
 		}
 	}

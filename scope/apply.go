@@ -204,6 +204,16 @@ func (s *Scope) Sum() uint64 { return s.sum }
 // its JSON object (AppendJSON) takes, less punctuation.
 func (s *Scope) Size() int64 { return s.size }
 
+// Sum is, for a snapshot, what Scope.Sum is for the scope it holds: the
+// sum of its elements' hashes.
+func (d Delta) Sum() uint64 {
+	var h uint64
+	for id, f := range d.Added {
+		h += elemHash(id, string(encode(f)))
+	}
+	return h
+}
+
 // ElementHash is the FNV-1a hash (64 bits) of an element's id, a zero byte
 // and its encoding: its fields as a JSON object, keys sorted, compact.
 func ElementHash(id string, enc []byte) uint64 { return elemHash(id, string(enc)) }
