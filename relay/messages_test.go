@@ -312,6 +312,9 @@ func TestMessagesHandler(t *testing.T) {
 	n, url := startNode(t, Options{Tick: 5 * time.Millisecond})
 	c := dialClient(t, url, "c")
 	in := listen(c)
+	// Messages are not state: one published before the node knows the
+	// client (its metadata, which says it takes messages) is not for it.
+	waitFor(t, "the node to know the client", 5*time.Second, func() bool { return chainOf(n, c.Identifier()) != nil })
 	srv := httptest.NewServer(n.MessagesHandler())
 	defer srv.Close()
 	for _, tc := range []struct {
