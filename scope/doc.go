@@ -1,6 +1,8 @@
 // Package scope is seed 003's delta system for keyed sub-collections: a
 // Scope (a Grid) holds Elements (its Blocks), each with a few fields; a
-// Replica is a peer's copy of one. It does no I/O.
+// Replica is a peer's copy of one. It does no I/O. The world keeps an
+// object's scopes as Scopes (gameworld), relaying the deltas a Scope's
+// Apply returns, and queues fold them with Compose.
 //
 // The owner's side mutates a Scope (Set, Remove); Tick closes the tick's
 // changes into a Delta that carries, per element, only the fields marked

@@ -5,8 +5,9 @@
 // networked-aframe adapter (naf-adapter.js) and its example (naf.html),
 // voice between browsers over WebRTC signalled through the node
 // (voice.js),
-// the 3D demo served at / (A-Frame), the 2D one at /2d, the inspector at
-// /inspect, and the pinned third-party builds they load (vendor/: aframe
+// the 3D demo served at / (A-Frame), the 2D one at /2d, the voxel builder
+// at /voxel (a grid whose blocks are the elements of a scope), the
+// inspector at /inspect, and the pinned third-party builds they load (vendor/: aframe
 // and networked-aframe from npm, unmodified, with their licences). The
 // pages load nothing from elsewhere; HandlerWith tells them at
 // /config.json where to get a token, for a node that requires them, and

@@ -14,7 +14,9 @@
 // Mapping: a GameObject is an entity with the same id; each property is a
 // component of the same name, with the same JSON value. A property whose
 // value is null is no component: that is how a component is removed, as
-// the Solipsism protocol has no property removal. Owners stay server-side.
+// the Solipsism protocol has no property removal. An object's scope (a
+// grid's blocks) is a component holding an object of its elements, kept and
+// diffed element by element. Owners stay server-side.
 //
 // Revisions: the document's revision is bumped once per heartbeat in which
 // the world changed, so a revision names one world state, the same for

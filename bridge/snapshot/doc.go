@@ -14,7 +14,8 @@
 // Objects map to ghost types by their "ghostType" property; objects without
 // one (or naming an unknown type) use GenericType, which carries every
 // property as one JSON value. A typed object's properties outside its type's
-// fields are not replicated.
+// fields are not replicated. An object's scopes (a grid's blocks) travel
+// with its ghost as dynamic buffers, element by element (buffers.go).
 //
 // The bit packer and the packed-integer code are written here: they are
 // the protocol's own (Unity's 16-bucket code), and no Go library offers them.
