@@ -27,5 +27,7 @@
 // FeatureDigest, departed messages (departed.go) only to those that list
 // FeatureDeparted, and ephemeral messages (message.go), bounded per link,
 // only to those that list FeatureMessages. Metadata carries a peer's
-// rooms (Metadata.Rooms) beside its interest.
+// rooms (Metadata.Rooms) beside its interest. Records carry scope deltas
+// (scopes.go), composed as a queue coalesces; a peer that does not list
+// FeatureScopes is sent each scope whole, as a property.
 package peer

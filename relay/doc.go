@@ -35,7 +35,10 @@
 // (rooms.go) narrow what a peer sees like an interest region, with the
 // node's presence objects (presence.go); a Validator (validate.go, the
 // operator's property schemas) refuses writes that would break an
-// object, telling the writer why.
+// object, telling the writer why. Scopes (an object's keyed
+// sub-collections, a grid's blocks) need no rule of their own: their
+// deltas ride in the records (client_scopes.go has the Client's side), and
+// quotas bound them (quota.go).
 //
 // Concurrency: a Node serialises applying and routing under one mutex, so
 // every link sees changes in the same order the world applied them. Links
