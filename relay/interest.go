@@ -550,8 +550,8 @@ func (n *Node) regionVerdict(ls *linkState, i int, v peer.Verdict) peer.Verdict 
 
 // indexLog places the log's objects in the index and lists, for every
 // link with a region, the entries it must consider: those in cells its
-// region covers, before or after the change, and those without a
-// position. n.mu must be held.
+// region covers, before or after the change, those without a position,
+// and every remove. n.mu must be held.
 func (n *Node) indexLog() {
 	sp := &n.sp
 	if !sp.active {
@@ -579,6 +579,18 @@ func (n *Node) indexLog() {
 		old, had := n.placeLocked(e.rec.Slot, e.rec.ID, props)
 		now := sp.at[e.rec.Slot]
 		e.p, e.hasP, e.room = now.p, now.hasP, now.room
+		if e.rec.Type == gameworld.Remove {
+			// Every link with a region considers every remove: one may
+			// know the object outside its cells (a sliced hide after its
+			// region changed has not reached it yet), and must be told
+			// it went; otherwise the slot, reused, would pass for known
+			// and the next object there never be revealed to it. A link
+			// that does not know it drops the remove at once.
+			for _, ls := range sp.regioned {
+				visit(ls, i)
+			}
+			continue
+		}
 		if len(sp.roomOnly) > 0 {
 			n.visitRooms(had, old, props != nil, now, func(ls *linkState) { visit(ls, i) })
 		}

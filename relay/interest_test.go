@@ -344,3 +344,68 @@ func TestRegionWhileRefreshWanted(t *testing.T) {
 	})
 	p.CheckClean()
 }
+
+// TestRegionRemovedWhileHiding: a region narrowed to nothing in a big world
+// hides its objects a slice at a time; objects removed from the world
+// before the pass reaches them must still be removed from the viewer (the
+// pass never meets them), and the slots they free, taken by new objects,
+// must not pass for known: widened again, the viewer holds the node's
+// world exactly.
+func TestRegionRemovedWhileHiding(t *testing.T) {
+	const objects = 2*refreshSlice + 7
+	n, url := startNode(t, Options{Tick: 5 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// The node's own objects: it removes some itself, as their owner.
+	changes := make([]gameworld.Change, 0, objects)
+	for k := range objects {
+		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("o-%06d", k),
+			Properties: gameworld.Properties{"position": json.RawMessage(fmt.Sprintf("[%d,0,0]", k))}})
+	}
+	if _, err := n.Apply(changes); err != nil {
+		t.Fatal(err)
+	}
+	viewer := dialTick(t, ctx, url, 5*time.Millisecond)
+	waitFor(t, "the viewer holds the world", 30*time.Second, func() bool { return viewer.World().Len() == objects })
+	removed := false
+	n.mu.Lock()
+	n.revealHook = func(done bool) {
+		if removed {
+			return
+		}
+		removed = true
+		// After the first slice, before the pass reaches them: objects
+		// in the last slots go (the node owns them).
+		var gone []gameworld.Change
+		for k := objects - 100; k < objects; k++ {
+			gone = append(gone, gameworld.Change{Type: gameworld.Remove, ID: fmt.Sprintf("o-%06d", k)})
+		}
+		n.route(n.world.Apply(gone, nil).Records, nil)
+	}
+	n.mu.Unlock()
+	viewer.SetInterest([]peer.Box{})
+	waitFor(t, "the viewer holds nothing", 30*time.Second, func() bool { return viewer.World().Len() == 0 })
+	n.mu.Lock()
+	n.revealHook = nil
+	ok := removed
+	n.mu.Unlock()
+	if !ok {
+		t.Fatal("the hide pass was not sliced")
+	}
+	// New objects take the freed slots.
+	var again []gameworld.Change
+	for k := range 100 {
+		again = append(again, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("new-%03d", k),
+			Properties: gameworld.Properties{"position": json.RawMessage(fmt.Sprintf("[%d,0,0]", k))}})
+	}
+	if _, err := n.Apply(again); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the node holds the new objects", 10*time.Second, func() bool { _, ok := n.World().Get("new-099"); return ok })
+	viewer.SetInterest(nil)
+	sameWorld(t, "the viewer holds the node's world", n, viewer)
+	time.Sleep(3 * testDigestInterval)
+	if r := viewer.node.Repairs(); r[RepairMissing]+r[RepairStale]+r[RepairExtra] > 0 {
+		t.Errorf("the viewer repaired %v: it was not told what went, or not sent what came", r)
+	}
+}
