@@ -231,7 +231,7 @@ func (s *Scopes) apply(deltas map[string]scope.Delta) (map[string]scope.Delta, e
 		if err != nil {
 			return out, fmt.Errorf("%w: %s: %w", ErrScope, name, err)
 		}
-		if !got.Empty() {
+		if !got.Empty() || got.Ver != got.Base {
 			if out == nil {
 				out = map[string]scope.Delta{}
 			}

@@ -11,8 +11,9 @@ import (
 // Apply applies a delta that arrived from elsewhere (a peer that owns the
 // scope) to s, by the seed's rules, and returns what it changed: a delta
 // from s's version before to its version after, holding only the elements
-// and fields whose values changed (empty, with Ver and Base equal, if
-// nothing did).
+// and fields whose values changed (none if nothing did: then Ver and Base
+// are equal for a delta s numbered, and Ver is the delta's own otherwise,
+// so that copies further on follow the version).
 //
 //   - d.Ver 0 asks s to number the change itself: it becomes the next
 //     version (an owner's own edit, without a Scope of its own).
@@ -122,9 +123,13 @@ func (s *Scope) Apply(d Delta) (Delta, error) {
 		}
 	}
 	sort.Strings(out.Removed)
-	if out.Empty() {
-		return Delta{Base: s.ver, Ver: s.ver}, nil
+	if out.Empty() && d.Ver == 0 {
+		return Delta{Base: s.ver, Ver: s.ver}, nil // nothing to number
 	}
+	// A delta of the owner's that changes nothing here (a queue composed
+	// an element's addition and removal, say) still advances the version,
+	// and the empty delta returned carries that on: the owner's next
+	// delta is built on it.
 	s.ver = ver
 	return out, nil
 }

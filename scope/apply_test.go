@@ -94,12 +94,18 @@ func TestApplyRules(t *testing.T) {
 	if _, err := s.Apply(Delta{Ver: 1, Base: 0, Modified: map[string]Fields{"a": f("c", 2)}}); !errors.Is(err, ErrStale) {
 		t.Fatalf("stale: %v", err)
 	}
-	out, _ = s.Apply(Delta{Ver: 2, Base: 1, Modified: map[string]Fields{"a": f("c", 1)}})
-	if !out.Empty() || s.Ver() != 1 {
-		t.Fatalf("a change to the same value: %+v, ver %d", out, s.Ver())
+	out, _ = s.Apply(Delta{Modified: map[string]Fields{"a": f("c", 1)}})
+	if !out.Empty() || out.Ver != 1 || s.Ver() != 1 {
+		t.Fatalf("a change to the same value, numbered here: %+v, ver %d", out, s.Ver())
 	}
-	out, _ = s.Apply(Delta{Ver: 3, Base: 1, Added: map[string]Fields{"a": f("d", 1)}})
-	if b, _ := json.Marshal(out); string(b) != `{"ver":3,"base":1,"added":{"a":{"d":1}},"removed":["a"]}` {
+	// The owner's delta that changes nothing here still moves the version
+	// on, and says so: its next delta is built on it.
+	out, _ = s.Apply(Delta{Ver: 2, Base: 1, Modified: map[string]Fields{"a": f("c", 1)}})
+	if !out.Empty() || out.Ver != 2 || out.Base != 1 || s.Ver() != 2 {
+		t.Fatalf("an owner's change to the same value: %+v, ver %d", out, s.Ver())
+	}
+	out, _ = s.Apply(Delta{Ver: 3, Base: 2, Added: map[string]Fields{"a": f("d", 1)}})
+	if b, _ := json.Marshal(out); string(b) != `{"ver":3,"added":{"a":{"d":1}},"removed":["a"]}` {
 		t.Fatalf("an addition of an existing element replaces it: %s", b)
 	}
 	out, _ = s.Apply(Delta{Ver: 4, Full: true, Added: map[string]Fields{"a": f("d", 1), "b": f("c", 5)}})
@@ -176,5 +182,38 @@ func TestFromJSON(t *testing.T) {
 	sameScopes(t, "from JSON", s, n)
 	if _, err := FromJSON([]byte(`[1]`), 1); err == nil {
 		t.Fatal("an array taken")
+	}
+}
+
+// A queue composes an element's addition and removal into a delta that
+// changes nothing at the next copy: that copy still follows the version,
+// and so do the copies after it, so the owner's next delta is no gap.
+func TestComposedNothingKeepsVersions(t *testing.T) {
+	owner, node, next := New(), New(), New()
+	owner.Set("a", f("c", 1))
+	first := owner.Tick()
+	for _, s := range []*Scope{node, next} {
+		if _, err := s.Apply(first); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owner.Set("x", f("c", 2))
+	added := owner.Tick()
+	owner.Remove("x")
+	queued := Compose(added, owner.Tick())
+	out, err := node.Apply(queued)
+	if err != nil || node.Ver() != owner.Ver() || out.Ver != owner.Ver() {
+		t.Fatalf("the composed delta: %+v, %v; the node at %d, the owner at %d", out, err, node.Ver(), owner.Ver())
+	}
+	if _, err := next.Apply(out); err != nil || next.Ver() != owner.Ver() {
+		t.Fatalf("the copy after: %v, at %d", err, next.Ver())
+	}
+	owner.Set("a", f("c", 3))
+	d := owner.Tick()
+	for _, s := range []*Scope{node, next} {
+		if _, err := s.Apply(d); err != nil {
+			t.Fatalf("the owner's next delta: %v", err)
+		}
+		sameScopes(t, "after", owner, s)
 	}
 }

@@ -177,8 +177,10 @@ const sameValue = (a, b) => a === b || JSON.stringify(a) === JSON.stringify(b);
 
 /**
  * Applies a delta (that deltaApplies) to sc, removals first, and returns
- * what changed as a delta from sc's version before, or null if nothing
- * did. ver 0 numbers the change itself (the next version).
+ * what changed as a delta from sc's version before (with no elements for
+ * an owner's delta that changed nothing, to carry its version on), or null
+ * if nothing changed and the version stays. ver 0 numbers the change
+ * itself (the next version).
  * @package
  */
 export function applyDelta(sc, d) {
@@ -221,7 +223,9 @@ export function applyDelta(sc, d) {
   }
   removed.sort();
   const empty = !removed.length && !Object.keys(added).length && !Object.keys(modified).length;
-  if (empty && !(d.full && ver < sc.ver)) return null;
+  // (An owner's delta that changes nothing here still moves the version
+  // on, as the Go node's does: its next delta is built on it.)
+  if (empty && (d.ver === 0 || (d.full && ver === sc.ver))) return null;
   const renumbered = d.full && ver <= sc.ver;
   const out = { ver, base: sc.ver };
   sc.ver = ver;
@@ -605,6 +609,7 @@ export class GameWorld extends EventTarget {
       if (sd) {
         for (const name of Object.keys(sd).sort()) {
           const d = sd[name];
+          if (!d.full && !d.removed && !d.added && !d.modified) continue; // a version's step alone
           this.dispatchEvent(new CustomEvent("elements", {
             detail: { object: a.object, scope: name, reset: d.full === true, removed: d.removed || [], added: d.added || {}, modified: d.modified || {} },
           }));
