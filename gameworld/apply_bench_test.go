@@ -1,6 +1,7 @@
 package gameworld
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 )
@@ -14,8 +15,8 @@ func BenchmarkApply(b *testing.B) {
 	removes := make([]Change, n)
 	for i := range n {
 		id := fmt.Sprint("obj-", i)
-		adds[i] = Change{Type: Add, ID: id, Owner: fmt.Sprint("owner-", i%100), Properties: Properties{"position": []byte(fmt.Sprintf("[%d,1,2]", i))}}
-		updates[i] = Change{Type: Update, ID: id, Properties: Properties{"position": []byte(fmt.Sprintf("[%d,2,2]", i))}}
+		adds[i] = Change{Type: Add, ID: id, Owner: fmt.Sprint("owner-", i%100), Properties: PropertiesOf(map[string]json.RawMessage{"position": []byte(fmt.Sprintf("[%d,1,2]", i))})}
+		updates[i] = Change{Type: Update, ID: id, Properties: PropertiesOf(map[string]json.RawMessage{"position": []byte(fmt.Sprintf("[%d,2,2]", i))})}
 		removes[i] = Change{Type: Remove, ID: id}
 	}
 	w := New("w")

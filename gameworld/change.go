@@ -1,7 +1,6 @@
 package gameworld
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/solipsism/mesh/scope"
@@ -49,44 +48,6 @@ func ParseChangeType(s string) (ChangeType, bool) {
 		return Transfer, true
 	}
 	return 0, false
-}
-
-// Properties maps property names to raw JSON values. A Properties map that
-// has been handed to or returned by a World is never modified again; changes
-// produce new maps (copy on write), so it may be shared freely.
-type Properties map[string]json.RawMessage
-
-// Hash returns the sum of PropertyHash over p: the same for equal
-// properties whatever their order, and kept up to date property by
-// property as they change.
-func (p Properties) Hash() uint64 {
-	var h uint64
-	for k, v := range p {
-		h += PropertyHash(k, v)
-	}
-	return h
-}
-
-// Size returns the bytes of p's names and values.
-func (p Properties) Size() int64 {
-	var n int64
-	for k, v := range p {
-		n += int64(len(k) + len(v))
-	}
-	return n
-}
-
-// Merge returns a new map holding p overlaid with q. Neither input is
-// modified.
-func (p Properties) Merge(q Properties) Properties {
-	out := make(Properties, len(p)+len(q))
-	for k, v := range p {
-		out[k] = v
-	}
-	for k, v := range q {
-		out[k] = v
-	}
-	return out
 }
 
 // Change is one change record as sent on the wire.

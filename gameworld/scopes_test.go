@@ -72,7 +72,7 @@ func TestScopes(t *testing.T) {
 	if len(res.Refused) != 1 || !errors.Is(res.Refused[0].Err, scope.ErrGap) {
 		t.Fatalf("gap: %+v", res)
 	}
-	if o, _ := w.Get("grid"); o.Properties["color"] != nil || o.Scopes.Len("blocks") != 2 {
+	if o, _ := w.Get("grid"); o.Properties.Value("color") != nil || o.Scopes.Len("blocks") != 2 {
 		t.Fatal("a refused change changed something")
 	}
 

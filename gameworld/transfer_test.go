@@ -36,7 +36,7 @@ func TestTransfer(t *testing.T) {
 		if err := json.Unmarshal([]byte(s), &p); err != nil {
 			t.Fatal(err)
 		}
-		return p
+		return PropertiesOf(p)
 	}
 	t.Run("a request takes the next epoch and keeps the properties", func(t *testing.T) {
 		w := New("w")
@@ -46,7 +46,7 @@ func TestTransfer(t *testing.T) {
 		if len(res.Records) != 1 || res.Records[0].Type != Transfer || res.Records[0].PrevOwner != "alice" || res.Records[0].Epoch != 1 {
 			t.Fatalf("records %+v", res.Records)
 		}
-		if o.Owner != "bob" || o.Epoch != 1 || string(o.Properties["x"]) != "1" || string(res.Records[0].Properties["x"]) != "1" {
+		if o.Owner != "bob" || o.Epoch != 1 || string(o.Properties.Value("x")) != "1" || string(res.Records[0].Properties.Value("x")) != "1" {
 			t.Fatalf("object %+v", o)
 		}
 	})
@@ -55,7 +55,7 @@ func TestTransfer(t *testing.T) {
 		w.Apply([]Change{{Type: Add, ID: "ball", Owner: "alice", Properties: props(`{"x":1,"y":2}`)}}, nil)
 		w.Apply([]Change{{Type: Transfer, ID: "ball", Owner: "bob", Epoch: 5, Properties: props(`{"x":3}`)}}, nil)
 		o, _ := w.Get("ball")
-		if o.Owner != "bob" || o.Epoch != 5 || len(o.Properties) != 1 || string(o.Properties["x"]) != "3" {
+		if o.Owner != "bob" || o.Epoch != 5 || o.Properties.Len() != 1 || string(o.Properties.Value("x")) != "3" {
 			t.Fatalf("object %+v", o)
 		}
 	})
@@ -67,7 +67,7 @@ func TestTransfer(t *testing.T) {
 			t.Fatalf("object %+v, records %+v", o, res.Records)
 		}
 		res = w.Apply([]Change{{Type: Add, ID: "ball", Owner: "carol", Epoch: 1, Properties: props(`{"x":9}`)}}, nil)
-		if o, _ := w.Get("ball"); o.Owner != "bob" || string(o.Properties["x"]) != "9" || res.Records[0].Type != Update {
+		if o, _ := w.Get("ball"); o.Owner != "bob" || string(o.Properties.Value("x")) != "9" || res.Records[0].Type != Update {
 			t.Fatalf("a losing add changed the owner: %+v", o)
 		}
 	})
@@ -85,7 +85,7 @@ func TestTransfer(t *testing.T) {
 		w := New("w")
 		w.Apply([]Change{{Type: Add, ID: "ball", Owner: "alice", Properties: props(`{"x":1}`)}}, nil)
 		res := w.Apply([]Change{{Type: Transfer, ID: "ball", Owner: "bob"}, {Type: Update, ID: "ball", Properties: props(`{"x":2}`)}}, nil)
-		if len(res.Records) != 1 || res.Records[0].Type != Transfer || string(res.Records[0].Properties["x"]) != "2" {
+		if len(res.Records) != 1 || res.Records[0].Type != Transfer || string(res.Records[0].Properties.Value("x")) != "2" {
 			t.Fatalf("records %+v", res.Records)
 		}
 	})

@@ -27,8 +27,6 @@ type Object struct {
 	Epoch uint64
 	// Version counts the records applied to this object, starting at 1.
 	Version uint64
-	// Revision is the world revision of the object's last change.
-	Revision uint64
 	// Created and Updated are when the object was created and last
 	// changed, in Unix milliseconds (eight bytes each, where a time.Time
 	// takes 24: a world holds many objects).
@@ -110,10 +108,10 @@ type World struct {
 // slotDigest is an object's id, owner and hashes, by slot, and the slots
 // of the owner's previous and next objects (noSlot at the ends).
 type slotDigest struct {
-	id, owner      string
+	obj            *Object // nil for a free slot
+	owner          string
 	idHash, digest uint64
 	prev, next     uint32
-	used           bool
 }
 
 const noSlot = ^uint32(0)
@@ -124,11 +122,11 @@ func (w *World) noteDigest(o *Object) {
 		w.digests = append(w.digests, slotDigest{})
 	}
 	d := &w.digests[o.Slot]
-	if d.used && d.owner == o.Owner {
-		d.id, d.idHash, d.digest = o.ID, IDHash(o.ID), o.Digest
+	if d.obj != nil && d.owner == o.Owner {
+		d.obj, d.idHash, d.digest = o, IDHash(o.ID), o.Digest
 		return
 	}
-	if d.used {
+	if d.obj != nil {
 		w.unlink(o.Slot)
 	}
 	if w.owned == nil {
@@ -141,7 +139,7 @@ func (w *World) noteDigest(o *Object) {
 		w.digests[head].prev = o.Slot
 	}
 	w.owned[o.Owner] = o.Slot
-	*d = slotDigest{id: o.ID, owner: o.Owner, idHash: IDHash(o.ID), digest: o.Digest, prev: noSlot, next: head, used: true}
+	*d = slotDigest{obj: o, owner: o.Owner, idHash: IDHash(o.ID), digest: o.Digest, prev: noSlot, next: head}
 }
 
 // unlink takes slot out of its owner's chain. w.mu must be held.
@@ -241,10 +239,7 @@ func (w *World) RangeFrom(slot uint32, fn func(o Object) bool) (next uint32, don
 	defer w.mu.RUnlock()
 	for i := int(slot); i < len(w.digests); i++ {
 		d := &w.digests[i]
-		if !d.used {
-			continue
-		}
-		if o := w.objs[d.id]; o != nil && !fn(*o) {
+		if d.obj != nil && !fn(*d.obj) {
 			return uint32(i) + 1, i+1 >= len(w.digests)
 		}
 	}
@@ -258,7 +253,7 @@ func (w *World) RangeDigests(fn func(slot uint32, owner string, idHash, digest u
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	for slot, d := range w.digests {
-		if d.used && !fn(uint32(slot), d.owner, d.idHash, d.digest) {
+		if d.obj != nil && !fn(uint32(slot), d.owner, d.idHash, d.digest) {
 			return
 		}
 	}
@@ -273,7 +268,7 @@ func (w *World) RangeDigestsAt(slots []uint32, fn func(slot uint32, owner string
 		if int(slot) >= len(w.digests) {
 			continue
 		}
-		if d := w.digests[slot]; d.used && !fn(slot, d.owner, d.idHash, d.digest) {
+		if d := w.digests[slot]; d.obj != nil && !fn(slot, d.owner, d.idHash, d.digest) {
 			return
 		}
 	}
@@ -319,7 +314,7 @@ func (w *World) IDsOf(ids []string, owners []string, max int) []string {
 			if max > 0 && len(ids) >= end {
 				return ids
 			}
-			ids = append(ids, w.digests[slot].id)
+			ids = append(ids, w.digests[slot].obj.ID)
 		}
 	}
 	return ids
@@ -429,7 +424,10 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 			return w.update(o, c.Properties, c.Scopes, now), true
 		}
 		w.rev++
-		props := c.Properties.Merge(nil) // own copy: callers keep theirs
+		props := c.Properties
+		if props.IsZero() {
+			props = Properties{s: noProperties} // an object has a set, perhaps empty
+		}
 		var slot uint32
 		if len(w.free) > 0 {
 			slot = heap.Pop(&w.free).(uint32)
@@ -437,7 +435,7 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 			slot = w.nextSlot
 			w.nextSlot++
 		}
-		o = &Object{ID: c.ID, Owner: c.Owner, Properties: props, Epoch: c.Epoch, Version: 1, Revision: w.rev, Created: now.UnixMilli(), Updated: now.UnixMilli(), Slot: slot,
+		o = &Object{ID: c.ID, Owner: c.Owner, Properties: props, Epoch: c.Epoch, Version: 1, Created: now.UnixMilli(), Updated: now.UnixMilli(), Slot: slot,
 			props: props.Hash()}
 		var scopes map[string]scope.Delta
 		if len(c.Scopes) > 0 {
@@ -453,7 +451,7 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 			ObjectScopes: o.Scopes}, true
 	case Transfer:
 		if o == nil {
-			if c.Properties == nil {
+			if c.Properties.IsZero() {
 				return Record{}, false
 			}
 			// A transfer carries the whole object: one we lacked arrives
@@ -467,9 +465,9 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 			c.Epoch = o.Epoch + 1 // a request: the next epoch
 		}
 		o.Owner, o.Epoch = c.Owner, c.Epoch
-		if c.Properties != nil {
+		if !c.Properties.IsZero() {
 			w.size.Add(c.Properties.Size() - o.Properties.Size())
-			o.Properties = c.Properties.Merge(nil)
+			o.Properties = c.Properties
 			o.props = o.Properties.Hash()
 		}
 		if len(c.Scopes) > 0 {
@@ -481,7 +479,6 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		o.Digest = o.digest()
 		w.noteDigest(o)
 		o.Version++
-		o.Revision = w.rev
 		o.Updated = now.UnixMilli()
 		// A transfer carries the whole object, its scopes too.
 		return Record{Change: Change{Type: Transfer, ID: o.ID, Owner: o.Owner, Properties: o.Properties, Epoch: o.Epoch, PrevOwner: prev, Scopes: o.Scopes.Snapshots()},
@@ -508,7 +505,7 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		w.digests[o.Slot] = slotDigest{}
 		if n := len(w.digests); int(o.Slot) == n-1 {
 			// Trim unused slots at the end, and let a flood's memory go.
-			for n > 0 && !w.digests[n-1].used {
+			for n > 0 && w.digests[n-1].obj == nil {
 				n--
 			}
 			w.digests = w.digests[:n]
@@ -534,20 +531,28 @@ func (w *World) update(o *Object, props Properties, scopes map[string]scope.Delt
 		o.Scopes = &Scopes{}
 	}
 	scopes = w.applyScopes(o, scopes)
-	var delta Properties
-	for k, v := range props {
-		if old, ok := o.Properties[k]; ok && bytes.Equal(old, v) {
-			continue
+	delta, same := props, 0
+	for k, v := range props.All() {
+		if old, ok := o.Properties.Get(k); ok && bytes.Equal(old, v) {
+			same++
 		}
-		if delta == nil {
-			delta = make(Properties, len(props))
-		}
-		delta[k] = v
 	}
-	if len(delta) > 0 {
+	if same > 0 {
+		var b PropertiesBuilder
+		for k, v := range props.All() {
+			if old, ok := o.Properties.Get(k); !ok || !bytes.Equal(old, v) {
+				b.Add(k, v)
+			}
+		}
+		delta = Properties{}
+		if b.Len() > 0 {
+			delta = b.Build()
+		}
+	}
+	if !delta.Empty() {
 		var grown int64
-		for k, v := range delta {
-			if old, ok := o.Properties[k]; ok {
+		for k, v := range delta.All() {
+			if old, ok := o.Properties.Get(k); ok {
 				grown -= int64(len(k) + len(old))
 				o.props -= PropertyHash(k, old)
 			}
@@ -556,17 +561,16 @@ func (w *World) update(o *Object, props Properties, scopes map[string]scope.Delt
 		}
 		w.size.Add(grown)
 	}
-	if len(delta) == 0 && len(scopes) == 0 {
+	if delta.Empty() && len(scopes) == 0 {
 		return Record{}
 	}
 	o.Digest = o.digest()
 	w.noteDigest(o)
 	w.rev++
-	if len(delta) > 0 {
+	if !delta.Empty() {
 		o.Properties = o.Properties.Merge(delta)
 	}
 	o.Version++
-	o.Revision = w.rev
 	o.Updated = now.UnixMilli()
 	return Record{Change: Change{Type: Update, ID: o.ID, Owner: o.Owner, Properties: delta, Epoch: o.Epoch, Scopes: scopes}, Version: o.Version, Revision: w.rev, After: o.Properties, Slot: o.Slot,
 		ObjectScopes: o.Scopes}

@@ -404,7 +404,7 @@ func AppendRequest(dst []byte, typeName string) []byte {
 // that take scopes are sent as it is, leaves out owner and properties: a
 // block's change costs little more than the block.
 func AppendChange(dst []byte, c gameworld.Change) []byte {
-	scopesOnly := c.Type == gameworld.Update && len(c.Scopes) > 0 && len(c.Properties) == 0
+	scopesOnly := c.Type == gameworld.Update && len(c.Scopes) > 0 && c.Properties.Empty()
 	dst = append(dst, `{"type":"`...)
 	dst = append(dst, c.Type.String()...)
 	dst = append(dst, `","id":`...)
@@ -435,20 +435,16 @@ func AppendChange(dst []byte, c gameworld.Change) []byte {
 // appendProperties appends p as a JSON object, keys sorted so that equal
 // properties encode alike.
 func appendProperties(dst []byte, p gameworld.Properties) []byte {
-	var arr [16]string
-	keys := arr[:0]
-	for k := range p {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	dst = append(dst, '{')
-	for i, k := range keys {
-		if i > 0 {
+	first := true
+	for k, v := range p.All() {
+		if !first {
 			dst = append(dst, ',')
 		}
+		first = false
 		dst = appendString(dst, k)
 		dst = append(dst, ':')
-		dst = append(dst, p[k]...)
+		dst = append(dst, v...)
 	}
 	return append(dst, '}')
 }

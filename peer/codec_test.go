@@ -62,10 +62,10 @@ func TestDecodeWorldChange(t *testing.T) {
 		t.Fatalf("got %+v", wc)
 	}
 	c := wc.Changes[0]
-	if c.Type != gameworld.Add || c.Owner != "server-2345y789-2345y789" || string(c.Properties["position"]) != "[1,2,3]" {
+	if c.Type != gameworld.Add || c.Owner != "server-2345y789-2345y789" || string(c.Properties.Value("position")) != "[1,2,3]" {
 		t.Fatalf("add decoded as %+v", c)
 	}
-	if wc.Changes[2].Type != gameworld.Remove || wc.Changes[2].Properties != nil {
+	if wc.Changes[2].Type != gameworld.Remove || !wc.Changes[2].Properties.IsZero() {
 		t.Fatalf("remove decoded as %+v", wc.Changes[2])
 	}
 
@@ -141,7 +141,7 @@ func TestDecodeMetadata(t *testing.T) {
 
 func TestEncodeRoundTrip(t *testing.T) {
 	c := gameworld.Change{Type: gameworld.Add, ID: "id-\"quoted\"-<tag>", Owner: "client-ünï",
-		Properties: gameworld.Properties{"pos": json.RawMessage(`[1, 2, 3]`), "name": json.RawMessage(`"x"`)}}
+		Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"pos": json.RawMessage(`[1, 2, 3]`), "name": json.RawMessage(`"x"`)})}
 	buf := AppendWorldChangeHeader(nil, 1700000000000)
 	buf = AppendChange(buf, c)
 	buf = append(buf, ',')
@@ -161,7 +161,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 		t.Fatalf("%v in %s", err, buf)
 	}
 	got := wc.Changes[0]
-	if got.ID != c.ID || got.Owner != c.Owner || string(got.Properties["pos"]) != "[1,2,3]" || !wc.Refreshed || wc.Timestamp != 1700000000000 {
+	if got.ID != c.ID || got.Owner != c.Owner || string(got.Properties.Value("pos")) != "[1,2,3]" || !wc.Refreshed || wc.Timestamp != 1700000000000 {
 		t.Fatalf("round trip: %+v from %s", wc, buf)
 	}
 	if tr := wc.Changes[2]; tr.Type != gameworld.Transfer || tr.Epoch != 7 || !tr.Answer {

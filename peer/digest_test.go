@@ -20,7 +20,7 @@ func TestDigestVectors(t *testing.T) {
 		{"IDHash", "b9f1336a9dd5969b", gameworld.IDHash("Zk3pQ0aa-9bLm2Xc1")},
 		{"PropertyHash position", "a90bfe3bb1794e5e", gameworld.PropertyHash("position", []byte("[0,2,0]"))},
 		{"PropertyHash color", "feaf32bd0d5e51b5", gameworld.PropertyHash("color", []byte(`"red"`))},
-		{"props", "a7bb30f8bed7a013", gameworld.Properties{"position": json.RawMessage("[0,2,0]"), "color": json.RawMessage(`"red"`)}.Hash()},
+		{"props", "a7bb30f8bed7a013", gameworld.PropertiesOf(map[string]json.RawMessage{"position": json.RawMessage("[0,2,0]"), "color": json.RawMessage(`"red"`)}).Hash()},
 		{"ObjectDigest", "6b9a9393622a34b0", gameworld.ObjectDigest(0xb9f1336a9dd5969b, owner, 0, 0xa7bb30f8bed7a013)},
 		{"IDHash 2", "1cf2fe6bbafa9ad8", gameworld.IDHash("Ab12Cd34-Ef56Gh78")},
 		{"ObjectDigest 2", "fa99da334e24952e", gameworld.ObjectDigest(0x1cf2fe6bbafa9ad8, owner, 3, gameworld.PropertyHash("n", []byte("1")))},
@@ -32,8 +32,8 @@ func TestDigestVectors(t *testing.T) {
 	// The same objects in a world, and the digest message of them.
 	w := gameworld.New("w")
 	w.Apply([]gameworld.Change{
-		{Type: gameworld.Add, ID: "Zk3pQ0aa-9bLm2Xc1", Owner: owner, Properties: gameworld.Properties{"position": json.RawMessage("[0,2,0]"), "color": json.RawMessage(`"red"`)}},
-		{Type: gameworld.Add, ID: "Ab12Cd34-Ef56Gh78", Owner: owner, Epoch: 3, Properties: gameworld.Properties{"n": json.RawMessage("1")}},
+		{Type: gameworld.Add, ID: "Zk3pQ0aa-9bLm2Xc1", Owner: owner, Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": json.RawMessage("[0,2,0]"), "color": json.RawMessage(`"red"`)})},
+		{Type: gameworld.Add, ID: "Ab12Cd34-Ef56Gh78", Owner: owner, Epoch: 3, Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"n": json.RawMessage("1")})},
 	}, nil)
 	d := Digest{Buckets: make([]uint64, 2)}
 	w.RangeDigests(func(_ uint32, _ string, idHash, digest uint64) bool {

@@ -85,8 +85,8 @@ func FuzzDecode(f *testing.F) {
 			}
 			for i := range wc.Changes {
 				a, b := wc.Changes[i], wc2.Changes[i]
-				scopesOnly := a.Type == gameworld.Update && len(a.Scopes) > 0 && len(a.Properties) == 0
-				if a.Type != b.Type || a.ID != b.ID || (a.Owner != b.Owner && !scopesOnly) || len(a.Properties) != len(b.Properties) || len(a.Scopes) != len(b.Scopes) {
+				scopesOnly := a.Type == gameworld.Update && len(a.Scopes) > 0 && a.Properties.Len() == 0
+				if a.Type != b.Type || a.ID != b.ID || (a.Owner != b.Owner && !scopesOnly) || a.Properties.Len() != b.Properties.Len() || len(a.Scopes) != len(b.Scopes) {
 					t.Fatalf("change %d differs after round trip: %+v vs %+v", i, a, b)
 				}
 				for name, d := range a.Scopes {
@@ -96,12 +96,12 @@ func FuzzDecode(f *testing.F) {
 						t.Fatalf("scope %q differs: %s vs %s", name, x, y)
 					}
 				}
-				for k, v := range a.Properties {
+				for k, v := range a.Properties.All() {
 					var x, y any
 					json.Unmarshal(v, &x)
-					json.Unmarshal(b.Properties[k], &y)
+					json.Unmarshal(b.Properties.Value(k), &y)
 					if xs, _ := json.Marshal(x); string(xs) != func() string { ys, _ := json.Marshal(y); return string(ys) }() {
-						t.Fatalf("property %q differs: %s vs %s", k, v, b.Properties[k])
+						t.Fatalf("property %q differs: %s vs %s", k, v, b.Properties.Value(k))
 					}
 				}
 			}

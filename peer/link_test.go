@@ -74,7 +74,7 @@ func write(t *testing.T, c Conn, s string) {
 
 func update(id string, i int) *Record {
 	return NewRecord(gameworld.Change{Type: gameworld.Update, ID: id, Owner: "w",
-		Properties: gameworld.Properties{"i": json.RawMessage(fmt.Sprint(i))}}, slotOf(id))
+		Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"i": json.RawMessage(fmt.Sprint(i))})}, slotOf(id))
 }
 
 func TestLinkCoalescesWithinTick(t *testing.T) {
@@ -92,7 +92,7 @@ func TestLinkCoalescesWithinTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(wc.Changes) != 2 || string(wc.Changes[0].Properties["i"]) != "50" || string(wc.Changes[1].Properties["i"]) != "50" {
+	if len(wc.Changes) != 2 || string(wc.Changes[0].Properties.Value("i")) != "50" || string(wc.Changes[1].Properties.Value("i")) != "50" {
 		t.Fatalf("got %d changes: %+v", len(wc.Changes), wc.Changes)
 	}
 	if wc.Timestamp < 1e12 {
@@ -195,7 +195,7 @@ func TestLinkSplitsLargeBatches(t *testing.T) {
 	var recs []*Record
 	for i := 0; i < 40; i++ {
 		recs = append(recs, NewRecord(gameworld.Change{Type: gameworld.Add, ID: fmt.Sprint("o", i), Owner: "w",
-			Properties: gameworld.Properties{"s": json.RawMessage(`"` + big + `"`)}}, uint32(i)))
+			Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"s": json.RawMessage(`"` + big + `"`)})}, uint32(i)))
 	}
 	l.Offer(recs, sendAll, nil, false)
 	l.MarkRefreshed()

@@ -253,7 +253,7 @@ func (l *Link) Offer(recs []*Record, verdict func(i int) Verdict, full func(i in
 				r = NewRecord(gameworld.Change{Type: gameworld.Remove, ID: r.ID, Owner: r.Owner}, r.Slot)
 			}
 		}
-		if r.Type == gameworld.Transfer && r.Properties != nil {
+		if r.Type == gameworld.Transfer && !r.Properties.IsZero() {
 			// (A transfer without properties is a request to an upstream
 			// that takes them, and goes as it is.)
 			switch {

@@ -101,14 +101,7 @@ func Coalesce(prev, next *Record) *Record {
 		return r.withScopes(prev, next)
 	}
 	if prev.Type == gameworld.Update && next.Type == gameworld.Update {
-		covers := true
-		for k := range prev.Properties {
-			if _, ok := next.Properties[k]; !ok {
-				covers = false
-				break
-			}
-		}
-		if covers && len(prev.Scopes) == 0 {
+		if next.Properties.Covers(prev.Properties) && len(prev.Scopes) == 0 {
 			return next // shares next's encoding: the common case of a moving object
 		}
 	}

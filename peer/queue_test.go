@@ -13,9 +13,9 @@ import (
 func rec(t gameworld.ChangeType, id string, kv ...string) *Record {
 	var p gameworld.Properties
 	if t != gameworld.Remove {
-		p = gameworld.Properties{}
+		p = gameworld.PropertiesOf(map[string]json.RawMessage{})
 		for i := 0; i+1 < len(kv); i += 2 {
-			p[kv[i]] = json.RawMessage(kv[i+1])
+			p = p.With(kv[i], json.RawMessage(kv[i+1]))
 		}
 	}
 	return NewRecord(gameworld.Change{Type: t, ID: id, Owner: "w", Properties: p}, slotOf(id))
@@ -176,7 +176,7 @@ func TestQueueSlotReuse(t *testing.T) {
 	l.known.add(7)
 	l.Offer([]*Record{
 		NewRecord(gameworld.Change{Type: gameworld.Remove, ID: "old", Owner: "w"}, 7),
-		NewRecord(gameworld.Change{Type: gameworld.Add, ID: "new", Owner: "w", Properties: gameworld.Properties{}}, 7),
+		NewRecord(gameworld.Change{Type: gameworld.Add, ID: "new", Owner: "w", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{})}, 7),
 	}, sendAll, nil, false)
 	b := drainOutbox(l)
 	if got := batchString(b); got != `{"type":"remove","id":"old"},{"type":"add","id":"new","properties":{}}` {
@@ -260,7 +260,7 @@ func TestSlotSetGivesMemoryBack(t *testing.T) {
 
 // owned is an add of id by owner in slot.
 func owned(owner, id string, slot uint32) *Record {
-	return NewRecord(gameworld.Change{Type: gameworld.Add, ID: id, Owner: owner, Properties: gameworld.Properties{"x": json.RawMessage("1")}}, slot)
+	return NewRecord(gameworld.Change{Type: gameworld.Add, ID: id, Owner: owner, Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"x": json.RawMessage("1")})}, slot)
 }
 
 func ids(rs []*Record) []string {
@@ -294,7 +294,7 @@ func TestDrainSlice(t *testing.T) {
 		// Arrives while the bulk is pending: next slice, first.
 		q.push(owned("bob", "b", 101), &known)
 		// A pending bulk entry changed again is live too.
-		q.push(NewRecord(gameworld.Change{Type: gameworld.Update, ID: "f19", Owner: "flood", Properties: gameworld.Properties{"x": json.RawMessage("2")}}, 19), &known)
+		q.push(NewRecord(gameworld.Change{Type: gameworld.Update, ID: "f19", Owner: "flood", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"x": json.RawMessage("2")})}, 19), &known)
 		q.drainSlice(&b, max)
 		if got := ids(b.First); fmt.Sprint(got) != "[add b add f19 add f3 add f4]" {
 			t.Fatalf("second slice %v", got)

@@ -96,22 +96,20 @@ func appendScopes(dst []byte, m map[string]scope.Delta) []byte {
 func appendLegacyChange(dst []byte, c gameworld.Change, whole *gameworld.Scopes) []byte {
 	props := c.Properties
 	if len(c.Scopes) > 0 && c.Type != gameworld.Remove {
-		props = make(gameworld.Properties, len(c.Properties)+len(c.Scopes))
-		for k, v := range c.Properties {
-			props[k] = v
-		}
+		var pb gameworld.PropertiesBuilder
 		for name, d := range c.Scopes {
 			if b, ok := whole.AppendJSON(nil, name); ok {
-				props[name] = b
+				pb.Add(name, b)
 			} else if d.Full {
 				// (A record of no world's: its snapshot is the scope.)
 				b, _ := json.Marshal(d.Added)
 				if d.Added == nil {
 					b = []byte("{}")
 				}
-				props[name] = b
+				pb.Add(name, b)
 			}
 		}
+		props = props.Merge(pb.Build())
 	}
 	c.Properties, c.Scopes = props, nil
 	return AppendChange(dst, c)

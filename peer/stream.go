@@ -2,7 +2,6 @@ package peer
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -78,11 +77,15 @@ type streamDecoder struct {
 	b   budget
 	// scratch unquotes strings with escapes.
 	scratch []byte
-	// names holds the property names and owners seen lately, so that the
-	// objects of a world share one copy of each (a world of 100,000
-	// objects of three properties would otherwise hold 400,000 copies of
-	// four strings). Bounded by maxNames; pooled with the decoder.
+	// names holds the owners seen lately, so that the objects of a world
+	// share one copy of each (a world of 100,000 objects would otherwise
+	// hold 100,000 copies of one string). Bounded by maxNames; pooled with
+	// the decoder.
 	names map[string]string
+	// props collects a record's properties; key holds a name while its
+	// value is read.
+	props gameworld.PropertiesBuilder
+	key   []byte
 }
 
 // maxNames bounds a decoder's shared names.
@@ -488,35 +491,37 @@ func (d *streamDecoder) change() (gameworld.Change, error) {
 // compacted: it is relayed as it is.
 func (d *streamDecoder) properties() (gameworld.Properties, error) {
 	if _, err := d.token("properties"); err != nil {
-		return nil, err
+		return gameworld.Properties{}, err
 	}
-	props := gameworld.Properties{}
+	pb := &d.props
+	defer pb.Build() // (resets it, whatever happens)
 	for d.dec.PeekKind() != '}' {
 		name, err := d.str("properties")
 		if err != nil {
-			return nil, err
+			return gameworld.Properties{}, err
 		}
-		key := d.name(name) // the bytes are void after the next read
+		d.key = append(d.key[:0], name...) // the bytes are void after the next read
 		// The record's own size limit covers its values: no allow() here.
 		v, err := d.dec.ReadValue()
 		if err != nil {
-			return nil, d.fail("property", err)
+			return gameworld.Properties{}, d.fail("property", err)
 		}
 		if depth(v) > d.lim.MaxDepth {
-			return nil, invalid("properties nested %d deep (limit %d)", depth(v), d.lim.MaxDepth)
+			return gameworld.Properties{}, invalid("properties nested %d deep (limit %d)", depth(v), d.lim.MaxDepth)
 		}
-		raw := jsontext.Value(bytes.Clone(v))
-		if k := raw.Kind(); k == '{' || k == '[' {
+		if k := v.Kind(); k == '{' || k == '[' {
+			raw := jsontext.Value(bytes.Clone(v))
 			if err := raw.Compact(); err != nil {
-				return nil, invalid("property %q: %v", key, err)
+				return gameworld.Properties{}, invalid("property %q: %v", d.key, err)
 			}
+			v = raw
 		}
-		props[key] = json.RawMessage(raw)
+		pb.AddBytes(d.key, v)
 	}
 	if _, err := d.token("properties"); err != nil {
-		return nil, err
+		return gameworld.Properties{}, err
 	}
-	return props, nil
+	return pb.Build(), nil
 }
 
 // ReadMessage reads one message from r, the payload of one transport

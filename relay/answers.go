@@ -116,7 +116,7 @@ func (n *Node) takeRequestsLocked(ls *linkState, changes []gameworld.Change) ([]
 			out = append(out, c)
 			continue
 		}
-		c.Properties = nil // the object keeps its own
+		c.Properties = gameworld.Properties{} // the object keeps its own
 		if !upDecides {
 			if c.Owner == "" {
 				c.Owner = n.id

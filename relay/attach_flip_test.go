@@ -38,9 +38,9 @@ func TestObserverFlipsWhileTheWorldChurns(t *testing.T) {
 				attach(i)
 			}
 			props := func(step int) gameworld.Properties {
-				p := gameworld.Properties{"n": json.RawMessage(fmt.Sprint(step))}
+				p := gameworld.PropertiesOf(map[string]json.RawMessage{"n": json.RawMessage(fmt.Sprint(step))})
 				if r.IntN(2) == 0 {
-					p["position"] = json.RawMessage(fmt.Sprintf("[%d,0,0]", r.IntN(10)))
+					p = p.With("position", json.RawMessage(fmt.Sprintf("[%d,0,0]", r.IntN(10))))
 				}
 				return p
 			}

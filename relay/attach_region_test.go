@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ func TestRegionChangeWithSlotReused(t *testing.T) {
 		}
 	}
 	pos := func(x int) gameworld.Properties {
-		return gameworld.Properties{"position": []byte("[" + string(rune('0'+x)) + ",0,0]")}
+		return gameworld.PropertiesOf(map[string]json.RawMessage{"position": []byte("[" + string(rune('0'+x)) + ",0,0]")})
 	}
 	apply(gameworld.Change{Type: gameworld.Add, ID: "old", Properties: pos(0)})
 	flush()
@@ -71,8 +72,8 @@ func TestIdleAttachmentKeepsNoIndex(t *testing.T) {
 	}
 	obs.SetInterest(nil, true)
 	w.Apply([]gameworld.Change{
-		{Type: gameworld.Add, ID: "placed", Properties: gameworld.Properties{"position": []byte("[1,0,0]")}},
-		{Type: gameworld.Add, ID: "unplaced", Properties: gameworld.Properties{"kind": []byte(`"sky"`)}},
+		{Type: gameworld.Add, ID: "placed", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": []byte("[1,0,0]")})},
+		{Type: gameworld.Add, ID: "unplaced", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"kind": []byte(`"sky"`)})},
 	})
 	flush()
 	n.mu.Lock()

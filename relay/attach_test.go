@@ -27,7 +27,7 @@ func (v *view) Receive(ds []Delivery) {
 	for _, d := range ds {
 		if d.Type == gameworld.Remove {
 			delete(v.objs, d.ID)
-		} else if d.After != nil {
+		} else if !d.After.IsZero() {
 			v.objs[d.ID] = d.After
 		}
 	}
@@ -98,7 +98,7 @@ func TestAttachment(t *testing.T) {
 	}
 	waitFor(t, "the observer to be sent the world", 5*time.Second, func() bool { _, ok := obs.get(rock); return ok })
 
-	res, err := agent.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "lamp", Properties: gameworld.Properties{"on": json.RawMessage(` true `)}}})
+	res, err := agent.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "lamp", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"on": json.RawMessage(` true `)})}})
 	if err != nil || len(res.Records) != 1 || res.Records[0].Owner != agentID {
 		t.Fatalf("agent's add: %+v, %v", res, err)
 	}
@@ -114,7 +114,7 @@ func TestAttachment(t *testing.T) {
 	t.Run("writes to others' objects are refused", func(t *testing.T) {
 		waitFor(t, "the proxy to know alice's rock", 5*time.Second, func() bool { _, ok := proxy.World().Get(rock); return ok })
 		res, err := agent.Apply([]gameworld.Change{
-			{Type: gameworld.Update, ID: rock, Properties: gameworld.Properties{"kind": json.RawMessage(`"gold"`)}},
+			{Type: gameworld.Update, ID: rock, Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"kind": json.RawMessage(`"gold"`)})},
 			{Type: gameworld.Remove, ID: rock},
 		})
 		if err != nil || len(res.Records) != 0 || len(res.Refused) != 2 {
@@ -126,12 +126,12 @@ func TestAttachment(t *testing.T) {
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
-		if o, _ := server.World().Get(rock); string(o.Properties["kind"]) != `"rock"` {
-			t.Errorf("the rock changed: %s", o.Properties["kind"])
+		if o, _ := server.World().Get(rock); string(o.Properties.Value("kind")) != `"rock"` {
+			t.Errorf("the rock changed: %s", o.Properties.Value("kind"))
 		}
 	})
 	t.Run("bad property values are refused whole", func(t *testing.T) {
-		if _, err := agent.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "bad", Properties: gameworld.Properties{"x": json.RawMessage(`{`)}}}); err == nil {
+		if _, err := agent.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "bad", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"x": json.RawMessage(`{`)})}}); err == nil {
 			t.Fatal("invalid JSON accepted")
 		}
 	})

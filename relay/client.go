@@ -215,7 +215,7 @@ func (c *Client) Present(room string) []string {
 	var out []string
 	c.node.World().Range(func(o gameworld.Object) bool {
 		var who, in string
-		if json.Unmarshal(o.Properties[PropPresence], &who) == nil && json.Unmarshal(o.Properties[c.node.opts.RoomProperty], &in) == nil && in == room && who != "" {
+		if json.Unmarshal(o.Properties.Value(PropPresence), &who) == nil && json.Unmarshal(o.Properties.Value(c.node.opts.RoomProperty), &in) == nil && in == room && who != "" {
 			out = append(out, who)
 		}
 		return true
@@ -366,13 +366,13 @@ func (c *Client) Close() error {
 }
 
 func marshalProps(props map[string]any) (gameworld.Properties, error) {
-	p := make(gameworld.Properties, len(props))
+	var p gameworld.PropertiesBuilder
 	for k, v := range props {
 		b, err := json.Marshal(v)
 		if err != nil {
-			return nil, fmt.Errorf("relay: property %q: %w", k, err)
+			return gameworld.Properties{}, fmt.Errorf("relay: property %q: %w", k, err)
 		}
-		p[k] = b
+		p.Add(k, b)
 	}
-	return p, nil
+	return p.Build(), nil
 }

@@ -99,8 +99,8 @@ func TestCreatedTwice(t *testing.T) {
 				}
 				return true
 			})
-			if o, _ := second.World().Get(id); string(o.Properties["by"]) != `"first"` {
-				t.Fatalf("the second client holds %s, want the first's properties", o.Properties["by"])
+			if o, _ := second.World().Get(id); string(o.Properties.Value("by")) != `"first"` {
+				t.Fatalf("the second client holds %s, want the first's properties", o.Properties.Value("by"))
 			}
 			if v := legacy.Violations(); len(v) > 0 {
 				t.Fatalf("the 2016-style peer was sent what would crash it: %v", v)
@@ -133,8 +133,8 @@ func TestCreatedTwiceAcrossMesh(t *testing.T) {
 		return worldDiff(nodes[1].node.World(), nodes[0].node.World()) == "" &&
 			worldDiff(a.World(), nodes[0].node.World()) == "" && worldDiff(b.World(), nodes[1].node.World()) == ""
 	})
-	if o, _ := a.World().Get(id); string(o.Properties["by"]) != `"`+winner+`"` {
-		t.Fatalf("the object holds %s, want the winner's properties", o.Properties["by"])
+	if o, _ := a.World().Get(id); string(o.Properties.Value("by")) != `"`+winner+`"` {
+		t.Fatalf("the object holds %s, want the winner's properties", o.Properties.Value("by"))
 	}
 }
 

@@ -83,10 +83,10 @@ func (c *departedChain) converged(t *testing.T, what string) {
 			}
 			for id, o := range objs {
 				ref, ok := want[id]
-				if !ok || ref.Owner != o.Owner || len(ref.Properties) != len(o.Properties) {
+				if !ok || ref.Owner != o.Owner || ref.Properties.Len() != len(o.Properties) {
 					return false
 				}
-				for k, v := range ref.Properties {
+				for k, v := range ref.Properties.All() {
 					if !bytes.Equal(o.Properties[k], v) {
 						return false
 					}
@@ -177,7 +177,7 @@ func TestDepartedWorldComesBack(t *testing.T) {
 			t.Errorf("node %s holds %d objects of the returning world, want 3", n.Identifier(), got)
 		}
 	}
-	if o, _ := c.p2.World().Get("l-00001"); string(o.Properties["again"]) != "1" {
+	if o, _ := c.p2.World().Get("l-00001"); string(o.Properties.Value("again")) != "1" {
 		t.Errorf("l-00001 at the end of the chain: %+v, want what the returning world sent", o)
 	}
 }

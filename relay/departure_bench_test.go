@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func BenchmarkDepartureLatency(b *testing.B) {
 		changes := make([]gameworld.Change, 0, objects)
 		for k := range objects {
 			changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("flood-%d-%06d", i, k),
-				Properties: gameworld.Properties{"position": []byte(fmt.Sprintf("[%d,1,2]", k)), "n": []byte(fmt.Sprint(k))}})
+				Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": []byte(fmt.Sprintf("[%d,1,2]", k)), "n": []byte(fmt.Sprint(k))})})
 		}
 		if _, err := flooder.node.Apply(changes); err != nil {
 			b.Fatal(err)

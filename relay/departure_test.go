@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"sync"
@@ -31,9 +32,9 @@ func newDepartureFixture(t *testing.T, ctx context.Context, objects int) *depart
 	f.leaverID = f.leave.Identifier()
 	changes := make([]gameworld.Change, 0, objects)
 	for k := range objects {
-		props := gameworld.Properties{"n": []byte(fmt.Sprint(k))}
+		props := gameworld.PropertiesOf(map[string]json.RawMessage{"n": []byte(fmt.Sprint(k))})
 		if k%1000 == 0 {
-			props[PropPersistent] = []byte("true")
+			props = props.With(PropPersistent, []byte("true"))
 		}
 		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("leaver-%06d", k), Properties: props})
 	}
@@ -195,9 +196,9 @@ func TestDepartureAcrossMeshRepairsNothing(t *testing.T) {
 	changes := make([]gameworld.Change, 0, objects)
 	const persistent = 3
 	for k := range objects {
-		props := gameworld.Properties{"n": []byte(fmt.Sprint(k))}
+		props := gameworld.PropertiesOf(map[string]json.RawMessage{"n": []byte(fmt.Sprint(k))})
 		if k < persistent {
-			props[PropPersistent] = []byte("true")
+			props = props.With(PropPersistent, []byte("true"))
 		}
 		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("leaver-%06d", k), Properties: props})
 	}

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func BenchmarkDigest(b *testing.B) {
 	changes := make([]gameworld.Change, 0, objects)
 	for i := range objects {
 		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("obj-%08d", i),
-			Properties: gameworld.Properties{"position": []byte(fmt.Sprintf("[%d,1,2]", i)), "color": []byte(`"red"`), "n": []byte(fmt.Sprint(i))}})
+			Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": []byte(fmt.Sprintf("[%d,1,2]", i)), "color": []byte(`"red"`), "n": []byte(fmt.Sprint(i))})})
 	}
 	if _, err := s.Apply(changes); err != nil {
 		b.Fatal(err)

@@ -27,7 +27,7 @@ func TestAntiEntropyRepairs(t *testing.T) {
 			if want == "" {
 				return !ok
 			}
-			return ok && string(o.Properties[prop]) == want
+			return ok && string(o.Properties.Value(prop)) == want
 		}
 	}
 	waitFor(t, "b sees x", 5*time.Second, has(b, x, "n", "1"))
@@ -49,13 +49,13 @@ func TestAntiEntropyRepairs(t *testing.T) {
 		t.Fatalf("b repaired %d missing objects, want 1", got)
 	}
 	// b's copy of x differs: stale.
-	behindItsBack(b.World(), gameworld.Change{Type: gameworld.Update, ID: x, Properties: gameworld.Properties{"n": json.RawMessage("7")}})
+	behindItsBack(b.World(), gameworld.Change{Type: gameworld.Update, ID: x, Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"n": json.RawMessage("7")})})
 	waitFor(t, "x right at b", 10*time.Second, has(b, x, "n", "1"))
 	if got := repairs(bn, RepairStale); got != 1 {
 		t.Fatalf("b repaired %d stale objects, want 1", got)
 	}
 	// b holds an object of a's that a never had: extra.
-	behindItsBack(b.World(), gameworld.Change{Type: gameworld.Add, ID: "ghost-00000000", Owner: a.Identifier(), Properties: gameworld.Properties{"n": json.RawMessage("0")}})
+	behindItsBack(b.World(), gameworld.Change{Type: gameworld.Add, ID: "ghost-00000000", Owner: a.Identifier(), Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"n": json.RawMessage("0")})})
 	waitFor(t, "the ghost gone from b", 10*time.Second, has(b, "ghost-00000000", "", ""))
 	if got := repairs(bn, RepairExtra); got != 1 {
 		t.Fatalf("b repaired %d extra objects, want 1", got)

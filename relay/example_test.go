@@ -30,7 +30,7 @@ func ExampleClient() {
 	moved := make(chan string, 10)
 	alice.Subscribe(func(e relay.Event) {
 		if e.Type != gameworld.Remove {
-			moved <- string(e.Properties["position"])
+			moved <- string(e.Properties.Value("position"))
 		}
 	})
 
@@ -50,7 +50,7 @@ func ExampleClient() {
 		case p := <-moved:
 			if p == "[0,2,0]" {
 				o, _ := alice.World().Get(ball)
-				fmt.Println("alice sees bob's", string(o.Properties["kind"]), "at", p)
+				fmt.Println("alice sees bob's", string(o.Properties.Value("kind")), "at", p)
 				return
 			}
 		case <-ctx.Done():

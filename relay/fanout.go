@@ -205,7 +205,7 @@ func (n *Node) flushLocked() {
 		if e.rec.Type == gameworld.Add {
 			return e.rec
 		}
-		if e.full == nil && e.after != nil {
+		if e.full == nil && !e.after.IsZero() {
 			e.full = n.newRecord(gameworld.Change{Type: gameworld.Add, ID: e.rec.ID, Owner: e.rec.Owner, Epoch: e.rec.Epoch, Properties: e.after,
 				Scopes: e.rec.ObjectScopes.Snapshots()}, e.rec.Slot, e.rec.Born)
 			e.full.ObjectScopes = e.rec.ObjectScopes

@@ -166,7 +166,7 @@ func (n *Node) State(limit int, filter string) State {
 }
 
 func propsContain(p gameworld.Properties, s string) bool {
-	for k, v := range p {
+	for k, v := range p.All() {
 		if strings.Contains(k, s) || strings.Contains(string(v), s) {
 			return true
 		}

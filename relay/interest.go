@@ -2,6 +2,7 @@ package relay
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -35,9 +36,10 @@ type cellKey [3]int32
 // objAt is where the index has an object.
 type objAt struct {
 	id   string
-	p    [3]float64
 	c    cellKey
 	hasP bool
+	// in marks a slot the index holds an object in.
+	in bool
 	// room is the object's room (rooms.go); empty if none.
 	room string
 }
@@ -46,8 +48,10 @@ type objAt struct {
 // when the first link announces a region and dropped with the last.
 type spatial struct {
 	active bool
-	at     map[uint32]objAt
-	objs   map[cellKey]map[uint32]struct{}
+	// at holds, by slot, where each object is: slots are dense, and a
+	// slice costs a world of objects half what a map does.
+	at   []objAt
+	objs map[cellKey]map[uint32]struct{}
 	// unplaced holds objects without a position: every region gets them.
 	unplaced map[uint32]struct{}
 	links    map[cellKey][]*linkState
@@ -58,7 +62,8 @@ type spatial struct {
 	boxed     []*linkState
 	roomOnly  []*linkState
 	roomLinks map[string][]*linkState
-	// peak is the most objects indexed since at was last rebuilt.
+	// peak is the most objects without a position since unplaced was
+	// last rebuilt.
 	peak int
 	// unusedSince is when the last region went, while none has come
 	// since: the index lingers (spatialLinger).
@@ -113,7 +118,7 @@ func (n *Node) cellOf(p [3]float64) cellKey {
 
 // positionOf reads an object's position property.
 func (n *Node) positionOf(props gameworld.Properties) ([3]float64, bool) {
-	return parseVec3(props[n.opts.InterestProperty])
+	return parseVec3(props.Value(n.opts.InterestProperty))
 }
 
 // parseVec3 reads a JSON array of three finite numbers. It runs for every
@@ -208,7 +213,7 @@ func (n *Node) activateSpatial() {
 	if sp.active {
 		return
 	}
-	*sp = spatial{active: true, at: map[uint32]objAt{}, objs: map[cellKey]map[uint32]struct{}{},
+	*sp = spatial{active: true, objs: map[cellKey]map[uint32]struct{}{},
 		unplaced: map[uint32]struct{}{}, links: map[cellKey][]*linkState{}, roomLinks: map[string][]*linkState{}}
 	n.world.Range(func(o gameworld.Object) bool {
 		n.placeLocked(o.Slot, o.ID, o.Properties)
@@ -216,12 +221,12 @@ func (n *Node) activateSpatial() {
 	})
 }
 
-// placeLocked records an object's position (props nil: removed) and
-// returns where it was. n.mu must be held.
-func (n *Node) placeLocked(slot uint32, id string, props gameworld.Properties) (old objAt, had bool) {
+// placeLocked records an object's position (props zero: removed) and
+// returns where it was, and its position now. n.mu must be held.
+func (n *Node) placeLocked(slot uint32, id string, props gameworld.Properties) (old objAt, had bool, p [3]float64) {
 	sp := &n.sp
-	old, had = sp.at[slot]
-	if had {
+	old = sp.get(slot)
+	if had = old.in; had {
 		if old.hasP {
 			if set := sp.objs[old.c]; set != nil {
 				delete(set, slot)
@@ -232,21 +237,29 @@ func (n *Node) placeLocked(slot uint32, id string, props gameworld.Properties) (
 		} else {
 			delete(sp.unplaced, slot)
 		}
-		delete(sp.at, slot)
+		sp.at[slot] = objAt{}
 	}
-	if props == nil {
-		if sp.peak > 1024 && 4*len(sp.at) < sp.peak {
-			// Go maps keep their buckets when emptied: after a flood
-			// leaves, fresh maps let its memory go.
-			sp.at, sp.unplaced = cloneMap(sp.at), cloneMap(sp.unplaced)
-			sp.peak = len(sp.at)
+	if props.IsZero() {
+		n := len(sp.at)
+		for n > 0 && !sp.at[n-1].in {
+			n--
 		}
-		return old, had
+		sp.at = sp.at[:n]
+		if cap(sp.at) > 1024 && n < cap(sp.at)/4 {
+			sp.at = slices.Clone(sp.at) // after a flood leaves, its memory goes
+		}
+		if sp.peak > 1024 && 4*len(sp.unplaced) < sp.peak {
+			// Go maps keep their buckets when emptied: after a flood
+			// leaves, a fresh map lets its memory go.
+			sp.unplaced = cloneMap(sp.unplaced)
+			sp.peak = len(sp.unplaced)
+		}
+		return old, had, p
 	}
-	now := objAt{id: id, room: n.roomOf(props)}
-	now.p, now.hasP = n.positionOf(props)
+	now := objAt{id: id, room: n.roomOf(props), in: true}
+	p, now.hasP = n.positionOf(props)
 	if now.hasP {
-		now.c = n.cellOf(now.p)
+		now.c = n.cellOf(p)
 		set := sp.objs[now.c]
 		if set == nil {
 			set = map[uint32]struct{}{}
@@ -256,12 +269,23 @@ func (n *Node) placeLocked(slot uint32, id string, props gameworld.Properties) (
 	} else {
 		sp.unplaced[slot] = struct{}{}
 	}
+	for int(slot) >= len(sp.at) {
+		sp.at = append(sp.at, objAt{})
+	}
 	sp.at[slot] = now
-	sp.peak = max(sp.peak, len(sp.at))
-	return old, had
+	sp.peak = max(sp.peak, len(sp.unplaced))
+	return old, had, p
 }
 
 // cloneMap copies m into a map sized for what it holds.
+// get returns where the index has the object in slot (not in if none).
+func (sp *spatial) get(slot uint32) objAt {
+	if int(slot) < len(sp.at) {
+		return sp.at[slot]
+	}
+	return objAt{}
+}
+
 func cloneMap[K comparable, V any](m map[K]V) map[K]V {
 	out := make(map[K]V, len(m))
 	for k, v := range m {
@@ -420,7 +444,7 @@ func (n *Node) setRegionLocked(ls *linkState, v wants) {
 						continue
 					}
 					seen[slot] = true
-					if o, ok := n.world.Get(n.sp.at[slot].id); ok {
+					if o, ok := n.world.Get(n.sp.get(slot).id); ok {
 						objs = append(objs, o)
 					}
 				}
@@ -572,13 +596,13 @@ func (n *Node) indexLog() {
 		var props gameworld.Properties
 		if e.rec.Type != gameworld.Remove {
 			props = e.after
-			if props == nil {
+			if props.IsZero() {
 				props = e.rec.Properties
 			}
 		}
-		old, had := n.placeLocked(e.rec.Slot, e.rec.ID, props)
-		now := sp.at[e.rec.Slot]
-		e.p, e.hasP, e.room = now.p, now.hasP, now.room
+		old, had, p := n.placeLocked(e.rec.Slot, e.rec.ID, props)
+		now := sp.get(e.rec.Slot)
+		e.p, e.hasP, e.room = p, now.hasP, now.room
 		if e.rec.Type == gameworld.Remove {
 			// Every link with a region considers every remove: one may
 			// know the object outside its cells (a sliced hide after its
@@ -592,9 +616,9 @@ func (n *Node) indexLog() {
 			continue
 		}
 		if len(sp.roomOnly) > 0 {
-			n.visitRooms(had, old, props != nil, now, func(ls *linkState) { visit(ls, i) })
+			n.visitRooms(had, old, !props.IsZero(), now, func(ls *linkState) { visit(ls, i) })
 		}
-		if (had && !old.hasP) || (props != nil && !now.hasP) {
+		if (had && !old.hasP) || (!props.IsZero() && !now.hasP) {
 			for _, ls := range sp.boxed {
 				visit(ls, i)
 			}
@@ -605,7 +629,7 @@ func (n *Node) indexLog() {
 				visit(ls, i)
 			}
 		}
-		if props != nil {
+		if !props.IsZero() {
 			for _, ls := range sp.links[now.c] {
 				visit(ls, i)
 			}
@@ -803,7 +827,7 @@ func (a *Attachment) SetInterest(boxes []peer.Box, has bool) {
 func (n *Node) regionObjects(r *region) func(fn func(gameworld.Object) bool) {
 	return func(fn func(gameworld.Object) bool) {
 		visit := func(slot uint32) bool {
-			o, ok := n.world.Get(n.sp.at[slot].id)
+			o, ok := n.world.Get(n.sp.get(slot).id)
 			return !ok || fn(o)
 		}
 		for _, c := range r.cells {

@@ -109,9 +109,9 @@ func TestMeshInterestUnderLoad(t *testing.T) {
 						missing = append(missing, fmt.Sprintf("%s@%g (node 0 has it: %v)", id, x, in0))
 					case !near && seen:
 						n0, in0 := nodes[0].node.World().Get(id)
-						extra = append(extra, fmt.Sprintf("%s@%g (watcher has %s, node 0 has %v %s)", id, x, o.Properties["position"], in0, n0.Properties["position"]))
-					case seen && round == 11 && string(o.Properties["position"]) != fmt.Sprintf("[%g,0,0]", x):
-						stale = append(stale, fmt.Sprintf("%s@%g has %s", id, x, o.Properties["position"]))
+						extra = append(extra, fmt.Sprintf("%s@%g (watcher has %s, node 0 has %v %s)", id, x, o.Properties.Value("position"), in0, n0.Properties.Value("position")))
+					case seen && round == 11 && string(o.Properties.Value("position")) != fmt.Sprintf("[%g,0,0]", x):
+						stale = append(stale, fmt.Sprintf("%s@%g has %s", id, x, o.Properties.Value("position")))
 					}
 				}
 				mu.Unlock()

@@ -147,15 +147,15 @@ func TestRegionProxies(t *testing.T) {
 			p := center(i)
 			p[0] += float64(k)
 			pos, _ := json.Marshal(p)
-			add := gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("tree-%d-%d", i, k), Properties: gameworld.Properties{"position": pos}}
+			add := gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("tree-%d-%d", i, k), Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": pos})}
 			if _, err := server.Apply([]gameworld.Change{add}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	inQuad := func(i int, props map[string]json.RawMessage) bool {
+	inQuad := func(i int, props gameworld.Properties) bool {
 		var p [3]float64
-		json.Unmarshal(props["position"], &p)
+		json.Unmarshal(props.Value("position"), &p)
 		return quad(i).Contains(p, DefaultInterestMargin)
 	}
 	for i, c := range clients {
@@ -163,7 +163,7 @@ func TestRegionProxies(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		for _, o := range c.World().Objects() {
 			if !inQuad(i, o.Properties) {
-				t.Errorf("client %d sees %s at %s", i, o.ID, o.Properties["position"])
+				t.Errorf("client %d sees %s at %s", i, o.ID, o.Properties.Value("position"))
 			}
 		}
 		if n := len(c.World().Objects()); n != 6 {
@@ -171,7 +171,7 @@ func TestRegionProxies(t *testing.T) {
 		}
 		for _, o := range proxies[i].World().Objects() {
 			if !inQuad(i, o.Properties) {
-				t.Errorf("proxy %d received %s at %s", i, o.ID, o.Properties["position"])
+				t.Errorf("proxy %d received %s at %s", i, o.ID, o.Properties.Value("position"))
 			}
 		}
 	}
@@ -266,7 +266,7 @@ func TestRegionChangeSliced(t *testing.T) {
 	changes := make([]gameworld.Change, 0, objects)
 	for k := range objects {
 		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("o-%06d", k),
-			Properties: gameworld.Properties{"position": json.RawMessage(fmt.Sprintf("[%d,0,0]", k))}})
+			Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": json.RawMessage(fmt.Sprintf("[%d,0,0]", k))})})
 	}
 	if _, err := writer.node.Apply(changes); err != nil {
 		t.Fatal(err)
@@ -360,7 +360,7 @@ func TestRegionRemovedWhileHiding(t *testing.T) {
 	changes := make([]gameworld.Change, 0, objects)
 	for k := range objects {
 		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("o-%06d", k),
-			Properties: gameworld.Properties{"position": json.RawMessage(fmt.Sprintf("[%d,0,0]", k))}})
+			Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": json.RawMessage(fmt.Sprintf("[%d,0,0]", k))})})
 	}
 	if _, err := n.Apply(changes); err != nil {
 		t.Fatal(err)
@@ -396,7 +396,7 @@ func TestRegionRemovedWhileHiding(t *testing.T) {
 	var again []gameworld.Change
 	for k := range 100 {
 		again = append(again, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("new-%03d", k),
-			Properties: gameworld.Properties{"position": json.RawMessage(fmt.Sprintf("[%d,0,0]", k))}})
+			Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": json.RawMessage(fmt.Sprintf("[%d,0,0]", k))})})
 	}
 	if _, err := n.Apply(again); err != nil {
 		t.Fatal(err)

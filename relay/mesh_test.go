@@ -130,14 +130,14 @@ func meshLinks(n *Node) int {
 func worldDigest(w *gameworld.World) string {
 	var sb strings.Builder
 	for _, o := range w.Objects() {
-		keys := make([]string, 0, len(o.Properties))
-		for k := range o.Properties {
+		keys := make([]string, 0, o.Properties.Len())
+		for k := range o.Properties.All() {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
 		fmt.Fprintf(&sb, "%s@%s{", o.ID, o.Owner)
 		for _, k := range keys {
-			fmt.Fprintf(&sb, "%s=%s;", k, o.Properties[k])
+			fmt.Fprintf(&sb, "%s=%s;", k, o.Properties.Value(k))
 		}
 		sb.WriteString("}\n")
 	}
@@ -385,8 +385,8 @@ func TestMeshRefusesForgery(t *testing.T) {
 	if got := refusedCount(a.node) - before; got < 2 {
 		t.Fatalf("refused %d forged records, want 2", got)
 	}
-	if o, _ := a.node.World().Get("v"); string(o.Properties["hp"]) != "100" {
-		t.Fatalf("forged update applied: %s", o.Properties["hp"])
+	if o, _ := a.node.World().Get("v"); string(o.Properties.Value("hp")) != "100" {
+		t.Fatalf("forged update applied: %s", o.Properties.Value("hp"))
 	}
 	if _, ok := a.node.World().Get("fake"); ok {
 		t.Fatal("forged add applied")

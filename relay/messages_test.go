@@ -112,7 +112,7 @@ func TestMessagesBroadcastInOrderEverywhere(t *testing.T) {
 			o, ok := c.World().Get(id)
 			var have int
 			if ok {
-				json.Unmarshal(o.Properties["n"], &have)
+				json.Unmarshal(o.Properties.Value("n"), &have)
 			}
 			// (Changes coalesce: the receiver may hold a later one.)
 			if m.Type == "tick" && (!ok || have < n) {

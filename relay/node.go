@@ -504,22 +504,22 @@ func (n *Node) Apply(changes []gameworld.Change) (gameworld.Applied, error) {
 }
 
 // compactProperties makes the changes' property values valid, compact JSON,
-// as they are relayed as they are. Each change gets a map of its own: the
-// caller's is left alone.
+// as they are relayed as they are.
 func compactProperties(changes []gameworld.Change) error {
 	for i := range changes {
-		if len(changes[i].Properties) == 0 {
+		if changes[i].Properties.Empty() {
 			continue
 		}
-		props := make(gameworld.Properties, len(changes[i].Properties))
-		for k, v := range changes[i].Properties {
-			var buf bytes.Buffer
+		var props gameworld.PropertiesBuilder
+		var buf bytes.Buffer
+		for k, v := range changes[i].Properties.All() {
+			buf.Reset()
 			if err := json.Compact(&buf, v); err != nil {
 				return fmt.Errorf("relay: property %q of %s is not JSON: %w", k, changes[i].ID, err)
 			}
-			props[k] = buf.Bytes()
+			props.Add(k, buf.Bytes())
 		}
-		changes[i].Properties = props
+		changes[i].Properties = props.Build()
 	}
 	return nil
 }

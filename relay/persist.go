@@ -131,7 +131,7 @@ func (p *persist) noteLocked(n *Node, r *gameworld.Record) {
 	case r.Type == gameworld.Remove:
 		return
 	case r.Type == gameworld.Update:
-		if _, ok := r.Properties[PropPersistent]; !ok {
+		if _, ok := r.Properties.Get(PropPersistent); !ok {
 			return
 		}
 	case r.Owner != n.id && !flagsOf(r.After).Persistent:

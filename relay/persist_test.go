@@ -40,7 +40,7 @@ func TestPersistRestart(t *testing.T) {
 	bob.Set(lamp, map[string]any{"on": false})
 	waitFor(t, "the lamp is off", 5*time.Second, func() bool {
 		o, _ := srv.World().Get(lamp)
-		return string(o.Properties["on"]) == "false"
+		return string(o.Properties.Value("on")) == "false"
 	})
 	id := srv.Identifier()
 	wantDoor, _ := srv.World().Get(door)
@@ -59,13 +59,13 @@ func TestPersistRestart(t *testing.T) {
 		t.Fatalf("identifier %s after the restart, was %s", srv2.Identifier(), id)
 	}
 	got, ok := srv2.World().Get(door)
-	if !ok || got.Owner != id || got.Epoch != wantDoor.Epoch || string(got.Properties["open"]) != "true" {
+	if !ok || got.Owner != id || got.Epoch != wantDoor.Epoch || string(got.Properties.Value("open")) != "true" {
 		t.Fatalf("door after the restart: %+v, want owner %s epoch %d", got, id, wantDoor.Epoch)
 	}
 	if _, ok := srv2.World().Get(toy); ok {
 		t.Fatal("the toy (neither persistent nor the node's) survived")
 	}
-	if o, ok := srv2.World().Get(lamp); !ok || o.Owner != bob.Identifier() || string(o.Properties["on"]) != "false" {
+	if o, ok := srv2.World().Get(lamp); !ok || o.Owner != bob.Identifier() || string(o.Properties.Value("on")) != "false" {
 		t.Fatalf("bob's lamp after the restart: %+v", o)
 	}
 	carol := dialClient(t, url2, "carol")

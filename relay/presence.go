@@ -46,11 +46,11 @@ func (n *Node) presenceLocked(ls *linkState, md peer.Metadata) {
 		if ls.presence[room] == id {
 			continue
 		}
-		props := gameworld.Properties{
+		props := gameworld.PropertiesOf(map[string]json.RawMessage{
 			n.opts.RoomProperty: jsonString(room),
 			PropPresence:        jsonString(md.Identifier),
 			"since":             strconv.AppendInt(nil, time.Now().UnixMilli(), 10),
-		}
+		})
 		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: id, Owner: n.id, Properties: props})
 	}
 	for room, id := range ls.presence {

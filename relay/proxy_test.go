@@ -144,7 +144,7 @@ func TestProxyForgedWritesRefusedAtEveryHop(t *testing.T) {
 	c2.WaitProp("o1", "marker", "1")
 	for _, n := range []*Node{s, p1} {
 		for _, id := range []string{"o0", "o1"} {
-			if o, ok := n.World().Get(id); !ok || string(o.Properties["hp"]) != "100" {
+			if o, ok := n.World().Get(id); !ok || string(o.Properties.Value("hp")) != "100" {
 				t.Errorf("%s: %s = %+v, %v", n.Identifier(), id, o, ok)
 			}
 		}

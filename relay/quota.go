@@ -53,11 +53,8 @@ func (n *Node) checkTrusted(ls *linkState, c gameworld.Change, existing *gamewor
 			return n.overWorld(ls, "world_objects", fmt.Errorf("%w: the world holds %d objects (limit %d)", ErrQuota, objects, q.WorldObjects))
 		}
 	} else {
-		for k := range c.Properties {
-			if old, ok := existing.Properties[k]; ok {
-				grows -= int64(len(k) + len(old))
-			}
-		}
+		_, replaced := existing.Properties.Shared(c.Properties)
+		grows -= replaced
 	}
 	if grows > 0 && bytes+grows > q.WorldBytes {
 		return n.overWorld(ls, "world_bytes", fmt.Errorf("%w: the world's properties would take %d bytes (limit %d)", ErrQuota, bytes+grows, q.WorldBytes))
@@ -83,14 +80,10 @@ func (n *Node) checkObjectSize(c gameworld.Change, existing *gameworld.Object) e
 	q := &n.opts.Quotas
 	count, size := 0, 0
 	if existing != nil {
-		for k, v := range existing.Properties {
-			if _, replaced := c.Properties[k]; !replaced {
-				count++
-				size += len(k) + len(v)
-			}
-		}
+		n, replaced := existing.Properties.Shared(c.Properties)
+		count, size = existing.Properties.Len()-n, int(existing.Properties.Size()-replaced)
 	}
-	for k, v := range c.Properties {
+	for k, v := range c.Properties.All() {
 		if len(v) > q.ValueBytes {
 			n.limited("object_size")
 			return fmt.Errorf("%w: property %q of %s has %d bytes (limit %d)", ErrQuota, k, c.ID, len(v), q.ValueBytes)

@@ -91,7 +91,7 @@ func TestQuotas(t *testing.T) {
 		waitFor(t, "o1", 5*time.Second, func() bool { _, ok := n.World().Get("o1"); return ok })
 		time.Sleep(50 * time.Millisecond)
 		o, _ := n.World().Get("o0")
-		if _, big := o.Properties["big"]; big || len(o.Properties) > 2 {
+		if _, big := o.Properties.Get("big"); big || o.Properties.Len() > 2 {
 			t.Errorf("o0 went over its quotas: %v", o.Properties)
 		}
 	})

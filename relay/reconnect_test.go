@@ -185,8 +185,8 @@ func TestClientCloseSendsLastChanges(t *testing.T) {
 			o, ok := srv.World().Get(id)
 			return ok && o.Owner == srv.Identifier()
 		})
-		if o, _ := srv.World().Get(id); string(o.Properties["step"]) != fmt.Sprint(round+1) {
-			t.Fatalf("round %d: the node has step %s, want the last change %d", round, o.Properties["step"], round+1)
+		if o, _ := srv.World().Get(id); string(o.Properties.Value("step")) != fmt.Sprint(round+1) {
+			t.Fatalf("round %d: the node has step %s, want the last change %d", round, o.Properties.Value("step"), round+1)
 		}
 	}
 }

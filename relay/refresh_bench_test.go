@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func BenchmarkJoinLatency(b *testing.B) {
 	changes := make([]gameworld.Change, 0, objects)
 	for k := range objects {
 		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("big-%06d", k),
-			Properties: gameworld.Properties{"position": []byte(fmt.Sprintf("[%d,1,2]", k)), "n": []byte(fmt.Sprint(k))}})
+			Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": []byte(fmt.Sprintf("[%d,1,2]", k)), "n": []byte(fmt.Sprint(k))})})
 	}
 	if _, err := watchers[2].node.Apply(changes); err != nil {
 		b.Fatal(err)

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -24,7 +25,7 @@ func TestBigRefreshInSlices(t *testing.T) {
 	const objects = 3*refreshSlice + 1000
 	changes := make([]gameworld.Change, 0, objects)
 	for k := range objects {
-		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("big-%06d", k), Properties: gameworld.Properties{"n": []byte("0")}})
+		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("big-%06d", k), Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"n": []byte("0")})})
 	}
 	if _, err := owner.node.Apply(changes); err != nil {
 		t.Fatal(err)
@@ -47,9 +48,9 @@ func TestBigRefreshInSlices(t *testing.T) {
 			case 0:
 				owner.node.Apply([]gameworld.Change{{Type: gameworld.Remove, ID: id}})
 			case 1:
-				owner.node.Apply([]gameworld.Change{{Type: gameworld.Add, ID: id, Properties: gameworld.Properties{"n": []byte(fmt.Sprint(i))}}})
+				owner.node.Apply([]gameworld.Change{{Type: gameworld.Add, ID: id, Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"n": []byte(fmt.Sprint(i))})}})
 			default:
-				owner.node.Apply([]gameworld.Change{{Type: gameworld.Update, ID: id, Properties: gameworld.Properties{"n": []byte(fmt.Sprint(i))}}})
+				owner.node.Apply([]gameworld.Change{{Type: gameworld.Update, ID: id, Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"n": []byte(fmt.Sprint(i))})}})
 			}
 		}
 	}()

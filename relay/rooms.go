@@ -64,7 +64,7 @@ func (v wants) equal(w wants) bool {
 // roomOf reads an object's room: a JSON string in the room property, or
 // "" (no room: seen in every room).
 func (n *Node) roomOf(props gameworld.Properties) string {
-	raw := props[n.opts.RoomProperty]
+	raw := props.Value(n.opts.RoomProperty)
 	if len(raw) < 3 || raw[0] != '"' {
 		return ""
 	}

@@ -164,8 +164,8 @@ func TestScopesBadInput(t *testing.T) {
 		p.SendRaw([]byte(`["worldChange",{"timestamp":1,"changes":[` + rec + `]}]`))
 	}
 	p.SendRaw([]byte(`["worldChange",{"timestamp":1,"changes":[{"type":"update","id":"g","owner":"client-wwwwwwww-wwwwwwww","properties":{"y":1}}]}]`))
-	waitFor(t, "the last update", 10*time.Second, func() bool { o, _ := watcher.World().Get("g"); return o.Properties["y"] != nil })
-	if o, _ := server.World().Get("g"); o.Properties["x"] != nil || scopeOf(server.World(), "g", "blocks") != `{"a":{"c":1}}` || o.Scopes.Ver("blocks") != 3 {
+	waitFor(t, "the last update", 10*time.Second, func() bool { o, _ := watcher.World().Get("g"); return o.Properties.Value("y") != nil })
+	if o, _ := server.World().Get("g"); o.Properties.Value("x") != nil || scopeOf(server.World(), "g", "blocks") != `{"a":{"c":1}}` || o.Scopes.Ver("blocks") != 3 {
 		t.Fatalf("a refused change changed something: %v %s", o.Properties, scopeOf(server.World(), "g", "blocks"))
 	}
 	for _, bad := range []string{

@@ -174,7 +174,7 @@ func TestServerRefusesForgedWrites(t *testing.T) {
 			forger.Change(tt.change)
 			waitFor(t, "refusal counted", 5*time.Second, func() bool { return refusedCount(node) > before })
 			o, ok := node.World().Get("v-obj")
-			if !ok || string(o.Properties["hp"]) != "100" || o.Owner != victim.ID {
+			if !ok || string(o.Properties.Value("hp")) != "100" || o.Owner != victim.ID {
 				t.Fatalf("forged write changed the object: %+v %v", o, ok)
 			}
 			if _, ok := node.World().Get("fake"); ok {
@@ -259,21 +259,21 @@ func TestRefreshFollowsMetadata(t *testing.T) {
 // JSON and changes nothing.
 func TestApplyRefusesInvalidJSON(t *testing.T) {
 	node, _ := startNode(t, Options{})
-	_, err := node.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "x", Properties: gameworld.Properties{"a": json.RawMessage(`{"b":`)}}})
+	_, err := node.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "x", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"a": json.RawMessage(`{"b":`)})}})
 	if err == nil {
 		t.Fatal("invalid JSON accepted")
 	}
 	if node.World().Len() != 0 {
 		t.Fatal("the world changed")
 	}
-	props := gameworld.Properties{"a": json.RawMessage(`{ "b" : [1, 2] }`)}
+	props := gameworld.PropertiesOf(map[string]json.RawMessage{"a": json.RawMessage(`{ "b" : [1, 2] }`)})
 	if _, err := node.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "y", Properties: props}}); err != nil {
 		t.Fatal(err)
 	}
-	if o, _ := node.World().Get("y"); string(o.Properties["a"]) != `{"b":[1,2]}` {
-		t.Fatalf("stored %s, want it compacted", o.Properties["a"])
+	if o, _ := node.World().Get("y"); string(o.Properties.Value("a")) != `{"b":[1,2]}` {
+		t.Fatalf("stored %s, want it compacted", o.Properties.Value("a"))
 	}
-	if string(props["a"]) != `{ "b" : [1, 2] }` {
+	if string(props.Value("a")) != `{ "b" : [1, 2] }` {
 		t.Fatal("the caller's map was modified")
 	}
 }

@@ -41,13 +41,13 @@ const (
 // flagsOf reads an object's ownership markings.
 func flagsOf(props gameworld.Properties) ownership.Flags {
 	var f ownership.Flags
-	switch string(props[PropTransferable]) {
+	switch string(props.Value(PropTransferable)) {
 	case "true":
 		f.Transferable, f.Marked = true, true
 	case "false":
 		f.Marked = true
 	}
-	f.Persistent = string(props[PropPersistent]) == "true"
+	f.Persistent = string(props.Value(PropPersistent)) == "true"
 	return f
 }
 

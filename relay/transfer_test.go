@@ -99,10 +99,10 @@ func TestTransferGrantAndRefuse(t *testing.T) {
 	thief.Change(wiretest.Update(ball, alice.Identifier(), map[string]any{"x": 98}))
 	waitFor(t, "bob's write everywhere", 5*time.Second, func() bool {
 		o, _ := alice.World().Get(ball)
-		return string(o.Properties["x"]) == "2" && string(legacy.Objects()[ball].Properties["x"]) == "2"
+		return string(o.Properties.Value("x")) == "2" && string(legacy.Objects()[ball].Properties["x"]) == "2"
 	})
 	time.Sleep(50 * time.Millisecond)
-	if o, _ := srv.World().Get(ball); string(o.Properties["x"]) != "2" || o.Owner != bob.Identifier() {
+	if o, _ := srv.World().Get(ball); string(o.Properties.Value("x")) != "2" || o.Owner != bob.Identifier() {
 		t.Fatalf("server's ball %+v", o)
 	}
 
@@ -211,7 +211,7 @@ func TestPersistentObject(t *testing.T) {
 	}
 	waitFor(t, "bob closes the door", 5*time.Second, func() bool {
 		o, _ := srv.World().Get(door)
-		return o.Owner == bob.Identifier() && string(o.Properties["open"]) == "false"
+		return o.Owner == bob.Identifier() && string(o.Properties.Value("open")) == "false"
 	})
 }
 
@@ -234,7 +234,7 @@ func TestTransferThroughProxy(t *testing.T) {
 	}
 	waitFor(t, "far's write reaches near", 5*time.Second, func() bool {
 		o, _ := near.World().Get(ball)
-		return string(o.Properties["x"]) == "1"
+		return string(o.Properties.Value("x")) == "1"
 	})
 	if err := near.TakeOwnership(ctx, ball); err != nil {
 		t.Fatal(err)
@@ -398,7 +398,7 @@ func TestTransferWithInterest(t *testing.T) {
 	}
 	waitFor(t, "the owner sees near's move", 5*time.Second, func() bool {
 		o, _ := owner.World().Get(ball)
-		return string(o.Properties["position"]) == "[2,2,2]"
+		return string(o.Properties.Value("position")) == "[2,2,2]"
 	})
 	if _, ok := far.World().Get(ball); ok {
 		t.Fatal("the far client was told of the ball")

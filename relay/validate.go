@@ -80,9 +80,9 @@ func (n *Node) tellRefusedLocked(refused []gameworld.Refusal) {
 		writer := rf.Change.Owner
 		if o, ok := n.world.Get(rf.Change.ID); ok {
 			writer = o.Owner
-			d.Properties = make(map[string]json.RawMessage, len(rf.Change.Properties))
-			for k := range rf.Change.Properties {
-				v, ok := o.Properties[k]
+			d.Properties = make(map[string]json.RawMessage, rf.Change.Properties.Len())
+			for k := range rf.Change.Properties.All() {
+				v, ok := o.Properties.Get(k)
 				if !ok {
 					v = json.RawMessage("null")
 				}
@@ -114,7 +114,7 @@ func (n *Node) correctLocked(m peer.AppMessage, ls *linkState) {
 	if !ok || !n.ownerInfo(o.Owner).local {
 		return
 	}
-	cs := []gameworld.Change{{Type: gameworld.Update, ID: d.ID, Properties: d.Properties}}
+	cs := []gameworld.Change{{Type: gameworld.Update, ID: d.ID, Properties: gameworld.PropertiesOf(d.Properties)}}
 	switch {
 	case d.Gone:
 		cs[0] = gameworld.Change{Type: gameworld.Remove, ID: d.ID}

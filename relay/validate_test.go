@@ -48,11 +48,11 @@ func TestSchemasRefuseWithReason(t *testing.T) {
 	}
 	waitFor(t, "the writer has the node's value back", 5*time.Second, func() bool {
 		o, _ := writer.World().Get(id)
-		return string(o.Properties["position"]) == "[0,0.25,-3]"
+		return string(o.Properties.Value("position")) == "[0,0.25,-3]"
 	})
 	watcher.WaitProp(id, "position", "[0,0.25,-3]")
-	if o, _ := srv.World().Get(id); string(o.Properties["position"]) != "[0,0.25,-3]" {
-		t.Errorf("the server holds %s", o.Properties["position"])
+	if o, _ := srv.World().Get(id); string(o.Properties.Value("position")) != "[0,0.25,-3]" {
+		t.Errorf("the server holds %s", o.Properties.Value("position"))
 	}
 	for _, msg := range atServer.Messages() {
 		if strings.Contains(string(msg.Data), "null,null") {
@@ -74,8 +74,8 @@ func TestSchemasRefuseWithReason(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	p.Send("message", map[string]any{"type": TypeRefused, "world": writer.Identifier(), "data": map[string]any{"id": id, "properties": map[string]any{"position": []int{9, 9, 9}}}})
 	time.Sleep(100 * time.Millisecond)
-	if o, _ := writer.World().Get(id); string(o.Properties["position"]) != "[1,2,3]" {
-		t.Errorf("a forged refusal changed the writer's object: %s", o.Properties["position"])
+	if o, _ := writer.World().Get(id); string(o.Properties.Value("position")) != "[1,2,3]" {
+		t.Errorf("a forged refusal changed the writer's object: %s", o.Properties.Value("position"))
 	}
 	if got := len(in.ofType(TypeRefused)); got != 2 {
 		t.Errorf("the writer got %d refusals, want 2", got)

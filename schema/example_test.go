@@ -13,8 +13,8 @@ func ExampleSet_Check() {
 	if err != nil {
 		panic(err)
 	}
-	ball := &gameworld.Object{ID: "ball", Properties: gameworld.Properties{"kind": json.RawMessage(`"ball"`), "position": json.RawMessage(`[0,1,2]`)}}
-	move := gameworld.Change{Type: gameworld.Update, ID: "ball", Properties: gameworld.Properties{"position": json.RawMessage(`[null,1,2]`)}}
+	ball := &gameworld.Object{ID: "ball", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"kind": json.RawMessage(`"ball"`), "position": json.RawMessage(`[0,1,2]`)})}
+	move := gameworld.Change{Type: gameworld.Update, ID: "ball", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": json.RawMessage(`[null,1,2]`)})}
 	fmt.Println(set.Check(move, ball))
 	// Output: breaks the property schema of kind "ball": at '/position/0': got null, want number
 }

@@ -187,13 +187,7 @@ func (s *Set) Check(c gameworld.Change, existing *gameworld.Object) error {
 		}
 	}
 	if existing != nil {
-		after = make(gameworld.Properties, len(existing.Properties)+len(c.Properties))
-		for k, v := range existing.Properties {
-			after[k] = v
-		}
-		for k, v := range c.Properties {
-			after[k] = v
-		}
+		after = existing.Properties.Merge(c.Properties)
 	}
 	return s.CheckProperties(after)
 }
@@ -202,17 +196,17 @@ func (s *Set) Check(c gameworld.Change, existing *gameworld.Object) error {
 // has parts and the update keeps the kind; ok is false otherwise.
 func (s *Set) checkParts(changed, before gameworld.Properties) (err error, ok bool) {
 	var kind string
-	if json.Unmarshal(before[s.kindProp], &kind) != nil {
+	if json.Unmarshal(before.Value(s.kindProp), &kind) != nil {
 		return nil, false
 	}
 	p := s.parts[kind]
 	if p == nil {
 		return nil, false
 	}
-	if raw, changes := changed[s.kindProp]; changes && string(raw) != string(before[s.kindProp]) {
+	if raw, changes := changed.Get(s.kindProp); changes && string(raw) != string(before.Value(s.kindProp)) {
 		return nil, false
 	}
-	for name, raw := range changed {
+	for name, raw := range changed.All() {
 		sch := p.props[name]
 		if sch == nil && p.closed {
 			return fmt.Errorf("%w of kind %q: at '': additional properties '%s' not allowed", ErrInvalid, kind, name), true
@@ -246,7 +240,7 @@ func (s *Set) CheckProperties(props gameworld.Properties) error {
 	}
 	var kind string
 	sch := s.fallback
-	if raw, ok := props[s.kindProp]; ok && json.Unmarshal(raw, &kind) == nil {
+	if raw, ok := props.Get(s.kindProp); ok && json.Unmarshal(raw, &kind) == nil {
 		if k, ok := s.kinds[kind]; ok {
 			sch = k
 		}
@@ -257,16 +251,10 @@ func (s *Set) CheckProperties(props gameworld.Properties) error {
 	// One decode of the whole object, numbers as float64: the validator
 	// compares json.Number through big.Rat, several times slower, and a
 	// property schema's bounds are not about the 17th digit.
-	buf := make([]byte, 0, 256)
-	buf = append(buf, '{')
-	for k, raw := range props {
-		if len(buf) > 1 {
-			buf = append(buf, ',')
-		}
-		kb, _ := json.Marshal(k) // a string always encodes
-		buf = append(append(append(buf, kb...), ':'), raw...)
+	buf := []byte("{}")
+	if !props.IsZero() {
+		buf, _ = props.MarshalJSON()
 	}
-	buf = append(buf, '}')
 	var inst map[string]any
 	if err := json.Unmarshal(buf, &inst); err != nil {
 		return fmt.Errorf("%w: a property is not JSON", ErrInvalid)

@@ -15,7 +15,7 @@ func props(t *testing.T, js string) gameworld.Properties {
 	if err := json.Unmarshal([]byte(js), &m); err != nil {
 		t.Fatal(err)
 	}
-	return m
+	return gameworld.PropertiesOf(m)
 }
 
 func TestDemoSchemas(t *testing.T) {
@@ -105,7 +105,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := Parse(b)
 		if err == nil {
-			s.CheckProperties(gameworld.Properties{"kind": json.RawMessage(`"a"`), "p": json.RawMessage(`[1,{"x":null}]`)})
+			s.CheckProperties(gameworld.PropertiesOf(map[string]json.RawMessage{"kind": json.RawMessage(`"a"`), "p": json.RawMessage(`[1,{"x":null}]`)}))
 		}
 	})
 }

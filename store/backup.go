@@ -133,14 +133,17 @@ func Import(r io.Reader) (State, error) {
 			return State{}, fmt.Errorf("store: %w: object %q has an owner over 256 bytes", ErrBadBackup, o.ID)
 		}
 		seen[o.ID] = true
-		for k, v := range o.Properties {
+		var props gameworld.PropertiesBuilder
+		var c bytes.Buffer
+		for k, v := range o.Properties.All() {
 			// Relayed as they are, so compact, as the node makes them.
-			var c bytes.Buffer
+			c.Reset()
 			if err := json.Compact(&c, v); err != nil {
 				return State{}, fmt.Errorf("store: %w: object %q, property %q: %v", ErrBadBackup, o.ID, k, err)
 			}
-			o.Properties[k] = c.Bytes()
+			props.Add(k, c.Bytes())
 		}
+		b.Objects[i].Properties = props.Build()
 		for name, d := range o.Scopes {
 			// (Decoded and checked by scope.Delta's UnmarshalJSON.)
 			if !d.Full || name == "" {

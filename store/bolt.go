@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/scope"
 )
 
@@ -218,10 +219,10 @@ func (s *Bolt) Close() error { return s.db.Close() }
 
 // record is an object as the file holds it, under its id.
 type record struct {
-	Owner      string                     `json:"owner"`
-	Epoch      uint64                     `json:"epoch,omitempty"`
-	Properties map[string]json.RawMessage `json:"properties"`
-	Scopes     map[string]scope.Delta     `json:"scopes,omitempty"`
+	Owner      string                 `json:"owner"`
+	Epoch      uint64                 `json:"epoch,omitempty"`
+	Properties gameworld.Properties   `json:"properties"`
+	Scopes     map[string]scope.Delta `json:"scopes,omitempty"`
 }
 
 func encodeObject(o Object) ([]byte, error) {

@@ -1,21 +1,21 @@
 package store
 
 import (
-	"encoding/json"
 	"errors"
 	"maps"
 	"slices"
 	"sync"
 
+	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/scope"
 )
 
 // Object is a durable object: what a node restores of it.
 type Object struct {
-	ID         string                     `json:"id"`
-	Owner      string                     `json:"owner"`
-	Epoch      uint64                     `json:"epoch,omitempty"`
-	Properties map[string]json.RawMessage `json:"properties"`
+	ID         string               `json:"id"`
+	Owner      string               `json:"owner"`
+	Epoch      uint64               `json:"epoch,omitempty"`
+	Properties gameworld.Properties `json:"properties"`
 	// Scopes are the object's scopes, whole (snapshots), by name.
 	Scopes map[string]scope.Delta `json:"scopes,omitempty"`
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/solipsism/mesh/gameworld"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +24,7 @@ func obj(id, owner string, epoch uint64, props string) Object {
 	if err := json.Unmarshal([]byte(props), &p); err != nil {
 		panic(err)
 	}
-	return Object{ID: id, Owner: owner, Epoch: epoch, Properties: p}
+	return Object{ID: id, Owner: owner, Epoch: epoch, Properties: gameworld.PropertiesOf(p)}
 }
 
 func sortedIDs(st State) []string {
@@ -82,7 +83,7 @@ func TestStores(t *testing.T) {
 				t.Fatalf("objects %v", ids)
 			}
 			for _, o := range st.Objects {
-				if o.ID == "a" && (o.Epoch != 2 || string(o.Properties["x"]) != "2") {
+				if o.ID == "a" && (o.Epoch != 2 || string(o.Properties.Value("x")) != "2") {
 					t.Fatalf("a is %+v", o)
 				}
 			}
@@ -164,7 +165,7 @@ func TestBackupRoundTrip(t *testing.T) {
 	if got.Identifier != st.Identifier || got.ResumeSecret != nil || string(got.Meta["k"]) != "v" || !slices.Equal(sortedIDs(got), []string{"a", "b"}) {
 		t.Fatalf("round trip: %+v", got)
 	}
-	if string(got.Objects[1].Properties["y"]) != "[1,2]" || got.Objects[1].Epoch != 3 {
+	if string(got.Objects[1].Properties.Value("y")) != "[1,2]" || got.Objects[1].Epoch != 3 {
 		t.Fatalf("object b: %+v", got.Objects[1])
 	}
 	if d := got.Objects[0].Scopes["blocks"]; !d.Full || d.Ver != 4 || string(d.Added["1,2,3"]["c"]) != `"red"` {

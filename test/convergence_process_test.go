@@ -30,7 +30,7 @@ func worldOf(t testing.TB, p *proc) map[string]wiretest.Object {
 	out := make(map[string]wiretest.Object, len(st.Objects))
 	for _, o := range st.Objects {
 		props := map[string]json.RawMessage{}
-		for k, v := range o.Properties {
+		for k, v := range o.Properties.All() {
 			props[k] = v
 		}
 		out[o.ID] = wiretest.Object{Owner: o.Owner, Properties: props}

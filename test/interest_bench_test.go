@@ -24,7 +24,7 @@ func (c *counter) Receive(ds []relay.Delivery) {
 	var n int64
 	for _, d := range ds {
 		n += int64(len(d.ID) + 40)
-		for k, v := range d.Properties {
+		for k, v := range d.Properties.All() {
 			n += int64(len(k) + len(v) + 4)
 		}
 	}
@@ -41,7 +41,7 @@ func moveWorld(b *testing.B, n *relay.Node, pos [][3]float64, r *rand.Rand, size
 			pos[i][a] = min(max(pos[i][a]+r.Float64()*4-2, 0), size)
 		}
 		p, _ := json.Marshal(pos[i])
-		changes[i] = gameworld.Change{Type: gameworld.Update, ID: fmt.Sprintf("o%05d", i), Properties: gameworld.Properties{"position": p}}
+		changes[i] = gameworld.Change{Type: gameworld.Update, ID: fmt.Sprintf("o%05d", i), Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": p})}
 	}
 	if _, err := n.Apply(changes); err != nil {
 		b.Fatal(err)
@@ -101,7 +101,7 @@ func BenchmarkInterest(b *testing.B) {
 			for k := range pos {
 				pos[k] = [3]float64{r.Float64() * size, 0, r.Float64() * size}
 				p, _ := json.Marshal(pos[k])
-				adds[k] = gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("o%05d", k), Properties: gameworld.Properties{"position": p, "kind": json.RawMessage(`"crate"`)}}
+				adds[k] = gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("o%05d", k), Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": p, "kind": json.RawMessage(`"crate"`)})}
 			}
 			n.Apply(adds)
 			counters := make([]*counter, c.clients)
@@ -222,7 +222,7 @@ func BenchmarkMeshInterest(b *testing.B) {
 						pos[j][k] = [3]float64{r.Float64() * 1000, 0, r.Float64() * 1000}
 					}
 					p, _ := json.Marshal(pos[j][k])
-					adds[k] = gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("n%d-o%04d", j, k), Properties: gameworld.Properties{"position": p}}
+					adds[k] = gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("n%d-o%04d", j, k), Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": p})}
 				}
 				n.Apply(adds)
 			}
@@ -236,7 +236,7 @@ func BenchmarkMeshInterest(b *testing.B) {
 					for k := range pos[j] {
 						pos[j][k][0] += r.Float64()*2 - 1 // small steps, staying in the quadrant
 						p, _ := json.Marshal(pos[j][k])
-						changes[k] = gameworld.Change{Type: gameworld.Update, ID: fmt.Sprintf("n%d-o%04d", j, k), Properties: gameworld.Properties{"position": p}}
+						changes[k] = gameworld.Change{Type: gameworld.Update, ID: fmt.Sprintf("n%d-o%04d", j, k), Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": p})}
 					}
 					n.Apply(changes)
 				}

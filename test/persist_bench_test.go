@@ -3,6 +3,7 @@ package test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/solipsism/mesh/gameworld"
 	"os"
 	"regexp"
 	"strconv"
@@ -92,7 +93,7 @@ func BenchmarkPersistence(b *testing.B) {
 		batch := store.Batch{Identifier: "server-BENCHMRK-BENCHMRK"}
 		for i := range objects {
 			batch.Put = append(batch.Put, store.Object{ID: fmt.Sprintf("obj-%06d", i), Owner: "server-BENCHMRK-BENCHMRK", Epoch: 1,
-				Properties: map[string]json.RawMessage{"persistent": json.RawMessage("true"), "position": json.RawMessage(fmt.Sprintf("[%d,0,0]", i)), "color": json.RawMessage(`"red"`)}})
+				Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"persistent": json.RawMessage("true"), "position": json.RawMessage(fmt.Sprintf("[%d,0,0]", i)), "color": json.RawMessage(`"red"`)})})
 		}
 		if err := s.Save(batch); err != nil {
 			b.Fatal(err)

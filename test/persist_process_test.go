@@ -109,7 +109,7 @@ func TestRestartKeepsTheWorld(t *testing.T) {
 				t.Fatalf("after the restart the node has %+v, want only the door", st.Objects)
 			}
 			got := st.Objects[0]
-			if got.ID != door || got.Owner != id || got.Epoch != before.Epoch || got.Epoch == 0 || string(got.Properties["open"]) != "true" {
+			if got.ID != door || got.Owner != id || got.Epoch != before.Epoch || got.Epoch == 0 || string(got.Properties.Value("open")) != "true" {
 				t.Fatalf("door after the restart: %+v, want %+v", got, before)
 			}
 			allo2, err := alloverse.DialClient(ctx, "ws://"+p2.Addr+"/alloverse", alloverse.ClientOptions{})
@@ -348,7 +348,7 @@ func TestReconnectAfterRestart(t *testing.T) {
 	}
 	waitUntil(t, "bob's write reaches the node", 5*time.Second, func() bool {
 		o, _ := objectOf(t, p2, lamp)
-		return string(o.Properties["on"]) == "true"
+		return string(o.Properties.Value("on")) == "true"
 	})
 }
 

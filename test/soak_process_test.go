@@ -604,7 +604,7 @@ func snapView(c *snapshot.Client) map[string]string {
 	objs := c.Objects()
 	out := make(map[string]string, len(objs))
 	for id, p := range objs {
-		out[id] = string(p["n"])
+		out[id] = string(p.Value("n"))
 	}
 	return out
 }

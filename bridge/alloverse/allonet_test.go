@@ -132,7 +132,7 @@ func TestAllonetGenerations(t *testing.T) {
 				defer spawned.Done()
 				for {
 					for _, o := range alice.World().Objects() {
-						if string(o.Properties["made_by"]) == `"allonet.c"` {
+						if string(o.Properties.Value("made_by")) == `"allonet.c"` {
 							return
 						}
 					}
@@ -198,7 +198,7 @@ func TestAllonetGenerations(t *testing.T) {
 			want := map[string]string{}
 			for _, o := range alice.World().Objects() {
 				if o.Owner == alice.Identifier() {
-					want[o.ID] = string(o.Properties["n"])
+					want[o.ID] = string(o.Properties.Value("n"))
 				}
 			}
 			got := map[string]string{}

@@ -36,22 +36,22 @@ func benchWorld(style PatchStyle) (*state, func()) {
 	ids := make([]string, benchEntities)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("entity-%05d", i)
-		p := gameworld.Properties{
+		p := gameworld.PropertiesOf(map[string]json.RawMessage{
 			"transform": transform(),
 			"geometry":  json.RawMessage(`{"type":"inline","name":"box"}`),
 			"grabbable": json.RawMessage(`{"grabbable":true}`),
-		}
+		})
 		s.apply(relay.Delivery{Change: gameworld.Change{Type: gameworld.Add, ID: ids[i]}, After: p})
 	}
 	s.commit()
 	step := func() {
 		for range benchChanging {
 			id := ids[r.IntN(len(ids))]
-			p := gameworld.Properties{}
+			p := gameworld.PropertiesOf(map[string]json.RawMessage{})
 			for k, v := range s.entities[id].comps {
-				p[k] = v
+				p = p.With(k, v)
 			}
-			p["transform"] = transform()
+			p = p.With("transform", transform())
 			s.apply(relay.Delivery{Change: gameworld.Change{Type: gameworld.Update, ID: id}, After: p})
 		}
 		s.commit()

@@ -341,7 +341,7 @@ func TestInteractions(t *testing.T) {
 	}
 	waitFor(t, "alice to see the avatar, owned by the agent", 5*time.Second, func() bool {
 		o, ok := alice.World().Get(avatar)
-		return ok && o.Owner == agentID && string(o.Properties["visor"]) == `{"name":"me"}`
+		return ok && o.Owner == agentID && string(o.Properties.Value("visor")) == `{"name":"me"}`
 	})
 
 	r = req("spawn_entity", map[string]any{"geometry": "box", "children": []any{map[string]any{"geometry": "lid"}, map[string]any{"geometry": "handle", "children": []any{map[string]any{"geometry": "knob"}}}}})
@@ -365,7 +365,7 @@ func TestInteractions(t *testing.T) {
 	}
 	waitFor(t, "alice to see the change", 5*time.Second, func() bool {
 		o, _ := alice.World().Get(box)
-		return string(o.Properties["color"]) == `"red"` && string(o.Properties["geometry"]) == "null"
+		return string(o.Properties.Value("color")) == `"red"` && string(o.Properties.Value("geometry")) == "null"
 	})
 	waitFor(t, "the agent's own view of the change", 5*time.Second, func() bool {
 		doc, _, _ := c.Document()
@@ -384,7 +384,7 @@ func TestInteractions(t *testing.T) {
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
-		if o, ok := alice.World().Get(rock); !ok || string(o.Properties["kind"]) != `"rock"` {
+		if o, ok := alice.World().Get(rock); !ok || string(o.Properties.Value("kind")) != `"rock"` {
 			t.Errorf("alice's rock changed: %+v", o)
 		}
 	})

@@ -48,7 +48,7 @@ func TestClientsComeAndGo(t *testing.T) {
 	want := func() map[string]string {
 		out := map[string]string{}
 		for _, o := range writer.World().Objects() {
-			out[o.ID] = string(o.Properties["n"])
+			out[o.ID] = string(o.Properties.Value("n"))
 		}
 		return out
 	}()

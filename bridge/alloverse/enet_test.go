@@ -79,7 +79,7 @@ func TestENetAgent(t *testing.T) {
 	}
 	waitFor(t, "alice to see the agent's green cube", 5*time.Second, func() bool {
 		o, ok := alice.World().Get(cube)
-		return ok && o.Owner == agent && string(o.Properties["color"]) == `"green"`
+		return ok && o.Owner == agent && string(o.Properties.Value("color")) == `"green"`
 	})
 	if _, ok := alice.World().Get(avatar); !ok {
 		t.Fatal("alice does not see the avatar")

@@ -38,8 +38,8 @@ func TestSchemaRefusals(t *testing.T) {
 	if e := responseError(r); e == nil || !strings.Contains(e.Error(), "/color") {
 		t.Fatalf("a colour of 5: answered %s (%v), want the schema's reason", r, e)
 	}
-	if o, _ := p.node.World().Get(box); string(o.Properties["color"]) != `"red"` {
-		t.Errorf("the node holds colour %s", o.Properties["color"])
+	if o, _ := p.node.World().Get(box); string(o.Properties.Value("color")) != `"red"` {
+		t.Errorf("the node holds colour %s", o.Properties.Value("color"))
 	}
 	r, _ = c.Request(ctx, "spawn_entity", map[string]any{"kind": "box", "color": "RED!"})
 	if responseError(r) == nil {

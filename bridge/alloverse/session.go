@@ -308,7 +308,7 @@ func spawnChanges(spec map[string]json.RawMessage, parent string, depth int) ([]
 		return nil, "", errors.New("children nested too deep")
 	}
 	id := uuid.NewString()
-	props := gameworld.Properties{}
+	props := map[string]json.RawMessage{}
 	var children []map[string]json.RawMessage
 	for k, v := range spec {
 		if k == "children" {
@@ -322,7 +322,7 @@ func spawnChanges(spec map[string]json.RawMessage, parent string, depth int) ([]
 	if parent != "" {
 		props["relationships"] = mustJSON(map[string]string{"parent": parent})
 	}
-	changes := []gameworld.Change{{Type: gameworld.Add, ID: id, Properties: props}}
+	changes := []gameworld.Change{{Type: gameworld.Add, ID: id, Properties: gameworld.PropertiesOf(props)}}
 	for _, c := range children {
 		more, _, err := spawnChanges(c, id, depth+1)
 		if err != nil {
@@ -370,7 +370,7 @@ func (s *Session) changeComponents(body []json.RawMessage, fail func(string, ...
 	if len(body) < 2 || json.Unmarshal(body[1], &id) != nil {
 		return fail("change_components takes an entity id")
 	}
-	props := gameworld.Properties{}
+	props := map[string]json.RawMessage{}
 	for i := 2; i+1 < len(body); i += 2 {
 		var k string
 		json.Unmarshal(body[i], &k)
@@ -398,7 +398,7 @@ func (s *Session) changeComponents(body []json.RawMessage, fail func(string, ...
 	if len(props) == 0 {
 		return []any{"change_components", "ok"}
 	}
-	if err := s.apply([]gameworld.Change{{Type: gameworld.Update, ID: id, Properties: props}}); err != nil {
+	if err := s.apply([]gameworld.Change{{Type: gameworld.Update, ID: id, Properties: gameworld.PropertiesOf(props)}}); err != nil {
 		return fail("%v", err)
 	}
 	return []any{"change_components", "ok"}
@@ -452,7 +452,7 @@ func (s *Session) removeEntity(body []json.RawMessage, fail func(string, ...any)
 			rel = mustJSON(map[string]string{"parent": p})
 		}
 		for _, c := range children[id] {
-			changes = append(changes, gameworld.Change{Type: gameworld.Update, ID: c, Properties: gameworld.Properties{"relationships": rel}})
+			changes = append(changes, gameworld.Change{Type: gameworld.Update, ID: c, Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"relationships": rel})})
 		}
 	}
 	changes = append(changes, gameworld.Change{Type: gameworld.Remove, ID: id})
@@ -464,7 +464,7 @@ func (s *Session) removeEntity(body []json.RawMessage, fail func(string, ...any)
 
 // parentOf returns the parent named by an entity's relationships component.
 func parentOf(p gameworld.Properties) string {
-	raw, ok := p["relationships"]
+	raw, ok := p.Get("relationships")
 	if !ok || !strings.Contains(string(raw), "parent") {
 		return ""
 	}

@@ -151,7 +151,7 @@ func (s *state) apply(dl relay.Delivery) {
 		delete(s.entities, dl.ID)
 		return
 	}
-	if dl.After == nil {
+	if dl.After.IsZero() {
 		return
 	}
 	defer s.applyScopes(dl, dl.ID)
@@ -163,7 +163,7 @@ func (s *state) apply(dl relay.Delivery) {
 		s.peak = max(s.peak, len(s.entities))
 	}
 	for k, v := range e.comps {
-		if nv, ok := dl.After[k]; !ok || isNull(nv) {
+		if nv, ok := dl.After.Get(k); !ok || isNull(nv) {
 			if _, seen := d.before[k]; !seen {
 				d.before[k] = v
 			}
@@ -172,7 +172,7 @@ func (s *state) apply(dl relay.Delivery) {
 			e.enc = nil
 		}
 	}
-	for k, v := range dl.After {
+	for k, v := range dl.After.All() {
 		if isNull(v) {
 			continue
 		}

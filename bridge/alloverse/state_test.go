@@ -90,14 +90,14 @@ func randValue(r *rand.Rand, depth int) any {
 
 func randProps(r *rand.Rand, nullOK bool) gameworld.Properties {
 	names := []string{"transform", "geometry", "ui", "a/b", "t~x", "ñame"}
-	p := gameworld.Properties{}
+	p := gameworld.PropertiesOf(map[string]json.RawMessage{})
 	for range 1 + r.IntN(4) {
 		v := randValue(r, 0)
 		if v == nil && !nullOK {
 			continue
 		}
 		b, _ := json.Marshal(v)
-		p[names[r.IntN(len(names))]] = b
+		p = p.With(names[r.IntN(len(names))], b)
 	}
 	return p
 }
@@ -206,7 +206,7 @@ func checkDocument(t *testing.T, doc []byte, world map[string]gameworld.Properti
 	for id, p := range world {
 		e := d.Entities[id]
 		n := 0
-		for k, v := range p {
+		for k, v := range p.All() {
 			if string(v) == "null" {
 				continue
 			}
@@ -333,7 +333,7 @@ func TestMergeFallback(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := newState(0, 8, Merge)
 			put := func(v string) {
-				p := gameworld.Properties{"c": json.RawMessage(v)}
+				p := gameworld.PropertiesOf(map[string]json.RawMessage{"c": json.RawMessage(v)})
 				s.apply(relay.Delivery{Change: gameworld.Change{Type: gameworld.Add, ID: "e"}, After: p})
 				s.commit()
 			}
@@ -362,7 +362,7 @@ func TestHistoryFollowsTheWorld(t *testing.T) {
 	s := newState(0, DefaultHistory, Smallest)
 	big := json.RawMessage(`"` + strings.Repeat("x", 1000) + `"`)
 	add := func(id string, v json.RawMessage) {
-		p := gameworld.Properties{"v": v}
+		p := gameworld.PropertiesOf(map[string]json.RawMessage{"v": v})
 		s.apply(relay.Delivery{Change: gameworld.Change{Type: gameworld.Add, ID: id, Properties: p}, After: p})
 	}
 	add("keep", json.RawMessage(`1`))

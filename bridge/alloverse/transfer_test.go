@@ -36,7 +36,7 @@ func TestAgentTakesAndReleases(t *testing.T) {
 	}
 	waitFor(t, "the client sees the agent's change and owner", 5*time.Second, func() bool {
 		o, _ := sol.World().Get(ball)
-		return o.Owner == agent && string(o.Properties["color"]) == `"green"`
+		return o.Owner == agent && string(o.Properties.Value("color")) == `"green"`
 	})
 	if err := sol.Set(ball, map[string]any{"color": "red"}); err == nil {
 		t.Fatal("the old owner wrote the ball")

@@ -95,7 +95,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	patch := map[string]any{}
 	for i := range moving {
 		p := props(i, tick)
-		patch[fmt.Sprintf("obj-%04d", i)] = map[string]any{"components": map[string]json.RawMessage{"position": p["position"], "rotation": p["rotation"]}}
+		patch[fmt.Sprintf("obj-%04d", i)] = map[string]any{"components": map[string]json.RawMessage{"position": p.Value("position"), "rotation": p.Value("rotation")}}
 	}
 	enc, _ := json.Marshal(map[string]any{"entities": patch})
 	jsonBytes = len(enc)

@@ -36,8 +36,8 @@ func ExampleDial() {
 		time.Sleep(5 * time.Millisecond)
 	}
 	for {
-		if o := engine.Objects()["ball"]; o != nil {
-			fmt.Println("the engine sees it at", string(o["position"]))
+		if o := engine.Objects()["ball"]; !o.IsZero() {
+			fmt.Println("the engine sees it at", string(o.Value("position")))
 			return
 		}
 		select {

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -16,7 +17,7 @@ func FuzzSnapshot(f *testing.F) {
 	f.Add(good)
 	f.Add(s.packet(2))
 	s.s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Update, ID: "grid", Scopes: map[string]scope.Delta{"blocks": {Ver: 2, Base: 1,
-		Removed: []string{"0,0,0"}, Modified: map[string]scope.Fields{"1,0,0": {"c": []byte("2")}}}}}, After: gameworld.Properties{}})
+		Removed: []string{"0,0,0"}, Modified: map[string]scope.Fields{"1,0,0": {"c": []byte("2")}}}}}, After: gameworld.PropertiesOf(map[string]json.RawMessage{})})
 	f.Add(s.packet(3))
 	f.Add([]byte{msgSnapshot})
 	f.Fuzz(func(t *testing.T, p []byte) {
@@ -73,13 +74,13 @@ func newFuzzServer() *fuzzServer {
 	for i, obj := range []string{"a", "b/c", "ü"} {
 		p := transform(float64(i), 2, 0.5)
 		if i == 1 {
-			delete(p, "ghostType")
+			p = p.Without("ghostType")
 		}
 		s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Add, ID: obj}, After: p})
 	}
 	// A grid: a ghost with a buffer.
 	blocks := scope.Delta{Ver: 1, Full: true, Added: map[string]scope.Fields{"0,0,0": {"c": []byte("1")}, "1,0,0": {"c": []byte(`"red"`)}}}
-	s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Add, ID: "grid", Scopes: map[string]scope.Delta{"blocks": blocks}}, After: gameworld.Properties{}})
+	s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Add, ID: "grid", Scopes: map[string]scope.Delta{"blocks": blocks}}, After: gameworld.PropertiesOf(map[string]json.RawMessage{})})
 	return &fuzzServer{s: s, c: c}
 }
 

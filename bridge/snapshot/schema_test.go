@@ -22,13 +22,13 @@ func TestSchemaRefusals(t *testing.T) {
 	c.Set("udp-ball", map[string]any{"ghostType": "transform", "position": []float64{1, 2, 3}, "rotation": []float64{0, 0, 0, 1}})
 	waitFor(t, "the ball", 5*time.Second, func() bool {
 		o, ok := sol.World().Get("udp-ball")
-		return ok && string(o.Properties["position"]) == "[1,2,3]"
+		return ok && string(o.Properties.Value("position")) == "[1,2,3]"
 	})
 	c.Set("udp-ball", map[string]any{"ghostType": "transform", "position": []float64{500, 2, 3}, "rotation": []float64{0, 0, 0, 1}})
 	c.Set("udp-crate", map[string]any{"ghostType": "transform", "position": []float64{-500, 0, 0}, "rotation": []float64{0, 0, 0, 1}})
 	time.Sleep(300 * time.Millisecond)
-	if o, _ := p.node.World().Get("udp-ball"); string(o.Properties["position"]) != "[1,2,3]" {
-		t.Errorf("the node took position %s", o.Properties["position"])
+	if o, _ := p.node.World().Get("udp-ball"); string(o.Properties.Value("position")) != "[1,2,3]" {
+		t.Errorf("the node took position %s", o.Properties.Value("position"))
 	}
 	if _, ok := p.node.World().Get("udp-crate"); ok {
 		t.Error("the node took a crate out of bounds")
@@ -36,6 +36,6 @@ func TestSchemaRefusals(t *testing.T) {
 	c.Set("udp-ball", map[string]any{"ghostType": "transform", "position": []float64{4, 5, 6}, "rotation": []float64{0, 0, 0, 1}})
 	waitFor(t, "a valid move", 5*time.Second, func() bool {
 		o, _ := sol.World().Get("udp-ball")
-		return string(o.Properties["position"]) == "[4,5,6]"
+		return string(o.Properties.Value("position")) == "[4,5,6]"
 	})
 }

@@ -632,7 +632,7 @@ func (s *Server) step() {
 // held.
 func (s *Server) applyLocked(d relay.Delivery) {
 	g := s.objects[d.ID]
-	if d.Type == gameworld.Remove || d.After == nil {
+	if d.Type == gameworld.Remove || d.After.IsZero() {
 		if d.Type == gameworld.Remove && g != nil {
 			s.despawnLocked(g)
 		}
@@ -671,7 +671,7 @@ func (s *Server) applyLocked(d relay.Delivery) {
 
 func (s *Server) typeOf(props gameworld.Properties) int {
 	var name string
-	if raw, ok := props[TypeProperty]; ok {
+	if raw, ok := props.Get(TypeProperty); ok {
 		json.Unmarshal(raw, &name)
 	} else if s.opts.TypeOf != nil {
 		name = s.opts.TypeOf(props)

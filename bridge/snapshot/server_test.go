@@ -164,7 +164,7 @@ func (l *lossyRelay) pump(send func([]byte), read func([]byte) (int, error)) {
 func transform(x, z, yaw float64) gameworld.Properties {
 	pos, _ := json.Marshal([]float64{x, 1.5, z})
 	rot, _ := json.Marshal([]float64{0, math.Sin(yaw / 2), 0, math.Cos(yaw / 2)})
-	return gameworld.Properties{"ghostType": json.RawMessage(`"transform"`), "position": pos, "rotation": rot}
+	return gameworld.PropertiesOf(map[string]json.RawMessage{"ghostType": json.RawMessage(`"transform"`), "position": pos, "rotation": rot})
 }
 
 // sameWorld compares the client's view with the node's, within the
@@ -180,14 +180,14 @@ func sameWorld(server map[string]gameworld.Object, client map[string]gameworld.P
 		}
 		for _, k := range []string{"position", "rotation"} {
 			var a, b []float64
-			json.Unmarshal(o.Properties[k], &a)
-			json.Unmarshal(p[k], &b)
+			json.Unmarshal(o.Properties.Value(k), &a)
+			json.Unmarshal(p.Value(k), &b)
 			if len(a) != len(b) {
-				return fmt.Errorf("%s.%s: %s vs %s", id, k, o.Properties[k], p[k])
+				return fmt.Errorf("%s.%s: %s vs %s", id, k, o.Properties.Value(k), p.Value(k))
 			}
 			for i := range a {
 				if math.Abs(a[i]-b[i]) > 0.0015 {
-					return fmt.Errorf("%s.%s: %s vs %s", id, k, o.Properties[k], p[k])
+					return fmt.Errorf("%s.%s: %s vs %s", id, k, o.Properties.Value(k), p.Value(k))
 				}
 			}
 		}
@@ -278,7 +278,7 @@ func TestLossyConvergence(t *testing.T) {
 	}
 	waitFor(t, "the re-added objects", 30*time.Second, func() bool {
 		o := c.Objects()["obj-0065"]
-		return o != nil && strings.HasPrefix(string(o["position"]), "[7,") && sameWorld(worldOf(p.node), c.Objects()) == nil
+		return !o.IsZero() && strings.HasPrefix(string(o.Value("position")), "[7,") && sameWorld(worldOf(p.node), c.Objects()) == nil
 	})
 }
 
@@ -292,11 +292,11 @@ func TestTypeListUnderLoss(t *testing.T) {
 	p := startPlace(t, Options{Types: types, Rate: 120})
 	lossy := startLossy(t, p.srv.Addr(), 2)
 	c := dial(t, lossy.Addr(), ClientOptions{Types: append([]GhostType{GenericType}, types...)})
-	p.node.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "last", Properties: gameworld.Properties{
-		"ghostType": json.RawMessage(`"kind99"`), "n": json.RawMessage(`42`), "label": json.RawMessage(`"z"`)}}})
+	p.node.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "last", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{
+		"ghostType": json.RawMessage(`"kind99"`), "n": json.RawMessage(`42`), "label": json.RawMessage(`"z"`)})}})
 	waitFor(t, "every type to load and the object of the last to arrive", 20*time.Second, func() bool {
 		o := c.Objects()["last"]
-		return o != nil && string(o["n"]) == "42" && string(o["ghostType"]) == `"kind99"`
+		return !o.IsZero() && string(o.Value("n")) == "42" && string(o.Value("ghostType")) == `"kind99"`
 	})
 	c.mu.Lock()
 	loaded := len(c.w.loaded)
@@ -310,9 +310,9 @@ func TestTypeListUnderLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	c2 := dial(t, p.srv.Addr().String(), ClientOptions{Types: append([]GhostType{GenericType}, append(types, late)...)})
-	p.node.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "newer", Properties: gameworld.Properties{"ghostType": json.RawMessage(`"late"`), "n": json.RawMessage(`7`)}}})
-	waitFor(t, "the late type's object", 10*time.Second, func() bool { o := c2.Objects()["newer"]; return o != nil && string(o["n"]) == "7" })
-	if o := c.Objects()["newer"]; o != nil {
+	p.node.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "newer", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"ghostType": json.RawMessage(`"late"`), "n": json.RawMessage(`7`)})}})
+	waitFor(t, "the late type's object", 10*time.Second, func() bool { o := c2.Objects()["newer"]; return !o.IsZero() && string(o.Value("n")) == "7" })
+	if o := c.Objects()["newer"]; !o.IsZero() {
 		t.Errorf("a client without the late type got its object: %v", o)
 	}
 }
@@ -320,23 +320,23 @@ func TestTypeListUnderLoss(t *testing.T) {
 // TestTypeRule: a configured rule types objects without a ghostType.
 func TestTypeRule(t *testing.T) {
 	p := startPlace(t, Options{TypeOf: func(props gameworld.Properties) string {
-		if _, ok := props["position"]; ok {
+		if _, ok := props.Get("position"); ok {
 			return "transform"
 		}
 		return ""
 	}})
 	c := dial(t, p.srv.Addr().String(), ClientOptions{})
 	plain := transform(1, 2, 0)
-	delete(plain, "ghostType")
-	plain["extra"] = json.RawMessage(`1`)
+	plain = plain.Without("ghostType")
+	plain = plain.With("extra", json.RawMessage(`1`))
 	p.node.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "typed", Properties: plain},
-		{Type: gameworld.Add, ID: "loose", Properties: gameworld.Properties{"color": json.RawMessage(`"red"`)}}})
+		{Type: gameworld.Add, ID: "loose", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"color": json.RawMessage(`"red"`)})}})
 	waitFor(t, "both objects", 5*time.Second, func() bool {
 		o := c.Objects()
-		return o["typed"] != nil && o["loose"] != nil
+		return !o["typed"].IsZero() && !o["loose"].IsZero()
 	})
 	o := c.Objects()
-	if string(o["typed"]["ghostType"]) != `"transform"` || o["typed"]["extra"] != nil || string(o["loose"]["color"]) != `"red"` {
+	if string(o["typed"].Value("ghostType")) != `"transform"` || o["typed"].Value("extra") != nil || string(o["loose"].Value("color")) != `"red"` {
 		t.Errorf("got %v", o)
 	}
 }
@@ -470,14 +470,14 @@ func TestOwnership(t *testing.T) {
 	c.Set("udp-ball", map[string]any{"ghostType": "transform", "position": []float64{4, 5, 6}, "rotation": []float64{0, 0, 0, 1}})
 	waitFor(t, "the move", 5*time.Second, func() bool {
 		o, _ := sol.World().Get("udp-ball")
-		return string(o.Properties["position"]) == "[4,5,6]"
+		return string(o.Properties.Value("position")) == "[4,5,6]"
 	})
-	waitFor(t, "the UDP client to see the rock", 5*time.Second, func() bool { return c.Objects()[rock] != nil })
+	waitFor(t, "the UDP client to see the rock", 5*time.Second, func() bool { return !c.Objects()[rock].IsZero() })
 
 	c.Set(rock, map[string]any{"kind": "gold"})
 	time.Sleep(200 * time.Millisecond)
-	if o, _ := sol.World().Get(rock); string(o.Properties["kind"]) != `"rock"` {
-		t.Fatalf("forged update applied: %s", o.Properties["kind"])
+	if o, _ := sol.World().Get(rock); string(o.Properties.Value("kind")) != `"rock"` {
+		t.Fatalf("forged update applied: %s", o.Properties.Value("kind"))
 	}
 
 	// Silent: the socket closes without a goodbye.

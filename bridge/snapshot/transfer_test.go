@@ -16,14 +16,14 @@ func TestTakeAndRelease(t *testing.T) {
 	ball, _ := sol.Create(map[string]any{"kind": "ball", "transferable": true, "x": 0})
 	rock, _ := sol.Create(map[string]any{"kind": "rock"})
 	c := dial(t, p.srv.Addr().String(), ClientOptions{})
-	waitFor(t, "the UDP client sees both", 5*time.Second, func() bool { return c.Objects()[ball] != nil && c.Objects()[rock] != nil })
+	waitFor(t, "the UDP client sees both", 5*time.Second, func() bool { return !c.Objects()[ball].IsZero() && !c.Objects()[rock].IsZero() })
 
 	c.TakeOwnership(ball)
 	c.Set(ball, map[string]any{"kind": "ball", "transferable": true, "x": 7})
 	owner := func(id string) string { o, _ := p.node.World().Get(id); return o.Owner }
 	waitFor(t, "the take and the move", 5*time.Second, func() bool {
 		o, _ := sol.World().Get(ball)
-		return o.Owner == c.Identifier() && string(o.Properties["x"]) == "7"
+		return o.Owner == c.Identifier() && string(o.Properties.Value("x")) == "7"
 	})
 	if err := sol.Set(ball, map[string]any{"x": 1}); err == nil {
 		t.Fatal("the old owner wrote the ball")
@@ -31,7 +31,7 @@ func TestTakeAndRelease(t *testing.T) {
 	c.TakeOwnership(rock)
 	c.Set(rock, map[string]any{"kind": "gold"})
 	time.Sleep(200 * time.Millisecond)
-	if o, _ := p.node.World().Get(rock); o.Owner != sol.Identifier() || string(o.Properties["kind"]) != `"rock"` {
+	if o, _ := p.node.World().Get(rock); o.Owner != sol.Identifier() || string(o.Properties.Value("kind")) != `"rock"` {
 		t.Fatalf("the rock was taken: %+v", o)
 	}
 	c.Release(ball)

@@ -172,7 +172,7 @@ func (t GhostType) quantize(props gameworld.Properties) []value {
 			vals[i].raw = propsJSON(props)
 			continue
 		}
-		raw := props[f.Property]
+		raw := props.Value(f.Property)
 		switch f.Kind {
 		case Vec3:
 			var v [3]float64
@@ -214,8 +214,8 @@ func (t GhostType) quantize(props gameworld.Properties) []value {
 
 // propsJSON encodes every property but ghostType as one compact object.
 func propsJSON(props gameworld.Properties) []byte {
-	m := make(map[string]json.RawMessage, len(props))
-	for k, v := range props {
+	m := make(map[string]json.RawMessage, props.Len())
+	for k, v := range props.All() {
 		if k != TypeProperty {
 			m[k] = v
 		}
@@ -319,7 +319,7 @@ func jsonNumbers(xs ...float64) json.RawMessage {
 
 // properties reconstructs an object's properties from its field values.
 func (t GhostType) properties(vals []value) gameworld.Properties {
-	props := gameworld.Properties{}
+	props := map[string]json.RawMessage{}
 	for i, f := range t.Fields {
 		if f.Property == "*" {
 			var m map[string]json.RawMessage
@@ -335,5 +335,5 @@ func (t GhostType) properties(vals []value) gameworld.Properties {
 		b, _ := json.Marshal(t.Name)
 		props[TypeProperty] = b
 	}
-	return props
+	return gameworld.PropertiesOf(props)
 }

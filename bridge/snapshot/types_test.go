@@ -16,7 +16,7 @@ func roundTrip(t *testing.T, typ GhostType, props gameworld.Properties) []gamewo
 	t.Helper()
 	vals := typ.quantize(props)
 	var prev1, prev2 []value
-	prev1 = typ.quantize(gameworld.Properties{})
+	prev1 = typ.quantize(gameworld.PropertiesOf(map[string]json.RawMessage{}))
 	prev2 = prev1
 	var outs []gameworld.Properties
 	for _, c := range []struct {
@@ -62,8 +62,8 @@ func TestVec3Precision(t *testing.T) {
 		for _, v := range [][3]float64{{0, 0, 0}, {q / 2 * 0.999, -q / 2 * 0.999, q * 1.5}, {1234.5678, -2000.0004, 0.001}, {2e5, -2e5, 3.14159}} {
 			t.Run(fmt.Sprint(prec, v), func(t *testing.T) {
 				raw, _ := json.Marshal(v)
-				for _, out := range roundTrip(t, typ, gameworld.Properties{"position": raw}) {
-					got := numbers(t, out["position"])
+				for _, out := range roundTrip(t, typ, gameworld.PropertiesOf(map[string]json.RawMessage{"position": raw})) {
+					got := numbers(t, out.Value("position"))
 					for i := range 3 {
 						if math.Abs(got[i]-v[i]) > q/2+1e-9 {
 							t.Errorf("axis %d: %v for %v (precision %v)", i, got[i], v[i], q)
@@ -81,8 +81,8 @@ func TestQuatPrecision(t *testing.T) {
 		t.Run(fmt.Sprint(q), func(t *testing.T) {
 			raw, _ := json.Marshal(q)
 			n := math.Sqrt(q[0]*q[0] + q[1]*q[1] + q[2]*q[2] + q[3]*q[3])
-			for _, out := range roundTrip(t, typ, gameworld.Properties{"rotation": raw, "ghostType": json.RawMessage(`"transform"`)}) {
-				got := numbers(t, out["rotation"])
+			for _, out := range roundTrip(t, typ, gameworld.PropertiesOf(map[string]json.RawMessage{"rotation": raw, "ghostType": json.RawMessage(`"transform"`)})) {
+				got := numbers(t, out.Value("rotation"))
 				dot := 0.0
 				for i := range 4 {
 					dot += got[i] * q[i] / n
@@ -91,8 +91,8 @@ func TestQuatPrecision(t *testing.T) {
 				if math.Abs(dot) < 1-2e-6*4 {
 					t.Errorf("%v came back as %v (dot %v)", q, got, dot)
 				}
-				if string(out["ghostType"]) != `"transform"` {
-					t.Errorf("ghostType %s", out["ghostType"])
+				if string(out.Value("ghostType")) != `"transform"` {
+					t.Errorf("ghostType %s", out.Value("ghostType"))
 				}
 			}
 		})
@@ -115,14 +115,14 @@ func TestScalarFields(t *testing.T) {
 			map[string]string{"n": "2147483647", "on": "false", "name": `"` + long[:MaxStringBytes-1] + `"` /* cut at a character */, "meta": `null`}},
 	} {
 		t.Run(c.props["n"], func(t *testing.T) {
-			props := gameworld.Properties{}
+			props := gameworld.PropertiesOf(map[string]json.RawMessage{})
 			for k, v := range c.props {
-				props[k] = json.RawMessage(v)
+				props = props.With(k, json.RawMessage(v))
 			}
 			for _, out := range roundTrip(t, typ, props) {
 				for k, want := range c.want {
-					if string(out[k]) != want {
-						t.Errorf("%s = %s, want %s", k, out[k], want)
+					if string(out.Value(k)) != want {
+						t.Errorf("%s = %s, want %s", k, out.Value(k), want)
 					}
 				}
 			}
@@ -131,9 +131,9 @@ func TestScalarFields(t *testing.T) {
 }
 
 func TestGenericTypeCarriesEveryProperty(t *testing.T) {
-	props := gameworld.Properties{"a": json.RawMessage(`[1,2]`), "b/c": json.RawMessage(`"ü"`), "ghostType": json.RawMessage(`"nope"`)}
+	props := gameworld.PropertiesOf(map[string]json.RawMessage{"a": json.RawMessage(`[1,2]`), "b/c": json.RawMessage(`"ü"`), "ghostType": json.RawMessage(`"nope"`)})
 	for _, out := range roundTrip(t, GenericType, props) {
-		if len(out) != 2 || string(out["a"]) != `[1,2]` || string(out["b/c"]) != `"ü"` {
+		if out.Len() != 2 || string(out.Value("a")) != `[1,2]` || string(out.Value("b/c")) != `"ü"` {
 			t.Errorf("got %v", out)
 		}
 	}

@@ -129,7 +129,7 @@ func dialSnapshot(ctx context.Context, cfg *config, k int) (*bridgedConn, error)
 		objs := c.Objects()
 		out := make(map[string]string, len(objs))
 		for id, p := range objs {
-			out[id] = string(p["t"])
+			out[id] = string(p.Value("t"))
 		}
 		return out, true
 	}
