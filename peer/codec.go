@@ -55,7 +55,7 @@ type Message struct {
 
 func known(t string) bool {
 	switch t {
-	case TypeWorldChange, TypeRequestRefresh, TypeRequestMetadata, TypeMetadata,
+	case TypeWorldChange, TypeScopeChange, TypeRequestRefresh, TypeRequestMetadata, TypeMetadata,
 		TypeMetadataChange, TypeRequestLessData, TypeRequestMoreData,
 		TypeDigest, TypeRequestRepair, TypeRepairing, TypeRepaired, TypeDeparted, TypeMessage:
 		return true
@@ -404,7 +404,7 @@ func AppendRequest(dst []byte, typeName string) []byte {
 // that take scopes are sent as it is, leaves out owner and properties: a
 // block's change costs little more than the block.
 func AppendChange(dst []byte, c gameworld.Change) []byte {
-	scopesOnly := c.Type == gameworld.Update && len(c.Scopes) > 0 && c.Properties.Empty()
+	scopesOnly := scopesOnly(&c)
 	dst = append(dst, `{"type":"`...)
 	dst = append(dst, c.Type.String()...)
 	dst = append(dst, `","id":`...)

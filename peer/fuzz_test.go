@@ -34,6 +34,9 @@ func FuzzDecode(f *testing.F) {
 		`["worldChange",{"changes":[{"type":"add","id":"g","properties":{},"scopes":{"blocks":{"ver":7,"full":true,"added":{"a":{}}},"b":null}}]}]`,
 		`["worldChange",{"changes":[{"type":"update","id":"g","scopes":{"blocks":{"ver":1,"base":2}}}]}]`,
 		`["worldChange",{"changes":[{"type":"remove","id":"g","scopes":{"blocks":{"ver":1}}}]}]`,
+		`["scopeChange",{"g":{"blocks":{"ver":2,"modified":{"0,0,0":{"c":"blue"}}}},"h":{"t":{"ver":0,"removed":["a"]}}}]`,
+		`["scopeChange",{"g":{"b":{"ver":2}},"g":{"b":{"ver":3}}}]`,
+		`["scopeChange",{}]`,
 		`[1]`, `{}`, `"`, `[[[[`,
 	}
 	for _, s := range seeds {

@@ -24,6 +24,8 @@ type Record struct {
 	enc          []byte
 	legacyOnce   sync.Once
 	legacy       []byte
+	entryOnce    sync.Once
+	entry        []byte
 }
 
 // NewRecord wraps a change to the object in the given slot for sending.
@@ -45,6 +47,13 @@ func (r *Record) EncodedFor(scopes bool) []byte {
 	}
 	r.legacyOnce.Do(func() { r.legacy = appendLegacyChange(nil, r.Change, r.ObjectScopes) })
 	return r.legacy
+}
+
+// scopeEntry returns the record's entry in a scopeChange (it must be
+// scopesOnly), encoded when first asked for. It must not be modified.
+func (r *Record) scopeEntry() []byte {
+	r.entryOnce.Do(func() { r.entry = appendScopeEntry(nil, r) })
+	return r.entry
 }
 
 // withScopes makes r carry the scopes' changes and holder of the records

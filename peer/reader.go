@@ -216,7 +216,7 @@ func (l *Link) handle(m Message) error {
 			return err
 		}
 		mh.HandleAppMessage(l, am)
-	case TypeWorldChange:
+	case TypeWorldChange, TypeScopeChange:
 	default:
 		// Ignored and counted: newer peers may speak types we lack.
 		l.logger().Debug("ignoring unknown message type", "type", m.Type)

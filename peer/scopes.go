@@ -3,6 +3,7 @@ package peer
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -14,6 +15,11 @@ import (
 // sent each scope whole, as an ordinary property of its name, in every
 // record that changes it.
 const FeatureScopes = "scopes"
+
+// TypeScopeChange is a message of scope deltas alone, by object id: the
+// updates a worldChange would carry, in fewer bytes, sent to peers with
+// FeatureScopes (docs/protocol.md, "Scopes").
+const TypeScopeChange = "scopeChange"
 
 // MaxScopes bounds the scopes one change record names.
 const MaxScopes = 16
@@ -72,12 +78,13 @@ func compactJSON(v json.RawMessage) (json.RawMessage, error) {
 
 // appendScopes appends `"scopes":{name:delta,…}`, names sorted.
 func appendScopes(dst []byte, m map[string]scope.Delta) []byte {
-	names := make([]string, 0, len(m))
-	for name := range m {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	dst = append(dst, `,"scopes":{`...)
+	return appendScopesValue(append(dst, `,"scopes":`...), m)
+}
+
+// appendScopesValue appends what a record's "scopes" holds, names sorted.
+func appendScopesValue(dst []byte, m map[string]scope.Delta) []byte {
+	names := slices.Sorted(maps.Keys(m))
+	dst = append(dst, '{')
 	for i, name := range names {
 		if i > 0 {
 			dst = append(dst, ',')
@@ -88,6 +95,20 @@ func appendScopes(dst []byte, m map[string]scope.Delta) []byte {
 		dst = append(dst, b...)
 	}
 	return append(dst, '}')
+}
+
+// scopesOnly reports whether c is an update of scopes alone: one a
+// scopeChange can carry, and that leaves out owner and properties.
+func scopesOnly(c *gameworld.Change) bool {
+	return c.Type == gameworld.Update && len(c.Scopes) > 0 && c.Properties.Empty()
+}
+
+// appendScopeEntry appends r as an entry of a scopeChange: its id and
+// its scopes. r must be scopesOnly.
+func appendScopeEntry(dst []byte, r *Record) []byte {
+	dst = appendString(dst, r.ID)
+	dst = append(dst, ':')
+	return appendScopesValue(dst, r.Scopes)
 }
 
 // appendLegacyChange appends c for a peer that takes no scope deltas: each

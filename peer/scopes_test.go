@@ -1,11 +1,14 @@
 package peer
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/scope"
@@ -71,5 +74,161 @@ func TestScopeVectors(t *testing.T) {
 	o, _ := w.Get("grid-1")
 	if o.Scopes.Ver("blocks") != 3 {
 		t.Fatalf("version %d", o.Scopes.Ver("blocks"))
+	}
+
+	// The scopeChange the section shows is its second record.
+	msg := regexp.MustCompile("(?m)^`(\\[\"scopeChange\".*\\])`$").FindStringSubmatch(sec)
+	if msg == nil {
+		t.Fatal("the Scopes section shows no scopeChange")
+	}
+	changes := readScopeChange(t, msg[1])
+	if len(changes) != 1 || string(AppendChange(nil, changes[0])) != recs[1][1] {
+		t.Fatalf("the scopeChange decodes as %+v, want the record\n%s", changes, recs[1][1])
+	}
+	r := NewRecord(changes[0], 0)
+	if enc := `["scopeChange",{` + string(r.scopeEntry()) + `}]`; enc != msg[1] {
+		t.Errorf("the scopeChange re-encodes as\n%s\nwant\n%s", enc, msg[1])
+	}
+	if !strings.Contains(sec, fmt.Sprintf("%d bytes where the `worldChange` takes %d", len(msg[1]),
+		len(AppendWorldChangeTrailer(append(AppendWorldChangeHeader(nil, 1764244000123), recs[1][1]...), false)))) {
+		t.Error("the section's byte counts are not the vectors'")
+	}
+}
+
+// readScopeChange decodes a whole scopeChange message as a link does.
+func readScopeChange(t *testing.T, msg string) []gameworld.Change {
+	t.Helper()
+	var out []gameworld.Change
+	var lim Limits
+	m, err := lim.ReadMessage(strings.NewReader(msg), nil, 0, func(wc WorldChange) error {
+		out = append(out, wc.Changes...)
+		return nil
+	})
+	if err != nil || m.Type != TypeScopeChange {
+		t.Fatalf("%s: type %q, %v", msg, m.Type, err)
+	}
+	return out
+}
+
+func TestScopeChangeDecoding(t *testing.T) {
+	tests := []struct {
+		name, msg string
+		ids       []string // nil: refused with 1007
+	}{
+		{"two objects", `["scopeChange",{"a":{"blocks":{"ver":2,"removed":["x"]}},"b\u0041":{"blocks":{"ver":0,"added":{"y":{"c":1}}},"tiles":{"ver":5,"full":true}}}]`, []string{"a", "bA"}},
+		{"empty", `["scopeChange",{}]`, []string{}},
+		{"not an object", `["scopeChange",[]]`, nil},
+		{"no scope", `["scopeChange",{"a":{}}]`, nil},
+		{"scopes not an object", `["scopeChange",{"a":[1]}]`, nil},
+		{"an id twice", `["scopeChange",{"a":{"b":{"ver":2}},"a":{"b":{"ver":3}}}]`, nil},
+		{"empty id", `["scopeChange",{"":{"b":{"ver":2}}}]`, nil},
+		{"no version", `["scopeChange",{"a":{"b":{"base":1}}}]`, nil},
+		{"bad element id", `["scopeChange",{"a":{"b":{"ver":2,"added":{"":{}}}}}]`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []gameworld.Change
+			var lim Limits
+			_, err := lim.ReadMessage(strings.NewReader(tt.msg), nil, 0, func(wc WorldChange) error {
+				got = append(got, wc.Changes...)
+				return nil
+			})
+			if tt.ids == nil {
+				var de *DecodeError
+				if !errors.As(err, &de) || de.Code != StatusInvalidPayload || len(got) > 0 {
+					t.Fatalf("got %v and %d changes, want 1007 and none", err, len(got))
+				}
+				return
+			}
+			if err != nil || len(got) != len(tt.ids) {
+				t.Fatalf("got %d changes, %v", len(got), err)
+			}
+			for i, c := range got {
+				if c.Type != gameworld.Update || c.ID != tt.ids[i] || len(c.Scopes) == 0 || !c.Properties.IsZero() || c.Owner != "" {
+					t.Fatalf("change %d: %+v", i, c)
+				}
+			}
+		})
+	}
+}
+
+// A batch of scope deltas alone goes to a peer that takes scopes as
+// scopeChange messages (split by the frame limit), anything else as a
+// worldChange; a peer without scopes gets worldChanges.
+func TestLinkSendsScopeChange(t *testing.T) {
+	blocks := func(id string, n int) *Record {
+		d := scope.Delta{Ver: uint64(n + 1), Added: map[string]scope.Fields{}}
+		for i := range n {
+			d.Added[fmt.Sprint(i)] = scope.Fields{"c": json.RawMessage(`"` + strings.Repeat("x", 50) + `"`)}
+		}
+		return NewRecord(gameworld.Change{Type: gameworld.Update, ID: id, Scopes: map[string]scope.Delta{"blocks": d}}, slotOf(id))
+	}
+	for _, takes := range []bool{true, false} {
+		t.Run(fmt.Sprint("takes scopes ", takes), func(t *testing.T) {
+			l, h, far := startLink(t, LinkOptions{Tick: Immediate, MaxFrameBytes: 1024})
+			features := `[]`
+			if takes {
+				features = `["scopes"]`
+			}
+			write(t, far, `["metadata",{"identifier":"client-AAAAAAAA-BBBBBBBB","features":`+features+`}]`)
+			deadline := time.Now().Add(5 * time.Second)
+			for h.mu.Lock(); len(h.metadata) == 0; h.mu.Lock() {
+				h.mu.Unlock()
+				if time.Now().After(deadline) {
+					t.Fatal("the link did not take the metadata")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			h.mu.Unlock()
+			// The peer knows the objects (it wrote them: echoes).
+			l.Offer([]*Record{rec(gameworld.Add, "g1"), rec(gameworld.Add, "g2"), rec(gameworld.Add, "g3"), rec(gameworld.Add, "g4"), rec(gameworld.Add, "o")},
+				func(int) Verdict { return Echo }, nil, true)
+			sent := []*Record{blocks("g1", 3), blocks("g2", 12), blocks("g3", 1)}
+			l.Offer(sent, sendAll, nil, true)
+			var got []gameworld.Change
+			msgs := 0
+			for len(got) < len(sent) {
+				m := readMsg(t, far)
+				if m.Type == TypeMetadata || m.Type == TypeRequestMetadata {
+					continue
+				}
+				msgs++
+				want := map[bool]string{true: TypeScopeChange, false: TypeWorldChange}[takes]
+				if m.Type != want {
+					t.Fatalf("got a %s, want %s", m.Type, want)
+				}
+				if takes {
+					got = append(got, readScopeChange(t, `["scopeChange",`+string(m.Data)+`]`)...)
+					continue
+				}
+				var lim Limits
+				wc, err := lim.DecodeWorldChange(m.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, wc.Changes...)
+			}
+			for i, c := range got {
+				want := sent[i].Change
+				if takes && (c.ID != want.ID || string(AppendChange(nil, c)) != string(AppendChange(nil, want))) {
+					t.Fatalf("change %d:\n%s\nwant\n%s", i, AppendChange(nil, c), AppendChange(nil, want))
+				}
+				if !takes && (c.ID != want.ID || len(c.Scopes) > 0) {
+					t.Fatalf("change %d to a peer without scopes: %s", i, AppendChange(nil, c))
+				}
+			}
+			if takes && msgs < 2 {
+				t.Fatalf("%d records over 1 KiB in %d message", len(sent), msgs)
+			}
+			// A batch with anything else goes as a worldChange.
+			l.Offer([]*Record{blocks("g4", 1), update("o", 1)}, sendAll, nil, true)
+			m := readMsg(t, far)
+			for m.Type == TypeMetadata || m.Type == TypeRequestMetadata {
+				m = readMsg(t, far)
+			}
+			if m.Type != TypeWorldChange {
+				t.Fatalf("a mixed batch went as %s", m.Type)
+			}
+		})
 	}
 }

@@ -27,7 +27,7 @@ func (k MessageKind) String() string { return kindNames[k] }
 
 func kindOf(t string) MessageKind {
 	switch t {
-	case TypeWorldChange:
+	case TypeWorldChange, TypeScopeChange:
 		return KindWorldChange
 	case TypeRequestRefresh:
 		return KindRequestRefresh

@@ -211,6 +211,10 @@ func (d *streamDecoder) message(onChanges func(WorldChange) error) (Message, err
 		if final, err = d.worldChange(onChanges); err != nil {
 			return m, err
 		}
+	case m.Type == TypeScopeChange && onChanges != nil:
+		if final, err = d.scopeChange(onChanges); err != nil {
+			return m, err
+		}
 	default:
 		v, err := d.value(m.Type + " data")
 		if err != nil {
@@ -233,6 +237,62 @@ func (d *streamDecoder) message(onChanges func(WorldChange) error) (Message, err
 		return m, onChanges(*final)
 	}
 	return m, nil
+}
+
+// scopeChange streams the data of a scopeChange (an object of object ids
+// to what a record's "scopes" holds) to onChanges as updates of scopes
+// alone, chunked as worldChange does; it returns the last chunk.
+func (d *streamDecoder) scopeChange(onChanges func(WorldChange) error) (*WorldChange, error) {
+	if d.dec.PeekKind() != '{' {
+		return nil, invalid("scopeChange data is not an object")
+	}
+	if _, err := d.token("scopeChange"); err != nil {
+		return nil, err
+	}
+	var wc WorldChange
+	size := 0
+	seen := map[string]struct{}{} // (an object's two changes would be ambiguous)
+	for i := 0; d.dec.PeekKind() != '}'; i++ {
+		start := d.dec.InputOffset()
+		d.allow(d.lim.MaxRecordBytes)
+		id, err := d.str("scopeChange")
+		if err != nil {
+			return nil, err
+		}
+		c := gameworld.Change{Type: gameworld.Update, ID: string(id)}
+		if _, dup := seen[c.ID]; dup {
+			return nil, invalid("scope change %d: object %q appears twice", i, c.ID)
+		}
+		seen[c.ID] = struct{}{}
+		if err := d.lim.checkID("id", c.ID); err != nil {
+			return nil, invalid("scope change %d: %v", i, err)
+		}
+		v, err := d.value("scopes")
+		if err != nil {
+			return nil, err
+		}
+		if c.Scopes, err = d.lim.decodeScopes(v); err != nil {
+			return nil, invalid("scope change %d (%s): %v", i, c.ID, err)
+		}
+		if len(c.Scopes) == 0 {
+			return nil, invalid("scope change %d (%s) changes no scope", i, c.ID)
+		}
+		n := int(d.dec.InputOffset() - start)
+		if n > d.lim.MaxRecordBytes {
+			return nil, &DecodeError{Code: StatusMessageTooBig, Reason: fmt.Sprintf("scope change %d is %d bytes (limit %d)", i, n, d.lim.MaxRecordBytes)}
+		}
+		wc.Changes = append(wc.Changes, c)
+		if size += n; len(wc.Changes) >= chunkRecords || size >= chunkBytes {
+			if err := onChanges(WorldChange{Changes: wc.Changes}); err != nil {
+				return nil, err
+			}
+			wc.Changes, size = nil, 0
+		}
+	}
+	if _, err := d.token("scopeChange"); err != nil {
+		return nil, err
+	}
+	return &wc, nil
 }
 
 // worldChange streams the data of a worldChange to onChanges, all chunks but

@@ -259,11 +259,27 @@ func (l *Link) flushItem(bp *[]byte, it *item, batch *Batch) error {
 }
 
 // writeRecords sends recs in as few worldChange messages as MaxFrameBytes
-// allows, assembled from the records' shared encodings.
+// allows, assembled from the records' shared encodings; or, to a peer that
+// takes scopes, records that all update scopes alone as scopeChange
+// messages (docs/protocol.md, "Scopes"): a block game's tick in about
+// half the bytes.
 func (l *Link) writeRecords(bp *[]byte, recs []*Record, ts int64, refreshed, allowEmpty bool) error {
-	buf := AppendWorldChangeHeader((*bp)[:0], ts)
-	head := len(buf)
 	scopes := l.scopes.Load()
+	compact := scopes && !refreshed && compactable(recs)
+	header := func(dst []byte) []byte {
+		if compact {
+			return append(dst, `["`+TypeScopeChange+`",{`...)
+		}
+		return AppendWorldChangeHeader(dst, ts)
+	}
+	trailer := func(dst []byte, refreshed bool) []byte {
+		if compact {
+			return append(dst, "}]"...)
+		}
+		return AppendWorldChangeTrailer(dst, refreshed)
+	}
+	buf := header((*bp)[:0])
+	head := len(buf)
 	n := 0
 	var oldest int64
 	defer func() {
@@ -276,8 +292,11 @@ func (l *Link) writeRecords(bp *[]byte, recs []*Record, ts int64, refreshed, all
 			oldest = r.Born
 		}
 		enc := r.EncodedFor(scopes)
+		if compact {
+			enc = r.scopeEntry()
+		}
 		if n > 0 && len(buf)+len(enc)+32 > l.opts.MaxFrameBytes {
-			buf = AppendWorldChangeTrailer(buf, false)
+			buf = trailer(buf, false)
 			if err := l.write(buf, KindWorldChange); err != nil {
 				return err
 			}
@@ -294,13 +313,37 @@ func (l *Link) writeRecords(bp *[]byte, recs []*Record, ts int64, refreshed, all
 	if n == 0 && !(refreshed && allowEmpty) {
 		return nil
 	}
-	buf = AppendWorldChangeTrailer(buf, refreshed)
+	buf = trailer(buf, refreshed)
 	*bp = buf
 	if err := l.write(buf, KindWorldChange); err != nil {
 		return err
 	}
 	l.stats.RecordsOut.Add(uint64(n))
 	return nil
+}
+
+// compactable reports whether recs can go as scopeChange messages: all
+// update scopes alone, each of another object.
+func compactable(recs []*Record) bool {
+	if len(recs) == 0 {
+		return false
+	}
+	for _, r := range recs {
+		if !scopesOnly(&r.Change) {
+			return false
+		}
+	}
+	if len(recs) == 1 {
+		return true
+	}
+	ids := make(map[string]struct{}, len(recs))
+	for _, r := range recs {
+		if _, dup := ids[r.ID]; dup {
+			return false
+		}
+		ids[r.ID] = struct{}{}
+	}
+	return true
 }
 
 func (l *Link) write(p []byte, k MessageKind) error {

@@ -150,21 +150,21 @@ func BenchmarkScopesOneBlock(b *testing.B) {
 			}
 			time.Sleep(time.Second)
 			const window = changes * 50 * time.Millisecond
-			_, idle0 := sc.Received()
+			idlePk0, idle0 := sc.Received()
 			time.Sleep(window)
-			_, idle1 := sc.Received()
+			idlePk1, idle1 := sc.Received()
 			// The peer without scopes (a 2016 one) costs the node the
 			// grid's encoding at every change: it leaves for the measure
 			// of the others, and is measured alone after.
 			legacyConn.CloseNow()
 			time.Sleep(500 * time.Millisecond)
 			takes.reset()
-			_, snap0 := sc.Received()
+			snapPk0, snap0 := sc.Received()
 			for k := range changes {
 				send(b, w, []string{blockChange(owner, 0, side, (k*7919)%blocks, 16+k, scoped)})
 				time.Sleep(50 * time.Millisecond)
 			}
-			_, snap1 := sc.Received()
+			snapPk1, snap1 := sc.Received()
 			sc.Close()
 			time.Sleep(time.Second)
 			wsBytes, wsMsgs := takes.bytes.Load(), takes.msgs.Load()
@@ -184,7 +184,10 @@ func BenchmarkScopesOneBlock(b *testing.B) {
 				time.Sleep(50 * time.Millisecond)
 			}
 			time.Sleep(time.Second)
-			b.ReportMetric(float64((snap1-snap0)-(idle1-idle0))/changes, name+"-snapshot-bytes/change")
+			// Above the idle packets the window would have had: the idle
+			// packet's size times the window's packets (ticks drift).
+			idlePacket := float64(idle1-idle0) / float64(max(1, idlePk1-idlePk0))
+			b.ReportMetric((float64(snap1-snap0)-idlePacket*float64(snapPk1-snapPk0))/changes, name+"-snapshot-bytes/change")
 			b.ReportMetric(float64(rss1-rss0)/blocks, name+"-node-rss-bytes/block")
 			b.ReportMetric((heap1-heap0)/blocks, name+"-node-heap-bytes/block")
 			b.ReportMetric(float64(wsBytes)/changes, name+"-ws-bytes/change")

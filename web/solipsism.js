@@ -641,7 +641,7 @@ export class GameWorld extends EventTarget {
   }
 }
 
-const KNOWN_TYPES = new Set(["worldChange", "requestRefresh", "requestMetadata", "metadata", "metadataChange", "requestLessData", "requestMoreData", "message"]);
+const KNOWN_TYPES = new Set(["worldChange", "scopeChange", "requestRefresh", "requestMetadata", "metadata", "metadataChange", "requestLessData", "requestMoreData", "message"]);
 
 /**
  * A link between a GameWorld and one peer, over a port with send(message)
@@ -985,6 +985,15 @@ export class Link {
     switch (type) {
       case "worldChange":
         this.receiveChanges(data);
+        break;
+      case "scopeChange":
+        // Scope deltas alone, by object id (docs/protocol.md, "Scopes"):
+        // the updates a worldChange would carry, in fewer bytes.
+        if (!data || typeof data !== "object" || Array.isArray(data)) {
+          this.stats.ignored++;
+          break;
+        }
+        this.receiveChanges({ changes: Object.entries(data).map(([id, scopes]) => ({ type: "update", id, scopes })) });
         break;
       case "requestRefresh":
         if (this.peer || this.kind === "upstream") this.refresh();

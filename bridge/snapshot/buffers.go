@@ -268,7 +268,7 @@ func (b *gbuf) piece(name string, named bool, ts []tier, budget int) (*bufPiece,
 		// As many as fit, in id order; the span then ends at the last.
 		n := 0
 		for _, id := range cands {
-			c := 16 + 8*len(id) + 8 + 8*len(b.elems[id])
+			c := packedBits(uint32(len(id))) + 8*len(id) + 1 + fieldsBits(b.elems[id])
 			if cost+c > budget {
 				break
 			}
@@ -317,7 +317,7 @@ func (p *bufPiece) write(w *Writer) {
 		w.WriteBytes([]byte(e.id))
 		w.WriteBool(e.fields != nil)
 		if e.fields != nil {
-			w.WriteBytes(e.fields)
+			writeFields(w, e.fields)
 		}
 	}
 }
@@ -356,15 +356,16 @@ func readPiece(r *Reader) (bufPiece, error) {
 	for range ne {
 		e := bufEntry{id: string(r.ReadBytes(MaxStringBytes))}
 		if r.ReadBool() {
-			e.fields = r.ReadBytes(MaxJSONBytes)
-			if e.fields == nil {
-				e.fields = []byte{}
+			f, err := readFields(r)
+			if err != nil {
+				return p, err
 			}
+			e.fields = f
 		}
 		if r.Err() != nil {
 			break
 		}
-		if e.id == "" || (e.fields != nil && !json.Valid(e.fields)) {
+		if e.id == "" {
 			return p, fmt.Errorf("%w: a buffer entry", ErrBadPacket)
 		}
 		p.entries = append(p.entries, e)

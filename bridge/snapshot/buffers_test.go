@@ -98,7 +98,8 @@ func TestBufferPieceSplitsAndMarks(t *testing.T) {
 	raw, _ := json.Marshal(map[string]any{"added": d, "ver": 1, "full": true})
 	g.applyScopes(mustDelta(t, raw), 1)
 	b := g.bufs["blocks"]
-	p, _, spans := b.piece("blocks", false, nil, 16+8+48+16+4*(16+8+8+8*7)+30)
+	entry := packedBits(1) + 8 + 1 + fieldsBits([]byte(`{"c":9}`)) // (the widest of the ten)
+	p, _, spans := b.piece("blocks", false, nil, 16+8+48+16+4*entry+entry/2)
 	if p == nil || len(p.entries) != 4 || p.entries[3].id != "3" || len(p.clears) != 1 || p.clears[0] != [2]string{"", "3"} {
 		t.Fatalf("first piece %+v", p)
 	}

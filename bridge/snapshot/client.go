@@ -215,8 +215,8 @@ func (w *world) apply(p []byte) error {
 	}
 	var pending []pendingGhost
 	for uint32(len(pending)) < nUpdate {
-		typ := r.ReadBits(32)
-		n := r.ReadBits(32)
+		typ := r.ReadPacked()
+		n := r.ReadPacked()
 		r.ReadBool() // prespawn
 		if r.Err() != nil {
 			return r.Err()

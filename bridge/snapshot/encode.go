@@ -165,8 +165,8 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 		for j < len(chosen) && chosen[j].g.typ == typ {
 			j++
 		}
-		w.WriteBits(uint32(typ), 32)
-		w.WriteBits(uint32(j-i), 32)
+		w.WritePacked(uint32(typ))
+		w.WritePacked(uint32(j - i))
 		w.WriteBool(false) // no prespawned ghosts
 		for k := i; k < j; {
 			t0, t1 := chosen[k].t0, chosen[k].t1

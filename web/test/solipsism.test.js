@@ -473,6 +473,15 @@ test("scopes: a grid's blocks written element by element reach another client as
   await flushSoon();
   const last = sent.filter((m) => m[0] === "worldChange").at(-1)[1].changes[0];
   assert.deepEqual(last, { type: "update", id: "g", owner: world.identifier, properties: { blocks: { a: { c: 1 }, b: { c: 2 } } } });
+
+  // Scope deltas alone may come as a scopeChange: the updates they stand for.
+  const up = fakeLink("upstream");
+  up.link.receive(["metadataChange", { identifier: "server-AAAAAAAA-AAAAAAAA", features: ["scopes"] }]);
+  up.link.receive(["worldChange", { timestamp: 1, changes: [{ type: "add", id: "sg", owner: "server-AAAAAAAA-AAAAAAAA", properties: {}, scopes: { blocks: { ver: 1, added: { a: { c: 1 } }, full: true } } }] }]);
+  up.link.receive(["scopeChange", { sg: { blocks: { ver: 2, modified: { a: { c: 2 } }, added: { b: { c: 3 } } } } }]);
+  assert.deepEqual(up.world.get("sg").scopes.get("blocks").whole(), { a: { c: 2 }, b: { c: 3 } });
+  assert.equal(up.world.get("sg").scopes.get("blocks").ver, 2);
+
   a.close();
   await waitFor("b loses the grid", () => !b.world.get("grid-js"));
   b.close();
@@ -484,7 +493,8 @@ test("ignores malformed messages and refuses others' objects", () => {
   const mine = world.create({ hp: 100 });
   const junk = [undefined, null, 5, "x", [], [1, 2], ["noSuchType", {}], ["worldChange"], ["worldChange", { changes: "no" }],
     ["worldChange", { changes: [null, 5, { type: "add" }, { type: "boom", id: "q" }, { type: "add", id: "p", properties: [1] }] }],
-    ["metadataChange", 7], ["metadata", { identifierChain: [1] }], ["worldChange", { changes: [{ type: "remove", id: "never-seen" }] }]];
+    ["metadataChange", 7], ["metadata", { identifierChain: [1] }], ["worldChange", { changes: [{ type: "remove", id: "never-seen" }] }],
+    ["scopeChange", 5], ["scopeChange", [1]], ["scopeChange", { "never-seen": { blocks: { ver: 2 } } }]];
   for (const m of junk) assert.doesNotThrow(() => link.receive(m));
   assert.ok(link.stats.ignored >= junk.length - 1);
   // The upstream cannot overwrite or remove what this world owns.
