@@ -138,6 +138,28 @@ type tier struct {
 type span struct {
 	name, lo, end string
 	first         bool
+	// base is the tick as of which the send took the client to hold the
+	// span, its changes since then sent: 0 for a span sent whole.
+	base uint32
+}
+
+// heldAsOf returns the oldest tick as of which ts holds the parts of sp
+// (0: some part not at all).
+func heldAsOf(ts []tier, sp span) uint32 {
+	if len(ts) == 0 {
+		return 0
+	}
+	oldest := ^uint32(0)
+	start, bounded := "", false // the tier is (start, end]
+	for _, t := range ts {
+		below := !bounded || sp.end == "" || start < sp.end
+		above := sp.first || t.end == "" || sp.lo < t.end
+		if below && above {
+			oldest = min(oldest, t.tick)
+		}
+		start, bounded = t.end, true
+	}
+	return oldest
 }
 
 // covers reports whether id is in the span.
@@ -240,6 +262,9 @@ func (b *gbuf) piece(name string, named bool, ts []tier, budget int) (*bufPiece,
 		var cands []string
 		whole := t.tick == 0 || t.tick < b.logFrom
 		sp := span{name: name, lo: lo, end: t.end, first: first}
+		if !whole {
+			sp.base = t.tick
+		}
 		lo, first = t.end, false
 		if whole {
 			ids := b.sorted()

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/relay"
 	"github.com/solipsism/mesh/scope"
 )
 
@@ -134,4 +136,68 @@ func mustDelta(t *testing.T, raw []byte) map[string]scope.Delta {
 		t.Fatal(err)
 	}
 	return map[string]scope.Delta{"blocks": d}
+}
+
+// TestBufferSendsOnTheirWay: a block's change goes once while its send is
+// on its way, again once that is overdue; a send of changes built on a
+// send that was lost does not count as held, so the range goes whole.
+func TestBufferSendsOnTheirWay(t *testing.T) {
+	s := &Server{types: []GhostType{GenericType, TransformType}, objects: map[string]*ghost{}, byName: map[string]int{"generic": 0, "transform": 1}}
+	for _, ty := range s.types {
+		s.hashes = append(s.hashes, ty.Hash())
+	}
+	s.clock = func() uint32 { return 1000 + 16*s.tick }
+	c := &conn{despawns: map[uint32]bool{}, loaded: 2}
+	grid := func(tick uint32, d string) {
+		s.tick = tick
+		typ := gameworld.Update
+		if tick == 1 {
+			typ = gameworld.Add
+		}
+		s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: typ, ID: "grid", Scopes: mustDelta(t, []byte(d))}, After: gameworld.PropertiesOf(map[string]json.RawMessage{})})
+	}
+	snap := func(tick uint32) (ghosts int) {
+		s.tick = tick
+		var w Writer
+		s.snapshotLocked(c, &w)
+		if sn := c.ring[tick%ringSize]; sn != nil && sn.tick == tick {
+			return len(sn.ghosts)
+		}
+		return 0
+	}
+	grid(1, `{"ver":1,"full":true,"added":{"a":{"c":1},"b":{"c":2}}}`)
+	if snap(1) == 0 {
+		t.Fatal("the grid was not sent")
+	}
+	s.ackLocked(c, 1, 0)
+	c.ackDelay = 1 // acknowledgements come a tick late: a send is on its way for 2 ticks
+	grid(2, `{"ver":2,"modified":{"a":{"c":3}}}`)
+	if snap(2) == 0 {
+		t.Fatal("the change was not sent")
+	}
+	if snap(3) != 0 || snap(4) != 0 {
+		t.Fatal("the change went again while on its way")
+	}
+	if snap(5) == 0 {
+		t.Fatal("the change did not go again once overdue")
+	}
+	s.ackLocked(c, 5, 0)
+	cg := c.ghosts[s.objects["grid"].slot]
+	if got := heldAsOf(cg.bufs["blocks"], span{name: "blocks", first: true}); got != 5 {
+		t.Fatalf("held as of %d, want 5", got)
+	}
+
+	// A delta on a send that was lost: acknowledged, it is not held.
+	grid(6, `{"ver":3,"added":{"c":{"c":4}}}`)
+	snap(6) // lost
+	grid(7, `{"ver":4,"added":{"d":{"c":5}}}`)
+	snap(7) // only d: c is on its way
+	last := cg.sends[(cg.n-1)%ghostHistory]
+	if len(last.spans) != 1 || last.spans[0].base != 6 {
+		t.Fatalf("the send at 7: %+v", last.spans)
+	}
+	s.ackLocked(c, 7, 0)
+	if got := heldAsOf(cg.bufs["blocks"], span{name: "blocks", first: true}); got != 5 {
+		t.Fatalf("after the lost send, held as of %d, want 5", got)
+	}
 }

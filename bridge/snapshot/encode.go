@@ -113,7 +113,7 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 				var held []tier
 				named := false
 				if cd.cg != nil {
-					held, named = cd.cg.bufs[name], cd.cg.names[name]
+					held, named = cd.cg.inflight(name, tick, c.window()), cd.cg.names[name]
 				}
 				p, cost, spans := cd.g.bufs[name].piece(name, named, held, room)
 				if p != nil && len(pieces) < maxBufPieces {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -109,6 +110,9 @@ type conn struct {
 	cmdTime    uint32 // the client's LocalTime of its newest command
 	cmdAt      time.Time
 	ring       [ringSize]*sent
+	// ackDelay is how many ticks after a snapshot its acknowledgement
+	// comes, on average.
+	ackDelay float64
 	// ghosts holds what the client knows of each ghost, by slot.
 	ghosts   []*clientGhost
 	despawns map[uint32]bool
@@ -116,6 +120,12 @@ type conn struct {
 	// ops holds the newest take or release carried out per object, so
 	// that a repeated one is not carried out again. Bounded by maxOps.
 	ops map[string]uint32
+}
+
+// window is how many ticks a send of buffer elements is taken to be on
+// its way: what it carries is sent again only after that, unacknowledged.
+func (c *conn) window() uint32 {
+	return uint32(min(8, math.Round(c.ackDelay)+1))
 }
 
 // maxOps bounds a client's remembered ownership requests; beyond it the
@@ -168,6 +178,26 @@ type clientGhost struct {
 	names map[string]bool
 }
 
+// inflight returns what the client holds of the buffer of scope name as
+// far as it acknowledged, and as far as the sends of the last window ticks
+// that it has not acknowledged yet (on their way, most likely) carry:
+// what they carry is not sent again until they are overdue.
+func (cg *clientGhost) inflight(name string, tick, window uint32) []tier {
+	ts := cg.bufs[name]
+	for i := min(cg.n, ghostHistory); i > 0; i-- { // oldest first
+		s := &cg.sends[(cg.n-i)%ghostHistory]
+		if s.acked || tick-s.tick > window {
+			continue
+		}
+		for _, sp := range s.spans {
+			if sp.name == name {
+				ts = mark(ts, sp, s.tick)
+			}
+		}
+	}
+	return ts
+}
+
 // bufsDone reports whether the client holds every buffer of g whole.
 func (cg *clientGhost) bufsDone(g *ghost) bool {
 	for name, b := range g.bufs {
@@ -209,7 +239,12 @@ func (cg *clientGhost) ack(tick uint32) {
 				if cg.bufs == nil {
 					cg.bufs = map[string][]tier{}
 				}
-				cg.bufs[sp.name] = mark(cg.bufs[sp.name], sp, tick)
+				// A send of changes since a tick the client was only
+				// thought to hold (a send on its way, then lost) leaves
+				// it short: not held until sent again.
+				if sp.base == 0 || heldAsOf(cg.bufs[sp.name], sp) >= sp.base {
+					cg.bufs[sp.name] = mark(cg.bufs[sp.name], sp, tick)
+				}
 			}
 			for _, name := range s.named {
 				if cg.names == nil {
@@ -585,6 +620,9 @@ func (s *Server) ackLocked(c *conn, tick, mask uint32) {
 			continue
 		}
 		sn.acked = true
+		if i == -1 {
+			c.ackDelay += (float64(s.tick-t) - c.ackDelay) / 8
+		}
 		for i, slot := range sn.ghosts {
 			if slot < len(c.ghosts) {
 				if cg := c.ghosts[slot]; cg != nil && cg.id == sn.ids[i] {
