@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 )
@@ -323,25 +324,26 @@ func (l *Link) writeRecords(bp *[]byte, recs []*Record, ts int64, refreshed, all
 }
 
 // compactable reports whether recs can go as scopeChange messages: all
-// update scopes alone, each of another object.
+// update scopes alone, each of another object. Objects are told apart by
+// slot, without hashing their ids: a batch holds one record per slot, and
+// an id in two slots (removed, then added again) comes with its remove.
 func compactable(recs []*Record) bool {
 	if len(recs) == 0 {
 		return false
 	}
+	var arr [128]uint32
+	slots := arr[:0]
 	for _, r := range recs {
 		if !scopesOnly(&r.Change) {
 			return false
 		}
+		slots = append(slots, r.Slot)
 	}
-	if len(recs) == 1 {
-		return true
-	}
-	ids := make(map[string]struct{}, len(recs))
-	for _, r := range recs {
-		if _, dup := ids[r.ID]; dup {
+	slices.Sort(slots)
+	for i := 1; i < len(slots); i++ {
+		if slots[i] == slots[i-1] {
 			return false
 		}
-		ids[r.ID] = struct{}{}
 	}
 	return true
 }

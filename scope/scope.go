@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 )
 
 // Fields are an element's fields: name to JSON value.
@@ -319,35 +320,119 @@ func (s *Scope) Snapshot() Delta {
 
 func encode(f Fields) []byte {
 	keys := make([]string, 0, len(f))
-	for k := range f {
+	n := 2
+	for k, v := range f {
 		keys = append(keys, k)
+		n += len(k) + len(v) + 4
 	}
 	sort.Strings(keys)
-	var b bytes.Buffer
-	b.WriteByte('{')
+	b := make([]byte, 0, n)
+	b = append(b, '{')
 	for i, k := range keys {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		kb, _ := json.Marshal(k)
-		b.Write(kb)
-		b.WriteByte(':')
-		b.Write(compact(f[k]))
+		if plainKey(k) {
+			b = append(append(append(b, '"'), k...), '"')
+		} else {
+			kb, _ := json.Marshal(k)
+			b = append(b, kb...)
+		}
+		b = append(b, ':')
+		b = append(b, compact(f[k])...)
 	}
-	b.WriteByte('}')
-	return bytes.Clone(b.Bytes())
+	return append(b, '}')
 }
 
+// plainKey reports whether k is its own JSON string body: printable
+// ASCII that json.Marshal leaves as it is.
+func plainKey(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// decode reads an element's fields from their encoding (encode's: keys
+// sorted, values compact) with a scan of its own, without reflection: a
+// scope's elements are decoded at every change of theirs.
 func decode[T string | []byte](data T) Fields {
-	var f Fields
-	json.Unmarshal([]byte(data), &f) //nolint:errcheck // encode made it
+	s := string(data)
+	f := Fields{}
+	for i := 1; i < len(s)-1; {
+		j := stringEnd(s, i)
+		key := s[i+1 : j-1]
+		if strings.IndexByte(key, '\\') >= 0 {
+			json.Unmarshal([]byte(s[i:j]), &key) //nolint:errcheck // encode made it
+		}
+		i = j + 1 // past ':'
+		j = valueEnd(s, i)
+		f[key] = json.RawMessage(s[i:j])
+		i = j + 1 // past ',' or '}'
+	}
 	return f
 }
 
+// stringEnd returns the index just past the JSON string starting at s[i].
+func stringEnd(s string, i int) int {
+	for j := i + 1; j < len(s); j++ {
+		switch s[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(s)
+}
+
+// valueEnd returns the index just past the compact JSON value at s[i].
+func valueEnd(s string, i int) int {
+	depth := 0
+	for j := i; j < len(s); j++ {
+		switch s[j] {
+		case '"':
+			j = stringEnd(s, j) - 1
+			if depth == 0 {
+				return j + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return j // a scalar ended with its object
+			}
+			if depth--; depth == 0 {
+				return j + 1
+			}
+		case ',':
+			if depth == 0 {
+				return j
+			}
+		}
+	}
+	return len(s)
+}
+
 func compact(v json.RawMessage) []byte {
+	if !hasSpace(v) {
+		return v // (values come compact, nearly always)
+	}
 	var b bytes.Buffer
 	if json.Compact(&b, v) != nil {
 		return v
 	}
 	return b.Bytes()
+}
+
+// hasSpace reports whether v holds a byte JSON counts as whitespace.
+func hasSpace(v []byte) bool {
+	for _, c := range v {
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			return true
+		}
+	}
+	return false
 }

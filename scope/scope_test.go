@@ -302,3 +302,29 @@ func TestPalette(t *testing.T) {
 		t.Fatalf("empty scope: %d encodings held, %d of %d slots free", got, len(s.pal.free), len(s.pal.vals))
 	}
 }
+
+// The scan decode does matches encoding/json on what encode makes.
+func TestDecodeScansEncode(t *testing.T) {
+	for _, in := range []string{
+		`{}`, `{"c":17}`, `{"a":"x,y}","b":[1,{"c":"]"}],"c":{"d":[]},"e":null,"f":-1.5e3,"g":true}`,
+		`{"q\"":"\"","<":"\\","ñ":"é","":""}`, `{"a":[[],[[]]],"b":{}}`, `{"s":"a\\\"b"}`,
+	} {
+		var want Fields
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatal(err)
+		}
+		enc := encode(want)
+		got := decode(enc)
+		if len(got) != len(want) {
+			t.Fatalf("%s: decoded %d fields, want %d", enc, len(got), len(want))
+		}
+		for k, v := range want {
+			if string(got[k]) != string(compact(v)) {
+				t.Fatalf("%s: field %q = %s, want %s", enc, k, got[k], v)
+			}
+		}
+		if string(encode(got)) != string(enc) {
+			t.Fatalf("%s re-encodes as %s", enc, encode(got))
+		}
+	}
+}

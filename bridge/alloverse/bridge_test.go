@@ -115,16 +115,17 @@ func caughtUp(t *testing.T, p *place, c *Client) {
 	}
 }
 
-// acked waits until every session of the place has acknowledged a
-// revision: from then on none of them needs a set while its base stays in
-// history.
+// acked waits until every session of the place has acknowledged the
+// bridge's revision: from then on none of them needs a set while its base
+// stays in history, and the next change reaches each as that change alone
+// (against an older acknowledgement, a diff carries all since).
 func acked(t *testing.T, p *place) {
 	t.Helper()
 	waitFor(t, "every client's acknowledgement", 10*time.Second, func() bool {
 		p.bridge.mu.Lock()
 		defer p.bridge.mu.Unlock()
 		for s := range p.bridge.sessions {
-			if s.ack == 0 {
+			if s.ack == 0 || s.ack < p.bridge.st.rev {
 				return false
 			}
 		}
