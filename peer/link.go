@@ -95,6 +95,13 @@ type LinkOptions struct {
 	// MaxQueuedMessageBytes bounds the ephemeral messages waiting for the
 	// peer (SendAppMessage). Zero means DefaultMaxQueuedMessageBytes.
 	MaxQueuedMessageBytes int
+	// AwaitMetadata holds records back until the peer's metadata has
+	// arrived (control messages go meanwhile), so that each is encoded
+	// for what the peer takes: a record with scopes sent before then
+	// would have to go as properties (FeatureScopes), and a peer that
+	// takes scopes keep them as such beside its scopes. False sends at
+	// once.
+	AwaitMetadata bool
 }
 
 // Verdict is what a link does with one record its node offers it.
@@ -147,9 +154,11 @@ type Link struct {
 	stall     *time.Timer
 	pingTimer *time.Timer
 	mdTimer   *time.Timer
-	rate      *rate.Limiter
-	msgRate   *rate.Limiter // nil: unlimited
-	recRate   *rate.Limiter
+	// mdReady is closed when the peer's first metadata arrives.
+	mdReady chan struct{}
+	rate    *rate.Limiter
+	msgRate *rate.Limiter // nil: unlimited
+	recRate *rate.Limiter
 	// processed carries the outcome of each message, handled on a worker;
 	// used only by the reading goroutine.
 	processed chan error
@@ -267,6 +276,7 @@ func NewLink(conn Conn, h Handler, opts LinkOptions) *Link {
 		conn: conn, h: h, opts: opts,
 		log:      log,
 		done:     make(chan struct{}),
+		mdReady:  make(chan struct{}),
 		dialect:  TypeMetadataChange,
 		interval: opts.Tick,
 	}

@@ -166,6 +166,9 @@ func (l *Link) handle(m Message) error {
 			return err
 		}
 		l.mu.Lock()
+		if !l.hasMD {
+			close(l.mdReady)
+		}
 		l.md, l.hasMD = md, true
 		l.transfers.Store(md.Has(FeatureOwnership))
 		l.scopes.Store(md.Has(FeatureScopes))

@@ -232,3 +232,28 @@ func TestLinkSendsScopeChange(t *testing.T) {
 		})
 	}
 }
+
+// A link that awaits the peer's metadata sends no record before it: a
+// scope written at once goes as a scope to a peer that turns out to take
+// them, not as a property (which the peer would keep beside its scope).
+func TestLinkAwaitsMetadataForRecords(t *testing.T) {
+	l, _, far := startLink(t, LinkOptions{Tick: Immediate, AwaitMetadata: true})
+	l.RequestMetadata()
+	g := NewRecord(gameworld.Change{Type: gameworld.Add, ID: "g", Owner: "w", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{}),
+		Scopes: map[string]scope.Delta{"blocks": {Ver: 1, Full: true, Added: map[string]scope.Fields{"a": {"c": json.RawMessage("1")}}}}}, 1)
+	l.Offer([]*Record{g}, sendAll, nil, true)
+	if m := readMsg(t, far); m.Type != TypeRequestMetadata {
+		t.Fatalf("first came a %s, want the request for metadata", m.Type)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := l.stats.MessagesOut[KindWorldChange].Load(); n != 0 {
+		t.Fatalf("%d worldChanges sent before the peer's metadata", n)
+	}
+	write(t, far, `["metadata",{"identifier":"server-AAAAAAAA-BBBBBBBB","features":["scopes"]}]`)
+	m := readMsg(t, far)
+	var lim Limits
+	wc, err := lim.DecodeWorldChange(m.Data)
+	if err != nil || m.Type != TypeWorldChange || len(wc.Changes) != 1 || len(wc.Changes[0].Scopes) != 1 || wc.Changes[0].Properties.Len() != 0 {
+		t.Fatalf("got %s %s (%v)", m.Type, m.Data, err)
+	}
+}

@@ -54,6 +54,27 @@ func (l *Link) writeOut() {
 			return
 		}
 		it := l.outbox[0]
+		if l.opts.AwaitMetadata && (it.q != nil || it.recs != nil) && !l.metadataArrived() {
+			if it.flags != 0 || len(it.msgs) > 0 {
+				// Control messages (our metadata, a request for the
+				// peer's) go; the records wait.
+				ctl := &item{flags: it.flags, md: it.md, msgs: it.msgs}
+				it.flags, it.msgs = 0, nil
+				l.outMu.Unlock()
+				if err := l.flushItem(bp, ctl, &Batch{}); err != nil {
+					l.closeWith(err)
+					return
+				}
+				continue
+			}
+			l.outMu.Unlock()
+			select {
+			case <-l.done:
+				return
+			case <-l.mdReady:
+			}
+			continue
+		}
 		if it.q != nil && !bursting {
 			if wait := time.Until(l.dueLocked()); wait > 0 {
 				// Not due yet: what arrives meanwhile coalesces into it.
@@ -321,6 +342,16 @@ func (l *Link) writeRecords(bp *[]byte, recs []*Record, ts int64, refreshed, all
 	}
 	l.stats.RecordsOut.Add(uint64(n))
 	return nil
+}
+
+// metadataArrived reports whether the peer's metadata has arrived.
+func (l *Link) metadataArrived() bool {
+	select {
+	case <-l.mdReady:
+		return true
+	default:
+		return false
+	}
 }
 
 // compactable reports whether recs can go as scopeChange messages: all

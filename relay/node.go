@@ -428,7 +428,7 @@ func (n *Node) attach(conn peer.Conn, kind ownership.LinkKind, remoteURL, member
 		StallTimeout: n.opts.StallTimeout, PingInterval: n.opts.PingInterval,
 		MaxFrameBytes: n.opts.MaxFrameBytes, Limits: n.opts.Limits,
 		ReadRate: n.opts.ReadRate, ReadBurst: n.opts.ReadBurst,
-		Logger: n.log, Workers: &n.workers,
+		Logger: n.log, Workers: &n.workers, AwaitMetadata: true,
 	}
 	if kind == ownership.Downstream {
 		lopts.MessageRate, lopts.RecordRate = n.opts.Quotas.MessagesPerSecond, n.opts.Quotas.RecordsPerSecond

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -199,5 +201,53 @@ func TestBufferSendsOnTheirWay(t *testing.T) {
 	s.ackLocked(c, 7, 0)
 	if got := heldAsOf(cg.bufs["blocks"], span{name: "blocks", first: true}); got != 5 {
 		t.Fatalf("after the lost send, held as of %d, want 5", got)
+	}
+}
+
+// An object too big for a packet is no ghost: not counted, not sent, its
+// ghost despawned; once it fits it comes back, with the scopes it kept.
+func TestTooBigIsNoGhost(t *testing.T) {
+	s := &Server{types: []GhostType{GenericType, TransformType}, objects: map[string]*ghost{}, byName: map[string]int{"generic": 0, "transform": 1}}
+	for _, ty := range s.types {
+		s.hashes = append(s.hashes, ty.Hash())
+	}
+	s.clock = func() uint32 { return 1000 + 16*s.tick }
+	c := &conn{despawns: map[uint32]bool{}, loaded: 2}
+	s.clients = map[netip.AddrPort]*conn{netip.MustParseAddrPort("127.0.0.1:1"): c}
+	set := func(tick uint32, typ gameworld.ChangeType, note string, scopes string) {
+		s.tick = tick
+		ch := gameworld.Change{Type: typ, ID: "o"}
+		if scopes != "" {
+			ch.Scopes = mustDelta(t, []byte(scopes))
+		}
+		s.applyLocked(relay.Delivery{Change: ch, After: gameworld.PropertiesOf(map[string]json.RawMessage{"note": json.RawMessage(`"` + note + `"`)})})
+	}
+	relevant := func(tick uint32) (relevant, sent, despawns int) {
+		s.tick = tick
+		var w Writer
+		s.snapshotLocked(c, &w)
+		s.ackLocked(c, tick, 0)
+		r := NewReader(w.Bytes())
+		r.ReadBits(8) // message type
+		readHeader(r)
+		readPrefabs(r)
+		despawns = int(r.ReadBits(32))
+		return int(r.ReadBits(32)), len(c.ring[tick%ringSize].ghosts), despawns
+	}
+	set(1, gameworld.Add, "small", `{"ver":1,"full":true,"added":{"a":{"c":1}}}`)
+	if n, sent, _ := relevant(1); n != 1 || sent != 1 {
+		t.Fatalf("small: %d relevant, %d sent", n, sent)
+	}
+	big := strings.Repeat("x", MaxJSONBytes)
+	set(2, gameworld.Update, big, `{"ver":2,"added":{"b":{"c":2}}}`)
+	if n, sent, despawns := relevant(2); n != 0 || sent != 0 || despawns != 1 {
+		t.Fatalf("too big: %d relevant, %d sent, %d despawns", n, sent, despawns)
+	}
+	set(3, gameworld.Update, "small again", "")
+	if n, sent, _ := relevant(3); n != 1 || sent != 1 {
+		t.Fatalf("small again: %d relevant, %d sent", n, sent)
+	}
+	if g := s.objects["o"]; g == nil || len(g.bufs["blocks"].elems) != 2 {
+		t.Fatal("the object came back without the scope it kept")
 	}
 }

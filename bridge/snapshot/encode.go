@@ -66,7 +66,7 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 		cg := c.ghosts[slot]
 		// (A ghost with buffers the client does not hold whole, or that
 		// changed since, may have some to send: buffers.go.)
-		bufs := len(g.bufs) > 0 && (cg == nil || g.bufChanged > cg.acked || !cg.bufsDone(g))
+		bufs := len(g.bufs) > 0 && (cg == nil || !cg.bufsDone(g))
 		if cg != nil && g.changed <= cg.acked && !bufs {
 			continue // unchanged since the client acknowledged it
 		}

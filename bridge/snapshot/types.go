@@ -212,15 +212,10 @@ func (t GhostType) quantize(props gameworld.Properties) []value {
 	return vals
 }
 
-// propsJSON encodes every property but ghostType as one compact object.
+// propsJSON encodes every property as one compact object (ghostType
+// too: a generic object may name a type this server does not have).
 func propsJSON(props gameworld.Properties) []byte {
-	m := make(map[string]json.RawMessage, props.Len())
-	for k, v := range props.All() {
-		if k != TypeProperty {
-			m[k] = v
-		}
-	}
-	b, _ := json.Marshal(m)
+	b, _ := json.Marshal(props)
 	return b
 }
 

@@ -130,11 +130,13 @@ func TestScalarFields(t *testing.T) {
 	}
 }
 
+// The generic type carries every property, a ghostType naming a type the
+// server lacks too.
 func TestGenericTypeCarriesEveryProperty(t *testing.T) {
 	props := gameworld.PropertiesOf(map[string]json.RawMessage{"a": json.RawMessage(`[1,2]`), "b/c": json.RawMessage(`"ü"`), "ghostType": json.RawMessage(`"nope"`)})
 	for _, out := range roundTrip(t, GenericType, props) {
-		if out.Len() != 2 || string(out.Value("a")) != `[1,2]` || string(out.Value("b/c")) != `"ü"` {
-			t.Errorf("got %v", out)
+		if !out.Equal(props) {
+			t.Errorf("got %v, want %v", out, props)
 		}
 	}
 }
@@ -145,5 +147,27 @@ func TestTypeHash(t *testing.T) {
 	c := GhostType{Name: "x", Fields: []Field{{Property: "p", Kind: Vec3, Precision: 0.001}}}
 	if a.Hash() == b.Hash() || a.Hash() != c.Hash() || a.GUID() != b.GUID() {
 		t.Error("the hash covers the layout, the GUID the name")
+	}
+}
+
+// A quat's first lane, the index of its largest component, is predicted as
+// the newest baseline's, never linearly: from indexes 0 then 1, a linear
+// prediction would say 2.
+func TestQuatIndexPredictedFromNewestBaseline(t *testing.T) {
+	ty := GhostType{Name: "q", Fields: []Field{{Property: "r", Kind: Quat}}}
+	lanes := func(i int32) []value { return []value{{lanes: [4]int32{i, 10, 20, 30}}} }
+	c := ghostCodec{tick: 3, t0: 2, t1: 1}
+	b0, b1 := &base{vals: lanes(1)}, &base{vals: lanes(0)}
+	var w, data Writer
+	now := lanes(1)
+	now[0].lanes[1] = 11 // the value moved, its index did not
+	c.encode(&w, &data, &ty, now, b0, b1, nil)
+	r := NewReader(data.Bytes())
+	if got := r.ReadPackedInt(); got != 0 {
+		t.Fatalf("the index went as %d against its prediction, want 0 (predicted from b0)", got)
+	}
+	vals, _, _, _, err := c.decode(NewReader(w.Bytes()), &ty, b0, b1)
+	if err != nil || vals[0].lanes != now[0].lanes {
+		t.Fatalf("decoded %v, %v; want %v", vals, err, now[0].lanes)
 	}
 }

@@ -165,7 +165,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 	})
 	fs.IntVar(&c.quotas.ConnectionsPerIP, "max-conns-per-ip", 256, "downstream WebSocket connections from one address (HTTP 429 beyond); -1 for no limit")
 	fs.Float64Var(&c.quotas.MessagesPerSecond, "max-msgs-per-sec", 500, "messages read per second per link (faster peers are read slower); -1 for no limit")
-	fs.Float64Var(&c.quotas.RecordsPerSecond, "max-records-per-sec", 50000, "change records read per second per link; -1 for no limit")
+	fs.Float64Var(&c.quotas.RecordsPerSecond, "max-records-per-sec", 120000, "change records read per second per link (two writers of 1,000 objects at 60 Hz); -1 for no limit")
 	fs.IntVar(&c.quotas.ObjectsPerOwner, "max-objects-per-owner", 100000, "objects one world identifier may own (further adds are refused); -1 for no limit")
 	fs.IntVar(&c.quotas.PropertiesPerObject, "max-props-per-object", 1024, "properties per object; -1 for no limit")
 	fs.IntVar(&c.quotas.ValueBytes, "max-value-bytes", 256<<10, "bytes of one property value; -1 for no limit")
