@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"unicode/utf8"
 
 	"github.com/solipsism/mesh/scope"
 )
@@ -35,6 +36,24 @@ type gbuf struct {
 	// index numbers the scope within its ghost, in the order they came:
 	// a send names it by index once the client has acknowledged its name.
 	index int
+	// names are the field names its elements have had, numbered in the
+	// order they came (nameIdx): fields go by number, the names with the
+	// scope until a client has acknowledged them.
+	names   []string
+	nameIdx map[string]int
+}
+
+// learn numbers the field names of f it has not seen.
+func (b *gbuf) learn(f scope.Fields) {
+	for k := range f {
+		if _, ok := b.nameIdx[k]; !ok && len(b.names) < maxFieldNames {
+			if b.nameIdx == nil {
+				b.nameIdx = map[string]int{}
+			}
+			b.nameIdx[k] = len(b.names)
+			b.names = append(b.names, k)
+		}
+	}
 }
 
 type logEntry struct {
@@ -83,6 +102,7 @@ func (g *ghost) applyScopes(deltas map[string]scope.Delta, tick uint32) bool {
 			set(id, nil)
 		}
 		for id, f := range d.Added {
+			b.learn(f)
 			set(id, encodeFields(f))
 		}
 		for id, f := range d.Modified {
@@ -93,6 +113,7 @@ func (g *ghost) applyScopes(deltas map[string]scope.Delta, tick uint32) bool {
 			for k, v := range f {
 				cur[k] = v
 			}
+			b.learn(f)
 			set(id, encodeFields(cur))
 		}
 		if len(b.log) > maxLog {
@@ -226,9 +247,11 @@ func (b *gbuf) complete(ts []tier) bool {
 }
 
 // bufEntry is one element of a send: its fields, or nil for a removal.
+// A client reads refs, then names them into fields.
 type bufEntry struct {
 	id     string
 	fields []byte
+	refs   []fieldRef
 }
 
 // bufPiece is what a send carries of one scope: its index, and its name
@@ -238,6 +261,13 @@ type bufPiece struct {
 	name    string
 	clears  [][2]string // ranges (from, to] to drop first; "" from: from the start, "" to: to the end
 	entries []bufEntry
+	// defs are field names numbered from defFrom on, which the client is
+	// not known to have; idx numbers every name (the server's).
+	defFrom int
+	defs    []string
+	idx     map[string]int
+	// table is, on a client, the scope's field names after the piece.
+	table []string
 }
 
 // piece works out what a send carries of buffer b for a client that
@@ -246,15 +276,22 @@ type bufPiece struct {
 // where the client holds nothing or the log no longer reaches back. It
 // returns the piece (nil: nothing to send), its cost in bits and the
 // spans the client will hold complete as of this send once it has it.
-func (b *gbuf) piece(name string, named bool, ts []tier, budget int) (*bufPiece, int, []span) {
+func (b *gbuf) piece(name string, named bool, known int, ts []tier, budget int) (*bufPiece, int, []span) {
 	if len(ts) == 0 {
 		ts = []tier{{end: "", tick: 0}}
 	}
-	p := &bufPiece{index: b.index}
+	p := &bufPiece{index: b.index, idx: b.nameIdx}
 	cost := 16
 	if !named {
 		p.name = name
 		cost += 8 + 8*len(name)
+	}
+	if known < len(b.names) {
+		p.defFrom, p.defs = known, b.names[known:]
+		cost += packedBits(uint32(known)) + packedBits(uint32(len(p.defs)))
+		for _, d := range p.defs {
+			cost += packedBits(uint32(len(d))) + 8*len(d)
+		}
 	}
 	var spans []span
 	lo, first := "", true
@@ -293,7 +330,7 @@ func (b *gbuf) piece(name string, named bool, ts []tier, budget int) (*bufPiece,
 		// As many as fit, in id order; the span then ends at the last.
 		n := 0
 		for _, id := range cands {
-			c := packedBits(uint32(len(id))) + 8*len(id) + 1 + fieldsBits(b.elems[id])
+			c := packedBits(uint32(len(id))) + 8*len(id) + 1 + fieldsBits(b.elems[id], b.nameIdx)
 			if cost+c > budget {
 				break
 			}
@@ -311,7 +348,7 @@ func (b *gbuf) piece(name string, named bool, ts []tier, budget int) (*bufPiece,
 			p.clears = append(p.clears, [2]string{sp.lo, sp.end})
 		}
 		for _, id := range cands[:n] {
-			p.entries = append(p.entries, bufEntry{id, b.elems[id]})
+			p.entries = append(p.entries, bufEntry{id: id, fields: b.elems[id]})
 		}
 		spans = append(spans, sp)
 		if cut {
@@ -321,16 +358,28 @@ func (b *gbuf) piece(name string, named bool, ts []tier, budget int) (*bufPiece,
 	if len(p.clears) == 0 && len(p.entries) == 0 {
 		return nil, 0, spans
 	}
+	if len(p.entries) == 0 {
+		p.defs = nil // (only entries use them)
+	}
 	return p, cost, spans
 }
 
 // write encodes a piece: index, name (a bit, then its bytes if set),
-// clears (from, to), entries (id, present, fields).
+// field names (a bit, then the first one's number, their count and the
+// names if set), clears (from, to), entries (id, present, fields).
 func (p *bufPiece) write(w *Writer) {
 	w.WritePacked(uint32(p.index))
 	w.WriteBool(p.name != "")
 	if p.name != "" {
 		w.WriteBytes([]byte(p.name))
+	}
+	w.WriteBool(len(p.defs) > 0)
+	if len(p.defs) > 0 {
+		w.WritePacked(uint32(p.defFrom))
+		w.WritePacked(uint32(len(p.defs)))
+		for _, d := range p.defs {
+			w.WriteBytes([]byte(d))
+		}
 	}
 	w.WritePacked(uint32(len(p.clears)))
 	for _, c := range p.clears {
@@ -342,9 +391,34 @@ func (p *bufPiece) write(w *Writer) {
 		w.WriteBytes([]byte(e.id))
 		w.WriteBool(e.fields != nil)
 		if e.fields != nil {
-			writeFields(w, e.fields)
+			writeFields(w, e.fields, p.idx)
 		}
 	}
+}
+
+// resolve names the fields of a piece read by a client from table, the
+// client's field names of the piece's scope as the piece extends them; it
+// returns the table after the piece.
+func (p *bufPiece) resolve(table []string) ([]string, error) {
+	if len(p.defs) > 0 {
+		if p.defFrom > len(table) {
+			return nil, fmt.Errorf("%w: field names from %d where the client has %d", ErrBadPacket, p.defFrom, len(table))
+		}
+		t := make([]string, 0, p.defFrom+len(p.defs))
+		table = append(append(t, table[:p.defFrom]...), p.defs...)
+	}
+	for i := range p.entries {
+		e := &p.entries[i]
+		if e.fields == nil {
+			continue
+		}
+		f, err := resolveFields(e.refs, table)
+		if err != nil {
+			return nil, err
+		}
+		e.fields, e.refs = f, nil
+	}
+	return table, nil
 }
 
 // maxBufPieces bounds the scopes one ghost carries in a packet;
@@ -366,6 +440,20 @@ func readPiece(r *Reader) (bufPiece, error) {
 	if p.index >= maxScopesPerGhost {
 		return p, fmt.Errorf("%w: buffer index %d", ErrBadPacket, p.index)
 	}
+	if r.ReadBool() {
+		from, n := r.ReadPacked(), r.ReadPacked()
+		if r.Err() != nil || int64(from)+int64(n) > maxFieldNames || int64(n)*2 > int64(r.Remaining()) {
+			return p, fmt.Errorf("%w: a buffer's field names", ErrBadPacket)
+		}
+		p.defFrom = int(from)
+		for range n {
+			d := r.ReadBytes(MaxStringBytes)
+			if r.Err() != nil || !utf8.Valid(d) {
+				return p, fmt.Errorf("%w: a buffer's field names", ErrBadPacket)
+			}
+			p.defs = append(p.defs, string(d))
+		}
+	}
 	nc := r.ReadPacked()
 	if r.Err() != nil || int64(nc)*4 > int64(r.Remaining()) {
 		return p, fmt.Errorf("%w: a buffer's clears", ErrBadPacket)
@@ -381,11 +469,12 @@ func readPiece(r *Reader) (bufPiece, error) {
 	for range ne {
 		e := bufEntry{id: string(r.ReadBytes(MaxStringBytes))}
 		if r.ReadBool() {
-			f, err := readFields(r)
+			refs, err := readFields(r)
 			if err != nil {
 				return p, err
 			}
-			e.fields = f
+			e.refs = refs
+			e.fields = []byte{} // present: named once its table is known
 		}
 		if r.Err() != nil {
 			break

@@ -102,9 +102,10 @@ func TestBufferPieceSplitsAndMarks(t *testing.T) {
 	raw, _ := json.Marshal(map[string]any{"added": d, "ver": 1, "full": true})
 	g.applyScopes(mustDelta(t, raw), 1)
 	b := g.bufs["blocks"]
-	entry := packedBits(1) + 8 + 1 + fieldsBits([]byte(`{"c":9}`)) // (the widest of the ten)
-	p, _, spans := b.piece("blocks", false, nil, 16+8+48+16+4*entry+entry/2)
-	if p == nil || len(p.entries) != 4 || p.entries[3].id != "3" || len(p.clears) != 1 || p.clears[0] != [2]string{"", "3"} {
+	entry := func(i int) int { return packedBits(1) + 8 + 1 + fieldsBits(fmt.Appendf(nil, `{"c":%d}`, i), b.nameIdx) }
+	names := packedBits(0) + packedBits(1) + packedBits(1) + 8 // the field name "c", with the first piece
+	p, _, spans := b.piece("blocks", false, 0, nil, 16+8+48+names+16+entry(0)+entry(1)+entry(2)+entry(3)+entry(4)/2)
+	if p == nil || len(p.entries) != 4 || p.entries[3].id != "3" || len(p.clears) != 1 || p.clears[0] != [2]string{"", "3"} || len(p.defs) != 1 {
 		t.Fatalf("first piece %+v", p)
 	}
 	var held []tier
@@ -114,8 +115,8 @@ func TestBufferPieceSplitsAndMarks(t *testing.T) {
 	if fmt.Sprint(held) != "[{3 2} { 0}]" {
 		t.Fatalf("held %v", held)
 	}
-	p, _, spans = b.piece("blocks", true, held, 1<<20)
-	if len(p.entries) != 6 || p.entries[0].id != "4" || p.clears[0] != [2]string{"3", ""} {
+	p, _, spans = b.piece("blocks", true, 1, held, 1<<20)
+	if len(p.entries) != 6 || p.entries[0].id != "4" || p.clears[0] != [2]string{"3", ""} || len(p.defs) != 0 {
 		t.Fatalf("second piece %+v", p)
 	}
 	for _, sp := range spans {
@@ -125,7 +126,7 @@ func TestBufferPieceSplitsAndMarks(t *testing.T) {
 		t.Fatalf("not complete: %v", held)
 	}
 	g.applyScopes(mustDelta(t, []byte(`{"ver":2,"modified":{"7":{"c":70}},"removed":["2"]}`)), 4)
-	p, _, _ = b.piece("blocks", true, held, 1<<20)
+	p, _, _ = b.piece("blocks", true, 1, held, 1<<20)
 	if len(p.clears) != 0 || len(p.entries) != 2 || p.entries[0].id != "2" || p.entries[0].fields != nil || string(p.entries[1].fields) != `{"c":70}` {
 		t.Fatalf("the change: %+v", p)
 	}

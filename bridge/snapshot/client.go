@@ -68,6 +68,8 @@ type cghost struct {
 	// names the scopes' names by the index the server gave them.
 	bufs  map[string]map[string]json.RawMessage
 	names map[int]string
+	// fields are the field names of each scope, by index.
+	fields map[int][]string
 	// hist holds the latest received values, as baselines: the server
 	// uses only sends among its last ghostHistory, so they are here.
 	hist [ghostHistory]struct {
@@ -123,6 +125,10 @@ type ElementChange struct {
 // each scope's clears, then its elements; it reports each change.
 func (g *cghost) applyPieces(pieces []bufPiece, report func(ElementChange)) {
 	for _, p := range pieces {
+		if g.fields == nil {
+			g.fields = map[int][]string{}
+		}
+		g.fields[p.index] = p.table
 		if p.name != "" {
 			if g.names == nil {
 				g.names = map[int]string{}
@@ -271,6 +277,15 @@ func (w *world) apply(p []byte) error {
 				}
 				pg.b = &base{vals: vals, mask: mask, size: size}
 				pg.pieces = pieces
+				for i := range pieces {
+					var table []string
+					if !pg.spawn && g != nil {
+						table = g.fields[pieces[i].index]
+					}
+					if pieces[i].table, err = pieces[i].resolve(table); err != nil {
+						return fmt.Errorf("ghost %d: %w", pg.id, err)
+					}
+				}
 				for _, p := range pieces {
 					// A buffer is named until the client has its name.
 					if p.name == "" && (pg.spawn || g == nil || g.names[p.index] == "") {

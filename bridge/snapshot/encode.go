@@ -21,7 +21,7 @@ type candidate struct {
 	mask     uint32
 	size     uint32
 	spans    []span
-	named    []string
+	named    []naming
 }
 
 // snapshotLocked writes the client's snapshot for this tick into w and
@@ -111,17 +111,17 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 			room := budget - 1024
 			for _, name := range sortedKeys(cd.g.bufs) {
 				var held []tier
-				named := false
+				named, known := false, 0
 				if cd.cg != nil {
-					held, named = cd.cg.inflight(name, tick, c.window()), cd.cg.names[name]
+					held, named, known = cd.cg.inflight(name, tick, c.window()), cd.cg.names[name], cd.cg.fields[name]
 				}
-				p, cost, spans := cd.g.bufs[name].piece(name, named, held, room)
+				p, cost, spans := cd.g.bufs[name].piece(name, named, known, held, room)
 				if p != nil && len(pieces) < maxBufPieces {
 					pieces = append(pieces, p)
 					room -= cost
 					cd.spans = append(cd.spans, spans...)
-					if p.name != "" {
-						cd.named = append(cd.named, name)
+					if p.name != "" || len(p.defs) > 0 {
+						cd.named = append(cd.named, naming{scope: name, name: p.name != "", fields: p.defFrom + len(p.defs)})
 					}
 				}
 			}

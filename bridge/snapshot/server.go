@@ -162,10 +162,18 @@ type send struct {
 	acked bool
 	b     base
 	// spans are the ranges of its buffers the client holds complete as
-	// of this send once it has it; named the buffers whose names it
-	// carried.
+	// of this send once it has it; named what it carried of its buffers'
+	// names.
 	spans []span
-	named []string
+	named []naming
+}
+
+// naming is what a send carried of a buffer's names: the scope's own, and
+// its field names up to fields.
+type naming struct {
+	scope  string
+	name   bool
+	fields int
 }
 
 // clientGhost is what a client knows of a ghost: its latest sends. A
@@ -180,6 +188,8 @@ type clientGhost struct {
 	// acknowledged, by scope; names the scopes whose names it has.
 	bufs  map[string][]tier
 	names map[string]bool
+	// fields is how many of each buffer's field names the client has.
+	fields map[string]int
 }
 
 // inflight returns what the client holds of the buffer of scope name as
@@ -234,7 +244,7 @@ func (cg *clientGhost) baselines() (b0, b1 *send) {
 	return b0, nil
 }
 
-func (cg *clientGhost) add(tick uint32, b base, spans []span, named []string) {
+func (cg *clientGhost) add(tick uint32, b base, spans []span, named []naming) {
 	cg.sends[cg.n%ghostHistory] = send{tick: tick, b: b, spans: spans, named: named}
 	cg.n++
 	cg.lastSent = tick
@@ -256,11 +266,14 @@ func (cg *clientGhost) ack(tick uint32) {
 					cg.bufs[sp.name] = mark(cg.bufs[sp.name], sp, tick)
 				}
 			}
-			for _, name := range s.named {
+			for _, nm := range s.named {
 				if cg.names == nil {
-					cg.names = map[string]bool{}
+					cg.names, cg.fields = map[string]bool{}, map[string]int{}
 				}
-				cg.names[name] = true
+				if nm.name {
+					cg.names[nm.scope] = true
+				}
+				cg.fields[nm.scope] = max(cg.fields[nm.scope], nm.fields)
 			}
 		}
 	}

@@ -28,11 +28,17 @@ func roundTrip(t *testing.T, typ GhostType, props gameworld.Properties) []gamewo
 		{ghostCodec{tick: 10, t0: 8, t1: 5}, &base{vals: prev1, size: 40, mask: 1}, &base{vals: prev2}},
 	} {
 		var w, scratch Writer
-		piece := &bufPiece{name: "blocks", clears: [][2]string{{"", "9"}}, entries: []bufEntry{{"1,2,3", []byte(`{"c":1}`)}, {"4,4,4", nil}}}
+		piece := &bufPiece{name: "blocks", clears: [][2]string{{"", "9"}}, entries: []bufEntry{{id: "1,2,3", fields: []byte(`{"c":1}`)}, {id: "4,4,4"}},
+			defs: []string{"c"}, idx: map[string]int{"c": 0}}
 		mask, size := c.codec.encode(&w, &scratch, &typ, vals, c.b0, c.b1, []*bufPiece{piece})
 		got, pieces, gmask, gsize, err := c.codec.decode(NewReader(w.Bytes()), &typ, c.b0, c.b1)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(pieces) == 1 {
+			if _, err := pieces[0].resolve(nil); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if len(pieces) != 1 || pieces[0].name != "blocks" || fmt.Sprint(pieces[0].clears) != "[[ 9]]" || len(pieces[0].entries) != 2 ||
 			string(pieces[0].entries[0].fields) != `{"c":1}` || pieces[0].entries[1].fields != nil {
