@@ -670,8 +670,8 @@ func (c *Client) readLoop() {
 			if n > 1 {
 				reason = buf[1]
 			}
-			if (reason == ReasonNoSession || reason == ReasonShutdown) && c.resync() {
-				continue // the server restarted
+			if (reason == ReasonNoSession || reason == ReasonShutdown || reason == ReasonTimeout) && c.resync() {
+				continue // the server restarted, or timed this client out
 			}
 			err := fmt.Errorf("%w (reason %d)", ErrDisconnected, reason)
 			if reason == ReasonHashMismatch {

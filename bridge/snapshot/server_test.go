@@ -490,3 +490,27 @@ func TestOwnership(t *testing.T) {
 		t.Error("the rock went too")
 	}
 }
+
+// A client the server timed out (reason 2: a network outage longer than
+// the timeout, say) connects again and follows the world afresh, as after
+// a restart.
+func TestTimedOutClientComesBack(t *testing.T) {
+	p := startPlace(t, Options{})
+	w := p.solipsist(t)
+	if err := w.CreateWithID("ball", map[string]any{"ghostType": "transform", "position": []float64{1, 2, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, p.srv.Addr().String(), ClientOptions{})
+	waitFor(t, "the ball", 5*time.Second, func() bool { return !c.Objects()["ball"].IsZero() })
+	p.srv.mu.Lock()
+	for _, sc := range p.srv.clients {
+		p.srv.send(sc.addr, []byte{msgDisconnect, ReasonTimeout})
+		p.srv.dropLocked(sc)
+	}
+	p.srv.mu.Unlock()
+	waitFor(t, "the client to connect again", 10*time.Second, func() bool { return c.Resyncs() > 0 && clients(p.srv) == 1 })
+	if err := w.Set("ball", map[string]any{"position": []float64{4, 5, 6}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the ball's move", 5*time.Second, func() bool { return strings.HasPrefix(string(c.Objects()["ball"].Value("position")), "[4,") })
+}
