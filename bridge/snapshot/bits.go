@@ -33,13 +33,13 @@ func canonicalCodes() (c [16]uint32) {
 	return c
 }
 
-// bucketOf returns the bucket of v.
 // packedBits returns the bits WritePacked takes for v.
 func packedBits(v uint32) int {
 	b := bucketOf(v)
 	return int(codeLengths[b]) + int(bucketSizes[b])
 }
 
+// bucketOf returns the bucket of v.
 func bucketOf(v uint32) int {
 	b := 15
 	for b > 0 && v < bucketOffsets[b] {
