@@ -2,6 +2,10 @@ package snapshot
 
 import (
 	"encoding/hex"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -41,3 +45,77 @@ func TestWorkedExample(t *testing.T) {
 
 // workedPacket is the packet of docs/bridges.md.
 const workedPacket = "0258040000f4010000000000000207000000060000000100000000000200000000000100000092c8906a0000"
+
+// TestPacketVectors builds the three packets of docs/bridges.md's "More
+// packets" and decodes them as a client: the type list, a generic and a
+// transform ghost spawning (a quaternion), a despawn.
+func TestPacketVectors(t *testing.T) {
+	s := &Server{types: []GhostType{GenericType, TransformType}, objects: map[string]*ghost{}, byName: map[string]int{"generic": 0, "transform": 1}}
+	for _, ty := range s.types {
+		s.hashes = append(s.hashes, ty.Hash())
+	}
+	s.clock = func() uint32 { return 1000 + 16*s.tick }
+	c := &conn{despawns: map[uint32]bool{}}
+	s.clients = map[netip.AddrPort]*conn{netip.MustParseAddrPort("127.0.0.1:1"): c}
+	var pkts []string
+	snap := func(tick uint32) {
+		s.tick = tick
+		var w Writer
+		s.snapshotLocked(c, &w)
+		pkts = append(pkts, hex.EncodeToString(w.Bytes()))
+		s.ackLocked(c, tick, 0)
+	}
+	snap(1)
+	c.loaded = 2 // (the client's command said it loaded both)
+	s.tick = 2
+	s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Add, ID: "note"}, After: gameworld.PropertiesOf(map[string]json.RawMessage{"text": json.RawMessage(`"hi"`)})})
+	s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Add, ID: "ball"}, After: gameworld.PropertiesOf(map[string]json.RawMessage{
+		"ghostType": json.RawMessage(`"transform"`), "position": json.RawMessage(`[1,2,3]`), "rotation": json.RawMessage(`[0,0.7071068,0,0.7071068]`)})})
+	snap(2)
+	s.tick = 3
+	s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Remove, ID: "note"}})
+	snap(3)
+
+	doc, err := os.ReadFile("../../docs/bridges.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range pkts {
+		if !strings.Contains(strings.NewReplacer(" ", "", "\n", "").Replace(string(doc)), p) {
+			t.Errorf("docs/bridges.md lacks packet %d:\n%s", i+1, spaced(p))
+		}
+	}
+	w := newWorld([]GhostType{GenericType, TransformType})
+	apply := func(i int) map[string]gameworld.Properties {
+		b, _ := hex.DecodeString(pkts[i])
+		if err := w.apply(b); err != nil {
+			t.Fatalf("packet %d: %v", i+1, err)
+		}
+		return w.Objects()
+	}
+	if objs := apply(0); len(objs) != 0 || len(w.loaded) != 2 {
+		t.Fatalf("packet 1: %d objects, %d types loaded", len(objs), len(w.loaded))
+	}
+	objs := apply(1)
+	if got := objs["note"].String(); got != `{"text":"hi"}` {
+		t.Errorf("note: %s", got)
+	}
+	if got := objs["ball"].String(); got != `{"ghostType":"transform","position":[1,2,3],"rotation":[0,0.7072135463,0,0.707]}` {
+		t.Errorf("ball: %s", got)
+	}
+	if objs := apply(2); len(objs) != 1 || objs["ball"].IsZero() {
+		t.Errorf("after the despawn: %v", objs)
+	}
+}
+
+// spaced writes hex as the doc shows it: bytes apart, 32 a line.
+func spaced(h string) string {
+	var sb strings.Builder
+	for i := 0; i < len(h); i += 2 {
+		if i > 0 {
+			sb.WriteByte(map[bool]byte{true: '\n', false: ' '}[i%64 == 0])
+		}
+		sb.WriteString(h[i : i+2])
+	}
+	return sb.String()
+}
