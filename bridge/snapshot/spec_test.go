@@ -3,9 +3,13 @@ package snapshot
 import (
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
 )
 
 // TestSpecVectors checks the values docs/bridges.md gives a client writer:
@@ -36,5 +40,48 @@ func TestSpecVectors(t *testing.T) {
 		if !strings.Contains(sec, s) {
 			t.Errorf("docs/bridges.md lacks %s", s)
 		}
+	}
+}
+
+// TestHandshakeVector: the accept docs/bridges.md shows is ours, and a
+// real server answers a connect and a response as the doc says.
+func TestHandshakeVector(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/bridges.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w Writer
+	w.WriteBits(msgAccept, 8)
+	w.WriteBits(0x12345678, 32)
+	w.WriteBits(60, 16)
+	w.WriteBytes([]byte("udppeer-AAAAAAAA-BBBBBBBB"))
+	if flat := strings.NewReplacer(" ", "", "\n", "").Replace(string(doc)); !strings.Contains(flat, "accept"+hex.EncodeToString(w.Bytes())) {
+		t.Errorf("docs/bridges.md lacks the accept\n%s", spaced(hex.EncodeToString(w.Bytes())))
+	}
+
+	p := startPlace(t, Options{})
+	raw, err := net.DialUDP("udp", nil, p.srv.Addr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	connect := make([]byte, 64)
+	copy(connect, []byte{0x01, 0x78, 0x56, 0x34, 0x12})
+	raw.Write(connect)
+	buf := make([]byte, MaxPacket)
+	raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := raw.Read(buf)
+	if err != nil || n != 21 || hex.EncodeToString(buf[:5]) != "0378563412" {
+		t.Fatalf("challenge % x, %v", buf[:n], err)
+	}
+	raw.Write(append([]byte{0x04}, buf[1:21]...))
+	if n, err = raw.Read(buf); err != nil || hex.EncodeToString(buf[:7]) != "05785634123c00" {
+		t.Fatalf("accept % x, %v", buf[:n], err)
+	}
+	r := NewReader(buf[:n])
+	r.ReadBits(8 + 32 + 16)
+	id := string(r.ReadBytes(MaxStringBytes))
+	if r.Err() != nil || r.Remaining() >= 8 || !strings.HasPrefix(id, "udppeer-") || !gameworld.IsIdentifier(id) {
+		t.Fatalf("accept's identifier %q (%v, %d bits left)", id, r.Err(), r.Remaining())
 	}
 }
