@@ -119,6 +119,15 @@ func (w *Writer) WriteBytes(p []byte) {
 	}
 }
 
+// truncate forgets every bit from n on.
+func (w *Writer) truncate(n int) {
+	w.nbits = n
+	w.buf = w.buf[:(n+7)/8]
+	if n%8 != 0 {
+		w.buf[len(w.buf)-1] &= 1<<(n%8) - 1
+	}
+}
+
 // Append appends another writer's bits.
 func (w *Writer) Append(o *Writer) { w.AppendRange(o, 0, o.nbits) }
 

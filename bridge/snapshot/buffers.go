@@ -252,6 +252,8 @@ type bufEntry struct {
 	id     string
 	fields []byte
 	refs   []fieldRef
+	// wire is where the server encoded its fields in its piece's wire.
+	wire [2]int
 }
 
 // bufPiece is what a send carries of one scope: its index, and its name
@@ -268,6 +270,8 @@ type bufPiece struct {
 	idx     map[string]int
 	// table is, on a client, the scope's field names after the piece.
 	table []string
+	// wire holds, on the server, its entries' fields encoded.
+	wire Writer
 }
 
 // piece works out what a send carries of buffer b for a client that
@@ -328,13 +332,22 @@ func (b *gbuf) piece(name string, named bool, known int, ts []tier, budget int) 
 			slices.Sort(cands)
 		}
 		// As many as fit, in id order; the span then ends at the last.
+		// (Each element's fields are encoded once, here: what it costs,
+		// and what write copies.)
 		n := 0
+		var ranges [][2]int
 		for _, id := range cands {
-			c := packedBits(uint32(len(id))) + 8*len(id) + 1 + fieldsBits(b.elems[id], b.nameIdx)
+			from := p.wire.Bits()
+			if f := b.elems[id]; f != nil {
+				writeFields(&p.wire, f, b.nameIdx)
+			}
+			c := packedBits(uint32(len(id))) + 8*len(id) + 1 + p.wire.Bits() - from
 			if cost+c > budget {
+				p.wire.truncate(from)
 				break
 			}
 			cost += c
+			ranges = append(ranges, [2]int{from, p.wire.Bits()})
 			n++
 		}
 		cut := n < len(cands)
@@ -347,8 +360,8 @@ func (b *gbuf) piece(name string, named bool, known int, ts []tier, budget int) 
 		if whole {
 			p.clears = append(p.clears, [2]string{sp.lo, sp.end})
 		}
-		for _, id := range cands[:n] {
-			p.entries = append(p.entries, bufEntry{id: id, fields: b.elems[id]})
+		for i, id := range cands[:n] {
+			p.entries = append(p.entries, bufEntry{id: id, fields: b.elems[id], wire: ranges[i]})
 		}
 		spans = append(spans, sp)
 		if cut {
@@ -390,7 +403,11 @@ func (p *bufPiece) write(w *Writer) {
 	for _, e := range p.entries {
 		w.WriteBytes([]byte(e.id))
 		w.WriteBool(e.fields != nil)
-		if e.fields != nil {
+		switch {
+		case e.fields == nil:
+		case e.wire[1] > e.wire[0]:
+			w.AppendRange(&p.wire, e.wire[0], e.wire[1])
+		default: // (a piece made by hand)
 			writeFields(w, e.fields, p.idx)
 		}
 	}

@@ -145,11 +145,7 @@ func mustDelta(t *testing.T, raw []byte) map[string]scope.Delta {
 // on its way, again once that is overdue; a send of changes built on a
 // send that was lost does not count as held, so the range goes whole.
 func TestBufferSendsOnTheirWay(t *testing.T) {
-	s := &Server{types: []GhostType{GenericType, TransformType}, objects: map[string]*ghost{}, byName: map[string]int{"generic": 0, "transform": 1}}
-	for _, ty := range s.types {
-		s.hashes = append(s.hashes, ty.Hash())
-	}
-	s.clock = func() uint32 { return 1000 + 16*s.tick }
+	s := clockedServer()
 	c := &conn{despawns: map[uint32]bool{}, loaded: 2}
 	grid := func(tick uint32, d string) {
 		s.tick = tick
@@ -208,11 +204,7 @@ func TestBufferSendsOnTheirWay(t *testing.T) {
 // An object too big for a packet is no ghost: not counted, not sent, its
 // ghost despawned; once it fits it comes back, with the scopes it kept.
 func TestTooBigIsNoGhost(t *testing.T) {
-	s := &Server{types: []GhostType{GenericType, TransformType}, objects: map[string]*ghost{}, byName: map[string]int{"generic": 0, "transform": 1}}
-	for _, ty := range s.types {
-		s.hashes = append(s.hashes, ty.Hash())
-	}
-	s.clock = func() uint32 { return 1000 + 16*s.tick }
+	s := clockedServer()
 	c := &conn{despawns: map[uint32]bool{}, loaded: 2}
 	s.clients = map[netip.AddrPort]*conn{netip.MustParseAddrPort("127.0.0.1:1"): c}
 	set := func(tick uint32, typ gameworld.ChangeType, note string, scopes string) {

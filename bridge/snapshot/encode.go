@@ -137,11 +137,7 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 			cost += 38 + 8 + 8*len(cd.g.object)
 		}
 		if cost > budget {
-			scratch.nbits = cd.from // not sent: forget its bits
-			scratch.buf = scratch.buf[:(cd.from+7)/8]
-			if cd.from%8 != 0 {
-				scratch.buf[len(scratch.buf)-1] &= 1<<(cd.from%8) - 1
-			}
+			scratch.truncate(cd.from) // not sent: forget its bits
 			continue
 		}
 		budget -= cost

@@ -73,13 +73,6 @@ func writeFields(w *Writer, obj []byte, idx map[string]int) {
 	}
 }
 
-// fieldsBits returns how many bits writeFields takes for obj.
-func fieldsBits(obj []byte, idx map[string]int) int {
-	var w Writer
-	writeFields(&w, obj, idx)
-	return w.Bits()
-}
-
 // fieldRef is a field as read, before its name is looked up: the name's
 // number and the value's JSON.
 type fieldRef struct {

@@ -8,6 +8,13 @@ import (
 	"github.com/solipsism/mesh/scope"
 )
 
+// fieldsBits returns how many bits writeFields takes for obj.
+func fieldsBits(obj []byte, idx map[string]int) int {
+	var w Writer
+	writeFields(&w, obj, idx)
+	return w.Bits()
+}
+
 // roundTripFields writes a held element's fields with a name table
 // learned from them, reads and resolves them as a client does.
 func roundTripFields(t *testing.T, held []byte) (got []byte, bits int) {

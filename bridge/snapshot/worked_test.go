@@ -12,14 +12,22 @@ import (
 	"github.com/solipsism/mesh/relay"
 )
 
-// TestWorkedExample builds the packet docs/bridges.md walks through: tick
-// 7, one transform ghost moving since tick 5 and 6, both acknowledged.
-func TestWorkedExample(t *testing.T) {
+// clockedServer is a server of the built-in types that no socket serves,
+// its clock 1000 + 16 ms a tick (60 Hz), for packets built and read in
+// place.
+func clockedServer() *Server {
 	s := &Server{types: []GhostType{GenericType, TransformType}, objects: map[string]*ghost{}, byName: map[string]int{"generic": 0, "transform": 1}}
 	for _, ty := range s.types {
 		s.hashes = append(s.hashes, ty.Hash())
 	}
 	s.clock = func() uint32 { return 1000 + 16*s.tick }
+	return s
+}
+
+// TestWorkedExample builds the packet docs/bridges.md walks through: tick
+// 7, one transform ghost moving since tick 5 and 6, both acknowledged.
+func TestWorkedExample(t *testing.T) {
+	s := clockedServer()
 	c := &conn{despawns: map[uint32]bool{}, loaded: 2, lastCmd: 6, cmdMask: 1, cmdTime: 500}
 	move := func(tick uint32, x float64) {
 		s.tick = tick
@@ -50,11 +58,7 @@ const workedPacket = "0258040000f40100000000000002070000000600000001000000000002
 // packets" and decodes them as a client: the type list, a generic and a
 // transform ghost spawning (a quaternion), a despawn.
 func TestPacketVectors(t *testing.T) {
-	s := &Server{types: []GhostType{GenericType, TransformType}, objects: map[string]*ghost{}, byName: map[string]int{"generic": 0, "transform": 1}}
-	for _, ty := range s.types {
-		s.hashes = append(s.hashes, ty.Hash())
-	}
-	s.clock = func() uint32 { return 1000 + 16*s.tick }
+	s := clockedServer()
 	c := &conn{despawns: map[uint32]bool{}}
 	s.clients = map[netip.AddrPort]*conn{netip.MustParseAddrPort("127.0.0.1:1"): c}
 	var pkts []string
