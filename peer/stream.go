@@ -251,7 +251,10 @@ func (d *streamDecoder) scopeChange(onChanges func(WorldChange) error) (*WorldCh
 	}
 	var wc WorldChange
 	size := 0
-	seen := map[string]struct{}{} // (an object's two changes would be ambiguous)
+	// seen refuses an object twice within a chunk (JSON readers keep one
+	// of two equal keys); it goes with each chunk, so that one message,
+	// however long, holds at most a chunk's ids.
+	seen := map[string]struct{}{}
 	for i := 0; d.dec.PeekKind() != '}'; i++ {
 		start := d.dec.InputOffset()
 		d.allow(d.lim.MaxRecordBytes)
@@ -287,6 +290,7 @@ func (d *streamDecoder) scopeChange(onChanges func(WorldChange) error) (*WorldCh
 				return nil, err
 			}
 			wc.Changes, size = nil, 0
+			clear(seen)
 		}
 	}
 	if _, err := d.token("scopeChange"); err != nil {
