@@ -1,7 +1,6 @@
 package peer
 
 import (
-	"bytes"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -49,31 +48,9 @@ func (l Limits) decodeScopes(v []byte) (map[string]scope.Delta, error) {
 		if err != nil {
 			return nil, invalid("scope %q: %v", name, err)
 		}
-		compactFields(d.Added)
-		compactFields(d.Modified)
 		out[name] = d
 	}
 	return out, nil
-}
-
-// compactFields compacts field values in place, as properties are: they
-// are relayed as they are, and hashed.
-func compactFields(m map[string]scope.Fields) {
-	for _, f := range m {
-		for k, v := range f {
-			if c, err := compactJSON(v); err == nil {
-				f[k] = c
-			}
-		}
-	}
-}
-
-func compactJSON(v json.RawMessage) (json.RawMessage, error) {
-	var b bytes.Buffer
-	if err := json.Compact(&b, v); err != nil {
-		return v, err
-	}
-	return b.Bytes(), nil
 }
 
 // appendScopes appends `"scopes":{name:delta,…}`, names sorted.
@@ -91,8 +68,7 @@ func appendScopesValue(dst []byte, m map[string]scope.Delta) []byte {
 		}
 		dst = appendString(dst, name)
 		dst = append(dst, ':')
-		b, _ := json.Marshal(m[name]) // (fields are valid JSON: decoders and the world check them)
-		dst = append(dst, b...)
+		dst = m[name].AppendJSON(dst) // (fields are valid JSON: decoders and the world check them)
 	}
 	return append(dst, '}')
 }

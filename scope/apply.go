@@ -273,12 +273,16 @@ func firstBytes(b []byte) string {
 	return string(b)
 }
 
-// appendKey appends id as a JSON string.
+// appendKey appends id as a JSON string, as encoding/json writes it with
+// HTML escaping off.
 func appendKey(dst []byte, id string) []byte {
 	for i := 0; i < len(id); i++ {
-		if c := id[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(id)
-			return append(dst, b...)
+		if c := id[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
+			var b bytes.Buffer
+			e := json.NewEncoder(&b)
+			e.SetEscapeHTML(false)
+			e.Encode(id) //nolint:errcheck // a string
+			return append(dst, bytes.TrimSuffix(b.Bytes(), []byte("\n"))...)
 		}
 	}
 	dst = append(dst, '"')

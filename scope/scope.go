@@ -319,40 +319,11 @@ func (s *Scope) Snapshot() Delta {
 }
 
 func encode(f Fields) []byte {
-	keys := make([]string, 0, len(f))
 	n := 2
 	for k, v := range f {
-		keys = append(keys, k)
 		n += len(k) + len(v) + 4
 	}
-	sort.Strings(keys)
-	b := make([]byte, 0, n)
-	b = append(b, '{')
-	for i, k := range keys {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		if plainKey(k) {
-			b = append(append(append(b, '"'), k...), '"')
-		} else {
-			kb, _ := json.Marshal(k)
-			b = append(b, kb...)
-		}
-		b = append(b, ':')
-		b = append(b, compact(f[k])...)
-	}
-	return append(b, '}')
-}
-
-// plainKey reports whether k is its own JSON string body: printable
-// ASCII that json.Marshal leaves as it is.
-func plainKey(k string) bool {
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return false
-		}
-	}
-	return true
+	return appendFields(make([]byte, 0, n), f)
 }
 
 // decode reads an element's fields from their encoding (encode's: keys

@@ -1,6 +1,7 @@
 package scope
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -200,6 +201,23 @@ func TestDecodeDelta(t *testing.T) {
 		{"a snapshot that removes", `{"ver":1,"full":true,"removed":["a"]}`, "added elements only"},
 		{"an unknown key", `{"ver":1,"extra":1}`, "not a delta"},
 		{"not JSON", `{`, "not a delta"},
+		{"data after it", `{"ver":1}{}`, "data after"},
+		{"an id twice in added", `{"ver":1,"added":{"a":{},"a":{}}}`, "twice"},
+		{"an id removed twice", `{"ver":1,"removed":["a","a"]}`, "twice"},
+		{"removed and modified", `{"ver":1,"modified":{"a":{}},"removed":["a"]}`, "twice"},
+		{"removed and added", `{"ver":1,"added":{"a":{}},"removed":["a"]}`, ""},
+		{"null in removed", `{"ver":1,"removed":["a",null]}`, "not an id"},
+		{"removed not a list", `{"ver":1,"removed":"a"}`, "want ["},
+		{"an element not an object", `{"ver":1,"added":{"a":1}}`, "want {"},
+		{"escaped names", `{"ver":1,"added":{"a\"b":{"\u0063":"<&>"}}}`, ""},
+		{"a null element", `{"ver":1,"added":{"a":null}}`, ""},
+		{"ver a string", `{"ver":"1"}`, "not a version"},
+		{"ver negative", `{"ver":-1}`, "not a version"},
+		{"ver a fraction", `{"ver":1.5}`, "not a version"},
+		{"full not a boolean", `{"ver":1,"full":1}`, "not a boolean"},
+		{"a long id", `{"ver":1,"removed":["` + strings.Repeat("x", 257) + `"]}`, "1 to 256"},
+		{"too many fields", `{"ver":1,"added":{"a":{` + manyFields(65) + `}}}`, "over 64 fields"},
+		{"invalid UTF-8", "{\"ver\":1,\"removed\":[\"\xff\"]}", "not a delta"},
 	} {
 		d, err := l.DecodeDelta([]byte(tc.in))
 		switch {
@@ -208,11 +226,88 @@ func TestDecodeDelta(t *testing.T) {
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
 		case err == nil:
-			b, _ := json.Marshal(d)
+			b := d.AppendJSON(nil)
 			d2, err := l.DecodeDelta(b)
 			if err != nil || !reflect.DeepEqual(d, d2) {
 				t.Errorf("%s: round trip %s: %+v %v", tc.name, b, d2, err)
 			}
+		}
+	}
+}
+
+func manyFields(n int) string {
+	var parts []string
+	for i := range n {
+		parts = append(parts, fmt.Sprintf(`"f%d":%d`, i, i))
+	}
+	return strings.Join(parts, ",")
+}
+
+// TestDecodeDeltaLimits: the element limit counts every id a delta names.
+func TestDecodeDeltaLimits(t *testing.T) {
+	l := Limits{MaxElements: 2}
+	if _, err := l.DecodeDelta([]byte(`{"ver":1,"added":{"a":{}},"removed":["b"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.DecodeDelta([]byte(`{"ver":1,"added":{"a":{}},"removed":["b","c"]}`)); err == nil || !strings.Contains(err.Error(), "over 2 elements") {
+		t.Fatalf("three elements: %v", err)
+	}
+}
+
+// TestDecodeDeltaCompactsAndCopies: values come compact, and do not
+// share the caller's bytes.
+func TestDecodeDeltaCompactsAndCopies(t *testing.T) {
+	in := []byte(`{ "ver" : 2 , "modified" : { "a" : { "p" : [ 1 , 2 ] , "s" : "x y" } } }`)
+	d, err := Limits{}.DecodeDelta(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(d.Modified["a"]["p"]) + string(d.Modified["a"]["s"]); got != `[1,2]"x y"` {
+		t.Fatalf("values %s", got)
+	}
+	for i := range in {
+		in[i] = 'z'
+	}
+	if got := string(d.Modified["a"]["s"]); got != `"x y"` {
+		t.Fatalf("a value shares the input: %s", got)
+	}
+}
+
+// wireDelta is a delta's JSON shape, for encoding/json (HTML escaping
+// off): what AppendJSON must write byte for byte.
+type wireDelta struct {
+	Ver      uint64            `json:"ver"`
+	Base     *uint64           `json:"base,omitempty"`
+	Added    map[string]Fields `json:"added,omitempty"`
+	Modified map[string]Fields `json:"modified,omitempty"`
+	Removed  []string          `json:"removed,omitempty"`
+	Full     bool              `json:"full,omitempty"`
+}
+
+func referenceJSON(t testing.TB, d Delta) []byte {
+	w := wireDelta{Ver: d.Ver, Added: d.Added, Modified: d.Modified, Removed: d.Removed, Full: d.Full}
+	if !d.Full && d.Base+1 != d.Ver {
+		w.Base = &d.Base
+	}
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(w); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+func TestAppendJSONIsEncodingJSONs(t *testing.T) {
+	for _, d := range []Delta{
+		{},
+		{Ver: 5, Base: 4},
+		{Ver: 5, Base: 2, Removed: []string{"b", "a<"}},
+		{Ver: 1, Full: true, Added: map[string]Fields{"x": {"b": json.RawMessage(`"<&>\u2028"`), "a": json.RawMessage(`[1, 2]`)}, "\x01q\"": nil}},
+		{Ver: 9, Base: 8, Modified: map[string]Fields{"1,2,3": {"c": json.RawMessage(`7`)}, "0": {}}},
+	} {
+		if got, want := d.AppendJSON(nil), referenceJSON(t, d); string(got) != string(want) {
+			t.Errorf("%+v:\n%s, want\n%s", d, got, want)
 		}
 	}
 }
@@ -230,9 +325,9 @@ func FuzzDecodeDelta(f *testing.F) {
 		// re-encodes to itself.
 		r := NewReplica()
 		r.Apply(d, nil)
-		enc, err := json.Marshal(d)
-		if err != nil {
-			t.Fatal(err)
+		enc := d.AppendJSON(nil)
+		if want := referenceJSON(t, d); string(enc) != string(want) {
+			t.Fatalf("encoded %s, encoding/json %s", enc, want)
 		}
 		if _, err := l.DecodeDelta(enc); err != nil {
 			t.Fatalf("re-encoded %s: %v", enc, err)

@@ -39,10 +39,16 @@ func (w *wireCounter) count(b []byte) {
 	w.mu.Unlock()
 }
 
-func (w *wireCounter) has(s string) bool {
+// has reports whether the last message holds every one of s.
+func (w *wireCounter) has(s ...string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return bytes.Contains(w.seen, []byte(s))
+	for _, s := range s {
+		if !bytes.Contains(w.seen, []byte(s)) {
+			return false
+		}
+	}
+	return true
 }
 
 func (w *wireCounter) reset() { w.msgs.Store(0); w.bytes.Store(0) }
@@ -97,8 +103,11 @@ const blockNodeArgs = "--tick 50ms --max-records-per-sec -1 --max-msgs-per-sec -
 // BenchmarkScopesOneBlock: a grid of 32×32×32 blocks, one block changed
 // per tick (50 ms), on a node of its own process: the bytes per change a
 // client receives on the WebSocket wire (frames, header included) when it
-// takes scopes and when it does not (the grid whole each time), the
-// node's RSS per block; beside the same world as one object per block.
+// takes scopes and when it does not (the grid whole each time), and the
+// node's RSS per block: what each block of three more grids adds
+// (node-rss-bytes/block), and what the first grid cost, one-time costs
+// of a node's first grid included (node-rss-bytes/block-first-grid);
+// beside the same world as one object per block.
 //
 //	go test ./test -run '^$' -bench ScopesOneBlock -benchtime 1x
 func BenchmarkScopesOneBlock(b *testing.B) {
@@ -114,7 +123,6 @@ func BenchmarkScopesOneBlock(b *testing.B) {
 			legacyConn := rawClient(b, node.url(), "watch-00000000-00000002", legacy.count)
 			time.Sleep(time.Second)
 			_, rss0 := procUsage(b, node.pid)
-			heap0 := nodeMetric(b, node, "go_memstats_heap_inuse_bytes")
 			const owner = "fill-00000000-00000000"
 			w := rawClient(b, node.url(), owner, nil)
 			recs := blockRecords(owner, 1, side, scoped)
@@ -131,7 +139,39 @@ func BenchmarkScopesOneBlock(b *testing.B) {
 			}
 			time.Sleep(8 * time.Second) // settled: the node's reclaimer checks every 2 s
 			_, rss1 := procUsage(b, node.pid)
+			// Three more grids, on a node settled with one: what each
+			// block adds.
 			heap1 := nodeMetric(b, node, "go_memstats_heap_inuse_bytes")
+			more := blockRecords(owner, 4, side, scoped)[map[bool]int{true: 1, false: blocks}[scoped]:]
+			for i := 0; i < len(more); i += 1000 {
+				send(b, w, more[i:min(len(more), i+1000)])
+			}
+			last4 := map[bool]string{true: `"grid-3"`, false: `"b-3-31,31,31"`}[scoped]
+			deadline = time.Now().Add(time.Minute)
+			for !takes.has(last4) || !legacy.has(last4) {
+				if time.Now().After(deadline) {
+					b.Fatal("the watchers did not get the grids")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			time.Sleep(8 * time.Second)
+			_, rss2 := procUsage(b, node.pid)
+			heap2 := nodeMetric(b, node, "go_memstats_heap_inuse_bytes")
+			// They go again: what follows measures one grid.
+			var gone []string
+			for _, r := range more {
+				id := r[strings.Index(r, `"id":`)+5:]
+				gone = append(gone, fmt.Sprintf(`{"type":"remove","id":%s,"owner":%q}`, id[:strings.Index(id, `",`)+1], owner))
+			}
+			for i := 0; i < len(gone); i += 1000 {
+				send(b, w, gone[i:min(len(gone), i+1000)])
+			}
+			for !takes.has(last4, `"remove"`) || !legacy.has(last4, `"remove"`) {
+				if time.Now().After(deadline) {
+					b.Fatal("the watchers did not see the grids go")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 			// A snapshot client too, once it holds the world (a grid
 			// fills over many ticks), first idle for as long as the
 			// changes take, then during them.
@@ -142,7 +182,7 @@ func BenchmarkScopesOneBlock(b *testing.B) {
 				b.Fatal(err)
 			}
 			deadline = time.Now().Add(3 * time.Minute)
-			for len(sc.Objects()) < map[bool]int{true: 1, false: blocks}[scoped] || (scoped && len(sc.Elements("grid-0", "blocks")) < blocks) {
+			for !holds(sc, scoped, 1, blocks) {
 				if time.Now().After(deadline) {
 					b.Fatal("the snapshot client did not get the world")
 				}
@@ -188,16 +228,30 @@ func BenchmarkScopesOneBlock(b *testing.B) {
 			// packet's size times the window's packets (ticks drift).
 			idlePacket := float64(idle1-idle0) / float64(max(1, idlePk1-idlePk0))
 			b.ReportMetric((float64(snap1-snap0)-idlePacket*float64(snapPk1-snapPk0))/changes, name+"-snapshot-bytes/change")
-			b.ReportMetric(float64(rss1-rss0)/blocks, name+"-node-rss-bytes/block")
-			b.ReportMetric((heap1-heap0)/blocks, name+"-node-heap-bytes/block")
+			b.ReportMetric(float64(rss2-rss1)/(3*blocks), name+"-node-rss-bytes/block")
+			b.ReportMetric((heap2-heap1)/(3*blocks), name+"-node-heap-bytes/block")
+			b.ReportMetric(float64(rss1-rss0)/blocks, name+"-node-rss-bytes/block-first-grid")
 			b.ReportMetric(float64(wsBytes)/changes, name+"-ws-bytes/change")
 			b.ReportMetric(float64(wsBytes)/float64(wsMsgs), name+"-ws-bytes/message")
 			b.ReportMetric(float64(legacy.bytes.Load())/legacyChanges, name+"-ws-bytes/change-without-scopes")
-			b.Logf("%s: node RSS %d → %d MiB; a client that takes scopes got %d messages, %d bytes; one that does not, %d messages, %d bytes",
-				name, rss0>>20, rss1>>20, wsMsgs, wsBytes, legacy.msgs.Load(), legacy.bytes.Load())
+			b.Logf("%s: node RSS %d → %d → %d MiB (empty, one grid, four); a client that takes scopes got %d messages, %d bytes; one that does not, %d messages, %d bytes",
+				name, rss0>>20, rss1>>20, rss2>>20, wsMsgs, wsBytes, legacy.msgs.Load(), legacy.bytes.Load())
 			node.node.Stop(b)
 		}
 	}
+}
+
+// holds reports whether a snapshot client holds a world of blockRecords.
+func holds(sc *snapshot.Client, scoped bool, grids, blocks int) bool {
+	if !scoped {
+		return len(sc.Objects()) >= grids*blocks
+	}
+	for g := range grids {
+		if len(sc.Elements(fmt.Sprintf("grid-%d", g), "blocks")) < blocks {
+			return false
+		}
+	}
+	return true
 }
 
 // BenchmarkScopesFanout: 100 grids of 8×8×8 blocks, 100 blocks of each
