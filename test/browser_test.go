@@ -27,15 +27,22 @@ import (
 // chromiumPath finds Debian's Chromium. Outside CI the browser tests skip
 // without it; in CI they fail, since .ci/run installs it.
 func chromiumPath(t testing.TB) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+	return toolPath(t, "Chromium", "chromium", "chromium", "chromium-browser", "google-chrome")
+}
+
+// toolPath finds the first of names on PATH. Outside CI the tests that
+// need it skip without it; in CI they fail, since .ci/run installs the
+// Debian package pkg.
+func toolPath(t testing.TB, what, pkg string, names ...string) string {
+	for _, name := range names {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
 	if os.Getenv("CI") != "" {
-		t.Fatal("Chromium not found; .ci/run installs it with apt-get install -y chromium")
+		t.Fatalf("%s not found; .ci/run installs it with apt-get install -y %s", what, pkg)
 	}
-	t.Skip("browser tests need Chromium: apt-get install -y chromium (Debian) and run go test again")
+	t.Skipf("these tests need %s: apt-get install -y %s (Debian) and run go test again", what, pkg)
 	return ""
 }
 

@@ -1,0 +1,392 @@
+extends Node
+
+# SolipsismClient joins a Solipsism node over WebSocket as a client world
+# (docs/protocol.md): it holds a copy of the shared world, the objects it
+# owns among them, and tells the node its own objects' changes once per
+# tick. Add it to a scene, set url, and call connect_to_node() (or set
+# autoconnect). Everything happens on the main thread, in _process: the
+# signals fire there, and the methods are called from there.
+#
+# A world is objects: an id, the identifier of the world that owns it, and
+# properties (JSON values: numbers arrive as floats, arrays as Array,
+# objects as Dictionary). Only the owner changes an object; everyone else
+# sees its changes.
+
+signal connected()  # the node's metadata arrived: the link is up
+signal disconnected(code, reason)  # the link went (it is dialled again)
+signal object_added(id, properties)  # an object of another world appeared
+signal object_changed(id, changed)  # changed: the properties that changed
+signal object_removed(id)  # an object of another world went
+
+# The node's WebSocket endpoint.
+export var url = "ws://127.0.0.1:8080/ws"
+# The identifier's prefix: the world is "<prefix>-XXXXXXXX-XXXXXXXX".
+export var prefix = "godot"
+# How often owned objects' changes go out, in milliseconds.
+export var tick_msec = 50
+# Dial url in _ready.
+export var autoconnect = false
+# Dial again after a link goes, after this many milliseconds (doubling to
+# 8 s while dialling fails).
+export var reconnect_msec = 500
+# The microseconds a frame may spend applying what arrived; the rest waits
+# for the next frame, in order (0: no limit). A node's tick brings many
+# objects' changes at once: spread, they do not stall one frame.
+export var budget_usec = 3000
+
+var identifier = ""
+# id -> {"owner": String, "properties": Dictionary}
+var objects = {}
+# The microseconds the last frame's _process took: reading and applying
+# what arrived (the handlers of the signals it fired included) and sending.
+var process_usec = 0
+
+const _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+var _ws = null
+var _open = false  # the WebSocket is open
+var _ready_up = false  # the node's metadata arrived
+var _answer_name = "metadataChange"
+var _tokens = {}  # resume tokens the node handed us
+var _pending = {}  # id -> record waiting for the next tick (one per object)
+var _order = []  # ids of _pending, in the order they changed
+var _next_flush = 0
+var _tick_scale = 1.0
+var _want = false  # connect_to_node was called
+var _redial_at = -1
+var _backoff = 0
+var _inbox = []  # arrays of records arrived and not applied yet, in order
+var _inbox_at = 0  # the next record of _inbox[0]
+
+
+func _init():
+	randomize()
+
+
+func _ready():
+	_ensure_identifier()
+	if autoconnect:
+		connect_to_node()
+
+
+# (Exported properties are set after _init: the identifier waits for them.)
+func _ensure_identifier():
+	if identifier == "":
+		identifier = "%s-%s-%s" % [prefix, _rand(8), _rand(8)]
+
+
+# connect_to_node dials the node (url, or the one given) and keeps dialling
+# after the link goes, until close() is called.
+func connect_to_node(to = ""):
+	if to != "":
+		url = to
+	_ensure_identifier()
+	_want = true
+	_dial()
+
+
+# close ends the link for good: the node removes this world's objects.
+func close():
+	_want = false
+	if _ws != null:
+		_ws.disconnect_from_host(1000, "bye")
+	_open = false
+	_ready_up = false
+
+
+# is_connected_to_node reports whether the link is up.
+func is_connected_to_node():
+	return _ready_up
+
+
+# create adds an object this world owns and returns its id.
+func create(properties, id = ""):
+	_ensure_identifier()
+	if id == "":
+		id = "%s-%s" % [_rand(8), _rand(8)]
+	objects[id] = {"owner": identifier, "properties": properties.duplicate(true)}
+	_queue(id, "add", properties)
+	return id
+
+
+# set_properties changes some properties of an object this world owns
+# (null removes one). It returns false for an object it does not own.
+func set_properties(id, changed):
+	if not owns(id):
+		return false
+	var props = objects[id]["properties"]
+	for k in changed:
+		if changed[k] == null:
+			props.erase(k)
+		else:
+			props[k] = changed[k]
+	_queue(id, "update", changed)
+	return true
+
+
+# remove removes an object this world owns.
+func remove(id):
+	if not owns(id):
+		return false
+	objects.erase(id)
+	_queue(id, "remove", {})
+	return true
+
+
+# owns reports whether this world owns object id.
+func owns(id):
+	return objects.has(id) and objects[id]["owner"] == identifier
+
+
+# get_properties returns an object's properties (not to be modified), or
+# null.
+func get_properties(id):
+	if not objects.has(id):
+		return null
+	return objects[id]["properties"]
+
+
+func _process(_delta):
+	if _ws == null:
+		return
+	var began = OS.get_ticks_usec()
+	_ws.poll()
+	_drain(began)
+	var now = OS.get_ticks_msec()
+	if _redial_at >= 0 and now >= _redial_at:
+		_redial_at = -1
+		_dial()
+	if _ready_up and now >= _next_flush:
+		_next_flush = now + int(tick_msec * _tick_scale)
+		_flush()
+	process_usec = OS.get_ticks_usec() - began
+
+
+func _dial():
+	if _ws != null:
+		_ws.disconnect_from_host()
+	_ws = WebSocketClient.new()
+	if _ws.has_method("set_buffers"):
+		# A refresh answer comes as messages of up to 256 KiB.
+		_ws.set_buffers(4096, 4096, 1024, 4096)
+	_ws.connect("connection_established", self, "_on_open")
+	_ws.connect("connection_closed", self, "_on_closed")
+	_ws.connect("connection_error", self, "_on_error")
+	_ws.connect("server_close_request", self, "_on_close_request")
+	_ws.connect("data_received", self, "_on_data")
+	var err = _ws.connect_to_url(url)
+	if err != OK:
+		_on_error()
+
+
+func _on_open(_protocol):
+	_open = true
+	_ws.get_peer(1).set_write_mode(WebSocketPeer.WRITE_MODE_TEXT)
+	# Our metadata first, unasked; then what the node is.
+	_send(["metadataChange", _metadata()])
+	_send(["requestMetadata", null])
+
+
+var _close_code = 1006
+var _close_reason = ""
+
+
+func _on_close_request(code, reason):
+	_close_code = code
+	_close_reason = reason
+
+
+func _on_closed(_clean):
+	_lost()
+
+
+func _on_error():
+	_close_code = 1006
+	_lost()
+
+
+func _lost():
+	var was = _ready_up
+	_open = false
+	_ready_up = false
+	_inbox.clear()
+	_inbox_at = 0
+	# The node removes this world's objects when the link goes; other
+	# worlds' objects are taken again from its refresh answer.
+	for id in objects.keys():
+		if objects[id]["owner"] != identifier:
+			objects.erase(id)
+			emit_signal("object_removed", id)
+	if was:
+		emit_signal("disconnected", _close_code, _close_reason)
+	_close_code = 1006
+	_close_reason = ""
+	if _want:
+		_backoff = reconnect_msec if _backoff == 0 else min(_backoff * 2, 8000)
+		_redial_at = OS.get_ticks_msec() + _backoff
+
+
+func _metadata():
+	var md = {"identifier": identifier, "identifierChain": [identifier], "role": "client"}
+	if not _tokens.empty():
+		md["resumeTokens"] = _tokens
+	return md
+
+
+func _on_data():
+	var peer = _ws.get_peer(1)
+	while peer.get_available_packet_count() > 0:
+		var text = peer.get_packet().get_string_from_utf8()
+		var parsed = JSON.parse(text)
+		if parsed.error != OK or typeof(parsed.result) != TYPE_ARRAY or parsed.result.size() == 0:
+			push_warning("solipsism: a message that is not [type, data]: %s" % text.substr(0, 80))
+			continue
+		_handle(parsed.result[0], parsed.result[1] if parsed.result.size() > 1 else null)
+
+
+func _handle(type, data):
+	match type:
+		"requestMetadata":
+			_send([_answer_name, _metadata()])
+		"metadata", "metadataChange":
+			_answer_name = type
+			if typeof(data) == TYPE_DICTIONARY and typeof(data.get("resumeTokens")) == TYPE_DICTIONARY:
+				for k in data["resumeTokens"]:
+					_tokens[k] = data["resumeTokens"][k]
+			if not _ready_up:
+				_ready_up = true
+				_backoff = 0
+				# Our whole world, then ask for the node's.
+				_pending.clear()
+				_order.clear()
+				_send_world()
+				_send(["requestRefresh", null])
+				emit_signal("connected")
+		"requestRefresh":
+			if _ready_up:
+				_pending.clear()
+				_order.clear()
+				_send_world()
+		"worldChange":
+			if typeof(data) == TYPE_DICTIONARY and typeof(data.get("changes")) == TYPE_ARRAY:
+				_inbox.append(data["changes"])
+		"requestLessData":
+			_tick_scale = min(_tick_scale * 1.2, 20.0)
+		"requestMoreData":
+			_tick_scale = max(_tick_scale / 1.2, 0.5)
+		_:
+			pass  # a message of an extension this client does not speak
+
+
+# _drain applies what arrived, in order, until the frame's budget is
+# spent.
+func _drain(began):
+	while not _inbox.empty():
+		var recs = _inbox[0]
+		var n = recs.size()
+		while _inbox_at < n:
+			var rec = recs[_inbox_at]
+			_inbox_at += 1
+			if typeof(rec) == TYPE_DICTIONARY:
+				_apply(rec)
+			if budget_usec > 0 and (_inbox_at & 15) == 0 and OS.get_ticks_usec() - began > budget_usec:
+				return
+		_inbox.pop_front()
+		_inbox_at = 0
+
+
+func _apply(rec):
+	var id = rec.get("id")
+	if typeof(id) != TYPE_STRING or id == "" or owns(id):
+		return
+	var props = rec.get("properties")
+	if typeof(props) != TYPE_DICTIONARY:
+		props = {}
+	match rec.get("type"):
+		"add", "update":
+			if not objects.has(id):
+				if rec.get("type") == "update":
+					return  # an update of an unknown object changes nothing
+				var owner = rec.get("owner")
+				objects[id] = {"owner": owner if typeof(owner) == TYPE_STRING else "", "properties": props}
+				emit_signal("object_added", id, props)
+				return
+			# (An add of a known object is an update: the owner stays.)
+			var cur = objects[id]["properties"]
+			var changed = {}
+			for k in props:
+				if props[k] == null:
+					if cur.has(k):
+						cur.erase(k)
+						changed[k] = null
+				elif not cur.has(k) or typeof(cur[k]) != typeof(props[k]) or cur[k] != props[k]:
+					cur[k] = props[k]
+					changed[k] = props[k]
+			if not changed.empty():
+				emit_signal("object_changed", id, changed)
+		"remove":
+			if objects.has(id):
+				objects.erase(id)
+				emit_signal("object_removed", id)
+
+
+func _queue(id, type, props):
+	if not _pending.has(id):
+		_pending[id] = {"type": type, "id": id, "owner": identifier, "properties": props.duplicate(true)}
+		_order.append(id)
+		return
+	# One record per object: add+update is an add, add+remove nothing.
+	var rec = _pending[id]
+	match type:
+		"remove":
+			if rec["type"] == "add":
+				_pending.erase(id)
+				_order.erase(id)
+			else:
+				_pending[id] = {"type": "remove", "id": id, "owner": identifier}
+		"add":
+			_pending[id] = {"type": "add", "id": id, "owner": identifier, "properties": props.duplicate(true)}
+		_:
+			if rec["type"] == "remove":
+				rec["type"] = "add"
+				rec["properties"] = objects[id]["properties"].duplicate(true)
+			else:
+				for k in props:
+					rec["properties"][k] = props[k]
+
+
+func _flush():
+	if _order.empty():
+		return
+	var changes = []
+	for id in _order:
+		changes.append(_pending[id])
+	_pending.clear()
+	_order.clear()
+	_send(["worldChange", {"timestamp": _now_ms(), "changes": changes}])
+
+
+func _send_world():
+	var changes = []
+	for id in objects:
+		if objects[id]["owner"] == identifier:
+			changes.append({"type": "add", "id": id, "owner": identifier, "properties": objects[id]["properties"]})
+	_send(["worldChange", {"timestamp": _now_ms(), "changes": changes}])
+
+
+func _send(msg):
+	if _open:
+		_ws.get_peer(1).put_packet(JSON.print(msg).to_utf8())
+
+
+func _now_ms():
+	if OS.has_method("get_system_time_msecs"):
+		return OS.get_system_time_msecs()
+	return OS.get_unix_time() * 1000
+
+
+func _rand(n):
+	var s = ""
+	for _i in range(n):
+		s += _ALNUM[randi() % _ALNUM.length()]
+	return s

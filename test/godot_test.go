@@ -1,0 +1,235 @@
+package test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// godotPath finds Debian's headless Godot 3.
+func godotPath(t testing.TB) string {
+	return toolPath(t, "Godot 3", "godot3-server", "godot3-server", "godot3", "godot")
+}
+
+// godotProc runs a script of clients/godot headless against a node and
+// hands its stdout over line by line.
+type godotProc struct {
+	cmd   *exec.Cmd
+	lines chan string
+	done  chan error
+	out   strings.Builder // everything it printed, for failures
+}
+
+func startGodot(t testing.TB, script string, env ...string) *godotProc {
+	t.Helper()
+	bin := godotPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cmd := exec.CommandContext(ctx, bin, "--path", "../clients/godot", "-s", script)
+	cmd.Env = append(os.Environ(), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	g := &godotProc{cmd: cmd, lines: make(chan string, 1024), done: make(chan error, 1)}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			g.out.WriteString(sc.Text() + "\n")
+			g.lines <- sc.Text()
+		}
+		close(g.lines)
+		g.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-g.done
+	})
+	return g
+}
+
+// expect returns the rest of the first line that starts with prefix,
+// failing after timeout or if Godot exits first.
+func (g *godotProc) expect(t testing.TB, prefix string, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case l, ok := <-g.lines:
+			if !ok {
+				t.Fatalf("Godot exited before %q; it printed:\n%s", prefix, g.out.String())
+			}
+			if strings.HasPrefix(l, "FAIL") || strings.HasPrefix(l, "TIMEOUT") || strings.Contains(l, "SCRIPT ERROR") {
+				t.Fatalf("Godot: %s; it printed:\n%s", l, g.out.String())
+			}
+			if strings.HasPrefix(l, prefix) {
+				return strings.TrimSpace(strings.TrimPrefix(l, prefix))
+			}
+		case <-deadline:
+			t.Fatalf("no %q from Godot in %s; it printed:\n%s", prefix, timeout, g.out.String())
+		}
+	}
+}
+
+// canonical decodes JSON into Go values, numbers as float64, so that
+// Godot's floats and the node's numbers compare.
+func canonical(t testing.TB, b []byte) any {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	return v
+}
+
+// TestGodotClient: a headless Godot 3 process with the addon
+// (clients/godot) and a Go client see each other's objects appear, move
+// and vanish, and Godot's whole world equals the node's when both stop.
+func TestGodotClient(t *testing.T) {
+	p := startProc(t, "--tick", "20ms")
+	g := startGodot(t, "res://test/sync_test.gd", "SOLIPSISM_URL="+p.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	goc := dialNode(t, ctx, p.URL(), "gotest")
+
+	ident := g.expect(t, "CONNECTED ", 30*time.Second)
+	if !strings.HasPrefix(ident, "godot-") {
+		t.Fatalf("Godot's identifier %q", ident)
+	}
+	mine := g.expect(t, "MINE ", 10*time.Second)
+
+	// Godot's cube moves: the Go client sees it at several places.
+	seen := map[string]bool{}
+	waitUntil(t, "the Go client to see Godot's cube move", 20*time.Second, func() bool {
+		if o, ok := goc.World().Get(mine); ok {
+			if o.Owner != ident {
+				t.Fatalf("Godot's cube is owned by %s", o.Owner)
+			}
+			at, _ := o.Properties.Get("position")
+			seen[string(at)] = true
+		}
+		return len(seen) >= 3
+	})
+
+	// The Go client's cube appears and moves to x = 5; Godot sees each
+	// place, then stops and prints its world.
+	cube, err := goc.Create(map[string]any{"kind": "go-cube", "position": []float64{0, 0, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at := g.expect(t, "SAW-ADD "+cube, 10*time.Second); at != "[0,0,0]" {
+		t.Fatalf("Godot saw the cube appear at %s", at)
+	}
+	for x := 1; x <= 5; x++ {
+		time.Sleep(60 * time.Millisecond)
+		if err := goc.Set(cube, map[string]any{"position": []float64{float64(x), 0.5, 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := ""
+	for last != "[5,0.5,0]" {
+		last = g.expect(t, "SAW-MOVE "+cube, 10*time.Second)
+	}
+	view := g.expect(t, "WORLD ", 10*time.Second)
+
+	// Godot's whole world against the node's (owners and properties).
+	var godotWorld map[string]struct {
+		Owner      string          `json:"owner"`
+		Properties json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal([]byte(view), &godotWorld); err != nil {
+		t.Fatalf("Godot's world %s: %v", view, err)
+	}
+	node := worldOf(t, p)
+	if len(godotWorld) != len(node) {
+		t.Fatalf("Godot holds %d objects, the node %d:\n%s\n%v\nGodot printed:\n%s", len(godotWorld), len(node), view, node, g.out.String())
+	}
+	for id, o := range node {
+		v, ok := godotWorld[id]
+		props, _ := json.Marshal(o.Properties)
+		if !ok || v.Owner != o.Owner || !reflect.DeepEqual(canonical(t, v.Properties), canonical(t, props)) {
+			t.Fatalf("object %s: Godot has %+v, the node owner %s and %s", id, v, o.Owner, props)
+		}
+	}
+
+	// Godot removes its cube when told: it vanishes for the Go client and
+	// the node.
+	if err := goc.Set(cube, map[string]any{"cue": "remove yours"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.expect(t, "REMOVED ", 10*time.Second); got != mine {
+		t.Fatalf("Godot removed %s, not %s", got, mine)
+	}
+	waitUntil(t, "Godot's cube to vanish", 10*time.Second, func() bool {
+		_, ok := goc.World().Get(mine)
+		return !ok
+	})
+	if _, ok := worldOf(t, p)[mine]; ok {
+		t.Fatal("the node still holds Godot's cube")
+	}
+
+	// The Go cube goes: Godot sees it go, frees its node, and exits 0.
+	if err := goc.Remove(cube); err != nil {
+		t.Fatal(err)
+	}
+	g.expect(t, "GONE "+cube, 10*time.Second)
+	select {
+	case err := <-g.done:
+		g.done <- err // (for the cleanup)
+		if err != nil {
+			t.Fatalf("Godot: %v\n%s", err, g.out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Godot did not exit:\n%s", g.out.String())
+	}
+}
+
+// TestGodotExample runs the addon's example scene (clients/godot's main
+// scene) headless: its player appears to a Go client as an "avatar3d"
+// object of a godot- world, as the browser demo's avatars are, and goes
+// when the Godot process is killed.
+func TestGodotExample(t *testing.T) {
+	bin := godotPath(t)
+	p := startProc(t, "--tick", "20ms", "--reclaim-grace", "0")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	goc := dialNode(t, ctx, p.URL(), "gotest")
+	cmd := exec.CommandContext(ctx, bin, "--path", "../clients/godot")
+	cmd.Env = append(os.Environ(), "SOLIPSISM_URL="+p.URL())
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var avatar string
+	waitUntil(t, "the example's avatar", 30*time.Second, func() bool {
+		for _, o := range goc.World().Objects() {
+			kind, _ := o.Properties.Get("kind")
+			if string(kind) == `"avatar3d"` && strings.HasPrefix(o.Owner, "godot-") {
+				avatar = o.ID
+				return true
+			}
+		}
+		return false
+	})
+	o, _ := goc.World().Get(avatar)
+	if at, _ := o.Properties.Get("position"); string(at) != "[0,1.6,0]" {
+		t.Errorf("the avatar is at %s; want [0,1.6,0]", at)
+	}
+	cmd.Process.Kill()
+	waitUntil(t, "the avatar to go", 10*time.Second, func() bool {
+		_, ok := goc.World().Get(avatar)
+		return !ok
+	})
+}
