@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/relay"
 )
@@ -29,13 +30,28 @@ func worldOf(t testing.TB, p *proc) map[string]wiretest.Object {
 	}
 	out := make(map[string]wiretest.Object, len(st.Objects))
 	for _, o := range st.Objects {
-		props := map[string]json.RawMessage{}
-		for k, v := range o.Properties.All() {
-			props[k] = v
-		}
-		out[o.ID] = wiretest.Object{Owner: o.Owner, Properties: props}
+		out[o.ID] = objectView(o.Owner, o.Properties)
 	}
 	return out
+}
+
+// clientView returns a Go client's world as worldOf does a node's.
+func clientView(c *relay.Client) map[string]wiretest.Object {
+
+	objs := c.World().Objects()
+	out := make(map[string]wiretest.Object, len(objs))
+	for _, o := range objs {
+		out[o.ID] = objectView(o.Owner, o.Properties)
+	}
+	return out
+}
+
+func objectView(owner string, p gameworld.Properties) wiretest.Object {
+	props := map[string]json.RawMessage{}
+	for k, v := range p.All() {
+		props[k] = v
+	}
+	return wiretest.Object{Owner: owner, Properties: props}
 }
 
 // differs describes how a peer's view differs from its node's world less

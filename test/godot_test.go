@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 )
 
 // godotPath finds Debian's headless Godot 3.
@@ -231,5 +233,58 @@ func TestGodotExample(t *testing.T) {
 	waitUntil(t, "the avatar to go", 10*time.Second, func() bool {
 		_, ok := goc.World().Get(avatar)
 		return !ok
+	})
+}
+
+// TestGodotSurvivesNodeRestart: the node is killed and started again on
+// the same address; the Godot example dials again by itself and its
+// player is back for a Go client, which reconnected too.
+func TestGodotSurvivesNodeRestart(t *testing.T) {
+	bin := godotPath(t)
+	dir := t.TempDir()
+	args := []string{"--data-dir", dir, "--tick", "20ms", "--reclaim-grace", "0"}
+	p := startProc(t, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	goc, err := relay.Dial(ctx, p.URL(), relay.ClientOptions{Prefix: "gotest", Tick: 10 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer goc.Close()
+	cmd := exec.CommandContext(ctx, bin, "--path", "../clients/godot")
+	cmd.Env = append(os.Environ(), "SOLIPSISM_URL="+p.URL())
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	avatar := func() string {
+		for _, o := range goc.World().Objects() {
+			if kind, _ := o.Properties.Get("kind"); string(kind) == `"avatar3d"` && strings.HasPrefix(o.Owner, "godot-") {
+				return o.ID
+			}
+		}
+		return ""
+	}
+	waitUntil(t, "the example's avatar", 30*time.Second, func() bool { return avatar() != "" })
+	before := avatar()
+
+	p.Kill()
+	waitUntil(t, "the Go client to see the node go", 10*time.Second, func() bool { return !goc.Connected() })
+	p2 := startProc(t, append(args, "--listen", p.Addr)...)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := worldOf(t, p2)[before]; ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted node lacks the avatar; Godot printed:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The Go client, back too, holds it as the node does.
+	waitUntil(t, "the Go client to hold the node's world", 10*time.Second, func() bool {
+		return goc.Connected() && differs(clientView(goc), worldOf(t, p2), goc.Identifier()) == ""
 	})
 }
