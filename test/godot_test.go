@@ -201,30 +201,13 @@ func TestGodotClient(t *testing.T) {
 // object of a godot- world, as the browser demo's avatars are, and goes
 // when the Godot process is killed.
 func TestGodotExample(t *testing.T) {
-	bin := godotPath(t)
 	p := startProc(t, "--tick", "20ms", "--reclaim-grace", "0")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	goc := dialNode(t, ctx, p.URL(), "gotest")
-	cmd := exec.CommandContext(ctx, bin, "--path", "../clients/godot")
-	cmd.Env = append(os.Environ(), "SOLIPSISM_URL="+p.URL())
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	cmd, _ := startExample(t, ctx, p.URL())
 	var avatar string
-	waitUntil(t, "the example's avatar", 30*time.Second, func() bool {
-		for _, o := range goc.World().Objects() {
-			kind, _ := o.Properties.Get("kind")
-			if string(kind) == `"avatar3d"` && strings.HasPrefix(o.Owner, "godot-") {
-				avatar = o.ID
-				return true
-			}
-		}
-		return false
-	})
+	waitUntil(t, "the example's avatar", 30*time.Second, func() bool { avatar = godotAvatar(goc); return avatar != "" })
 	o, _ := goc.World().Get(avatar)
 	if at, _ := o.Properties.Get("position"); string(at) != "[0,1.6,0]" {
 		t.Errorf("the avatar is at %s; want [0,1.6,0]", at)
@@ -240,7 +223,6 @@ func TestGodotExample(t *testing.T) {
 // the same address; the Godot example dials again by itself and its
 // player is back for a Go client, which reconnected too.
 func TestGodotSurvivesNodeRestart(t *testing.T) {
-	bin := godotPath(t)
 	dir := t.TempDir()
 	args := []string{"--data-dir", dir, "--tick", "20ms", "--reclaim-grace", "0"}
 	p := startProc(t, args...)
@@ -251,22 +233,8 @@ func TestGodotSurvivesNodeRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer goc.Close()
-	cmd := exec.CommandContext(ctx, bin, "--path", "../clients/godot")
-	cmd.Env = append(os.Environ(), "SOLIPSISM_URL="+p.URL())
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	avatar := func() string {
-		for _, o := range goc.World().Objects() {
-			if kind, _ := o.Properties.Get("kind"); string(kind) == `"avatar3d"` && strings.HasPrefix(o.Owner, "godot-") {
-				return o.ID
-			}
-		}
-		return ""
-	}
+	_, out := startExample(t, ctx, p.URL())
+	avatar := func() string { return godotAvatar(goc) }
 	waitUntil(t, "the example's avatar", 30*time.Second, func() bool { return avatar() != "" })
 	before := avatar()
 
@@ -287,4 +255,28 @@ func TestGodotSurvivesNodeRestart(t *testing.T) {
 	waitUntil(t, "the Go client to hold the node's world", 10*time.Second, func() bool {
 		return goc.Connected() && differs(clientView(goc), worldOf(t, p2), goc.Identifier()) == ""
 	})
+}
+
+// startExample runs the example scene headless against url; it is killed
+// when the test ends.
+func startExample(t *testing.T, ctx context.Context, url string) (*exec.Cmd, *strings.Builder) {
+	cmd := exec.CommandContext(ctx, godotPath(t), "--path", "../clients/godot")
+	cmd.Env = append(os.Environ(), "SOLIPSISM_URL="+url)
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, out
+}
+
+// godotAvatar returns the id of an example's avatar a Go client holds.
+func godotAvatar(c *relay.Client) string {
+	for _, o := range c.World().Objects() {
+		if kind, _ := o.Properties.Get("kind"); string(kind) == `"avatar3d"` && strings.HasPrefix(o.Owner, "godot-") {
+			return o.ID
+		}
+	}
+	return ""
 }
