@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"os"
@@ -19,69 +18,10 @@ func godotPath(t testing.TB) string {
 	return toolPath(t, "Godot 3", "godot3-server", "godot3-server", "godot3", "godot")
 }
 
-// godotProc runs a script of clients/godot headless against a node and
-// hands its stdout over line by line.
-type godotProc struct {
-	cmd   *exec.Cmd
-	lines chan string
-	done  chan error
-	out   strings.Builder // everything it printed, for failures
-}
-
-func startGodot(t testing.TB, script string, env ...string) *godotProc {
+// startGodot runs a script of clients/godot headless against a node.
+func startGodot(t testing.TB, script string, env ...string) *lineProc {
 	t.Helper()
-	bin := godotPath(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	cmd := exec.CommandContext(ctx, bin, "--path", "../clients/godot", "-s", script)
-	cmd.Env = append(os.Environ(), env...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	g := &godotProc{cmd: cmd, lines: make(chan string, 1024), done: make(chan error, 1)}
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			g.out.WriteString(sc.Text() + "\n")
-			g.lines <- sc.Text()
-		}
-		close(g.lines)
-		g.done <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-g.done
-	})
-	return g
-}
-
-// expect returns the rest of the first line that starts with prefix,
-// failing after timeout or if Godot exits first.
-func (g *godotProc) expect(t testing.TB, prefix string, timeout time.Duration) string {
-	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		select {
-		case l, ok := <-g.lines:
-			if !ok {
-				t.Fatalf("Godot exited before %q; it printed:\n%s", prefix, g.out.String())
-			}
-			if strings.HasPrefix(l, "FAIL") || strings.HasPrefix(l, "TIMEOUT") || strings.Contains(l, "SCRIPT ERROR") {
-				t.Fatalf("Godot: %s; it printed:\n%s", l, g.out.String())
-			}
-			if strings.HasPrefix(l, prefix) {
-				return strings.TrimSpace(strings.TrimPrefix(l, prefix))
-			}
-		case <-deadline:
-			t.Fatalf("no %q from Godot in %s; it printed:\n%s", prefix, timeout, g.out.String())
-		}
-	}
+	return startLineProc(t, env, godotPath(t), "--path", "../clients/godot", "-s", script)
 }
 
 // canonical decodes JSON into Go values, numbers as float64, so that
@@ -154,7 +94,7 @@ func TestGodotClient(t *testing.T) {
 	}
 	node := worldOf(t, p)
 	if len(godotWorld) != len(node) {
-		t.Fatalf("Godot holds %d objects, the node %d:\n%s\n%v\nGodot printed:\n%s", len(godotWorld), len(node), view, node, g.out.String())
+		t.Fatalf("Godot holds %d objects, the node %d:\n%s\n%v\nGodot printed:\n%s", len(godotWorld), len(node), view, node, g.printed())
 	}
 	for id, o := range node {
 		v, ok := godotWorld[id]
@@ -189,10 +129,10 @@ func TestGodotClient(t *testing.T) {
 	case err := <-g.done:
 		g.done <- err // (for the cleanup)
 		if err != nil {
-			t.Fatalf("Godot: %v\n%s", err, g.out.String())
+			t.Fatalf("Godot: %v\n%s", err, g.printed())
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatalf("Godot did not exit:\n%s", g.out.String())
+		t.Fatalf("Godot did not exit:\n%s", g.printed())
 	}
 }
 

@@ -26,7 +26,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if csharpDir != "" {
+		os.RemoveAll(csharpDir) // (the C# build, shared by the tests)
+	}
+	os.Exit(code)
 }
 
 // runBareRelay is the least a relay can do: every change record received

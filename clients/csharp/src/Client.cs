@@ -1,0 +1,325 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Net;
+using System.Net.Sockets;
+using System.Text;
+
+namespace Solipsism.Snapshot
+{
+    /// <summary>Options of a Client. Every field's zero value means its default.</summary>
+    public sealed class ClientOptions
+    {
+        /// <summary>The ghost types this client can load; null means generic and transform.</summary>
+        public GhostType[] Types;
+        /// <summary>Milliseconds of server silence that end the session (then the client connects again); 0 means 5,000.</summary>
+        public int TimeoutMs;
+        /// <summary>A token the server wants with the handshake; null for none.</summary>
+        public string Token;
+    }
+
+    /// <summary>
+    /// A snapshot client (docs/bridges.md, "Snapshots over UDP"): it connects
+    /// with the cookie handshake, follows the world through snapshots into
+    /// World, and sends a command each tick that acknowledges them and
+    /// carries its updates. It does nothing by itself: call Poll from the
+    /// game loop (a MonoBehaviour's Update). Not safe for concurrent use.
+    /// </summary>
+    public sealed class Client : IDisposable
+    {
+        public const byte ReasonNormal = 1, ReasonTimeout = 2, ReasonHashMismatch = 3, ReasonShutdown = 4, ReasonRefused = 5, ReasonNoSession = 6;
+
+        readonly ClientOptions opts;
+        readonly UdpClient udp;
+        readonly Stopwatch clock = Stopwatch.StartNew();
+        readonly BitWriter cmd = new BitWriter();
+        readonly byte[] buf = new byte[1201];
+        readonly Dictionary<string, Update> updates = new Dictionary<string, Update>();
+        readonly List<string> acked = new List<string>();
+        uint cmdTick;
+        long lastHeard, nextCommand;
+        uint seq;
+
+        /// <summary>The client's world identifier (owner of the objects it creates).</summary>
+        public string Identifier { get; private set; }
+        /// <summary>Snapshots per second the server sends.</summary>
+        public int Rate { get; private set; }
+        /// <summary>The world as the snapshots carry it; a new one after a resync.</summary>
+        public World World { get; private set; }
+        /// <summary>How many times the client connected again (the server restarted, or timed it out).</summary>
+        public int Resyncs { get; private set; }
+        /// <summary>Snapshot packets and their bytes received.</summary>
+        public long Packets { get; private set; }
+        public long Bytes { get; private set; }
+        /// <summary>The reason the session ended for good (0 while it lasts).</summary>
+        public byte Closed { get; private set; }
+
+        /// <summary>A new World after a resync: subscribe to its events again.</summary>
+        public event Action<World> Resynced;
+
+        sealed class Update
+        {
+            public byte Op;
+            public byte[] Id, Props;
+            public uint Seq, Since;
+        }
+
+        Client(UdpClient udp, ClientOptions opts)
+        {
+            this.udp = udp;
+            this.opts = opts;
+        }
+
+        /// <summary>
+        /// Connects to a server's snapshot port: the handshake, within
+        /// timeoutMs. Throws TimeoutException when nothing answers, and
+        /// InvalidOperationException when the server refuses.
+        /// </summary>
+        public static Client Connect(string host, int port, ClientOptions opts = null, int timeoutMs = 10000)
+        {
+            opts = opts ?? new ClientOptions();
+            var udp = new UdpClient(host.Contains(":") ? AddressFamily.InterNetworkV6 : AddressFamily.InterNetwork);
+            udp.Connect(host, port);
+            var c = new Client(udp, opts);
+            try
+            {
+                c.Handshake(timeoutMs);
+            }
+            catch
+            {
+                udp.Dispose();
+                throw;
+            }
+            return c;
+        }
+
+        long Now { get { return clock.ElapsedMilliseconds; } }
+
+        void Handshake(int timeoutMs)
+        {
+            var rnd = new Random();
+            uint nonce = (uint)rnd.Next() ^ (uint)rnd.Next() << 16;
+            var connect = new byte[64];
+            connect[0] = 1;
+            PutU32(connect, 1, nonce);
+            long deadline = Now + timeoutMs;
+            byte[] response = null;
+            udp.Client.ReceiveTimeout = 250;
+            while (Now < deadline)
+            {
+                udp.Send(response ?? connect, response != null ? response.Length : connect.Length);
+                int n = Receive();
+                if (n == 21 && buf[0] == 3 && GetU32(buf, 1) == nonce && response == null)
+                {
+                    var token = Encoding.UTF8.GetBytes(opts.Token ?? "");
+                    response = new byte[21 + token.Length];
+                    Array.Copy(buf, response, 21);
+                    response[0] = 4;
+                    Array.Copy(token, 0, response, 21, token.Length);
+                    continue;
+                }
+                if (n == 2 && buf[0] == 7)
+                    throw new InvalidOperationException("snapshot: the server refused the connection (reason " + buf[1] + ")");
+                if (n > 7 && buf[0] == 5)
+                {
+                    var r = new BitReader();
+                    r.Reset(buf, n);
+                    r.ReadBits(8);
+                    if (r.ReadBits(32) != nonce) continue;
+                    int rate = (int)r.ReadBits(16);
+                    var id = r.ReadBytes(255);
+                    if (r.Overflow || rate == 0) continue;
+                    Identifier = Encoding.UTF8.GetString(id);
+                    Rate = rate;
+                    World = new World(opts.Types);
+                    cmdTick = 0;
+                    lastHeard = Now;
+                    udp.Client.ReceiveTimeout = 0;
+                    return;
+                }
+            }
+            throw new TimeoutException("snapshot: no answer from the server");
+        }
+
+        // Receive waits for one datagram (ReceiveTimeout) and returns its
+        // size, 0 for none.
+        int Receive()
+        {
+            try
+            {
+                var ep = new IPEndPoint(IPAddress.Any, 0);
+                EndPoint any = ep;
+                int n = udp.Client.ReceiveFrom(buf, ref any);
+                return n;
+            }
+            catch (SocketException)
+            {
+                return 0; // a timeout, or "port unreachable" while nothing listens
+            }
+        }
+
+        /// <summary>
+        /// Takes in every datagram that arrived, applies the snapshots to
+        /// World (firing its events), and sends a command when one is due.
+        /// Returns false once the session ended for good (see Closed).
+        /// </summary>
+        public bool Poll()
+        {
+            if (Closed != 0) return false;
+            while (udp.Available > 0)
+            {
+                int n = Receive();
+                if (n == 0 || n > 1200) continue;
+                if (buf[0] == 7 && n == 2)
+                {
+                    if (buf[1] == ReasonTimeout || buf[1] == ReasonShutdown || buf[1] == ReasonNoSession) { Resync(); return Closed == 0; }
+                    Closed = buf[1];
+                    return false;
+                }
+                if (buf[0] != 2) continue;
+                lastHeard = Now;
+                Packets++;
+                Bytes += n;
+                try
+                {
+                    World.Apply(buf, n);
+                }
+                catch (HashMismatchException)
+                {
+                    Disconnect(ReasonHashMismatch);
+                    return false;
+                }
+                catch (BadPacketException)
+                {
+                    continue; // changes nothing; the server sends again what was in it
+                }
+            }
+            if (Now - lastHeard > (opts.TimeoutMs > 0 ? opts.TimeoutMs : 5000))
+            {
+                Resync();
+                return Closed == 0;
+            }
+            if (Now >= nextCommand && World.LastTick != 0)
+            {
+                nextCommand = Now + 1000 / Math.Max(1, Rate);
+                SendCommand();
+            }
+            return true;
+        }
+
+        void Resync()
+        {
+            try
+            {
+                Handshake(opts.TimeoutMs > 0 ? opts.TimeoutMs : 5000);
+            }
+            catch (Exception)
+            {
+                Closed = ReasonTimeout;
+                return;
+            }
+            Resyncs++;
+            foreach (var u in updates.Values) u.Since = 0; // all go again
+            Resynced?.Invoke(World);
+        }
+
+        /// <summary>Creates or changes an object this client owns: props is a JSON object of the properties to set.</summary>
+        public void Set(string id, string propsJson)
+        {
+            if (Json.Compact(propsJson) == null || !propsJson.TrimStart().StartsWith("{")) throw new ArgumentException("snapshot: properties must be a JSON object");
+            Queue(id, 0, Encoding.UTF8.GetBytes(propsJson));
+        }
+
+        /// <summary>Removes an object this client owns.</summary>
+        public void Remove(string id) { Queue(id, 1, null); }
+
+        /// <summary>Asks for the ownership of another's object (the node's policy decides).</summary>
+        public void TakeOwnership(string id) { Queue(id, 2, null); }
+
+        /// <summary>Gives an object of this client's to the node.</summary>
+        public void Release(string id) { Queue(id, 3, null); }
+
+        void Queue(string id, byte op, byte[] props)
+        {
+            Update u;
+            if (op == 0 && updates.TryGetValue(id, out u) && u.Op == 0)
+            {
+                // Two sets: the properties of both, the later winning.
+                var merged = new StringBuilder("{");
+                var seen = new HashSet<string>();
+                foreach (var kv in Json.Members(Encoding.UTF8.GetString(props))) { seen.Add(kv.Key); merged.Append(merged.Length > 1 ? "," : "").Append(Json.Quote(kv.Key)).Append(':').Append(kv.Value); }
+                foreach (var kv in Json.Members(Encoding.UTF8.GetString(u.Props))) if (!seen.Contains(kv.Key)) merged.Append(merged.Length > 1 ? "," : "").Append(Json.Quote(kv.Key)).Append(':').Append(kv.Value);
+                props = Encoding.UTF8.GetBytes(merged.Append('}').ToString());
+            }
+            updates[id] = new Update { Op = op, Id = Encoding.UTF8.GetBytes(id), Props = props, Seq = op >= 2 ? ++seq : 0 };
+        }
+
+        void SendCommand()
+        {
+            // What an acknowledged command carried is done.
+            acked.Clear();
+            foreach (var kv in updates)
+                if (kv.Value.Since != 0 && World.LastCommand != 0 && (int)(World.LastCommand - kv.Value.Since) >= 0) acked.Add(kv.Key);
+            foreach (var id in acked) updates.Remove(id);
+
+            cmdTick++;
+            cmd.Reset();
+            cmd.WriteBits(6, 8);
+            cmd.WriteBits((uint)Now, 32);
+            cmd.WriteBits(World.ServerTime, 32);
+            cmd.WriteBits(cmdTick, 32);
+            cmd.WriteBits(World.LastTick, 32);
+            cmd.WriteBits(World.AckMask, 32);
+            cmd.WriteBits((uint)World.LoadedTypes, 16);
+            cmd.WriteBits(World.LoadedDigest, 32);
+            // Requests first, then sets and removes, as many as fit.
+            int room = 1200 * 8 - cmd.Bits - 16, count = 0;
+            var carried = new List<Update>();
+            for (int pass = 0; pass < 2; pass++)
+                foreach (var u in updates.Values)
+                {
+                    if ((u.Op >= 2) != (pass == 0)) continue;
+                    int cost = 2 + 38 + u.Id.Length * 8 + (u.Props != null ? 38 + u.Props.Length * 8 : 0) + (u.Op >= 2 ? 32 : 0);
+                    if (cost > room || count == 256) continue;
+                    room -= cost;
+                    carried.Add(u);
+                    count++;
+                }
+            cmd.WritePacked((uint)carried.Count);
+            foreach (var u in carried)
+            {
+                cmd.WriteBits(u.Op, 2);
+                cmd.WriteBytes(u.Id, u.Id.Length);
+                if (u.Op == 0) cmd.WriteBytes(u.Props, u.Props.Length);
+                if (u.Op >= 2) cmd.WriteBits(u.Seq, 32);
+                if (u.Since == 0) u.Since = cmdTick;
+            }
+            try { udp.Send(cmd.Buffer, cmd.Length); }
+            catch (SocketException) { } // the server is away: the timeout decides
+        }
+
+        /// <summary>Leaves: tells the server (reason 1) and closes the socket.</summary>
+        public void Dispose()
+        {
+            if (Closed == 0) Disconnect(ReasonNormal);
+            udp.Dispose();
+        }
+
+        void Disconnect(byte reason)
+        {
+            Closed = reason;
+            try { udp.Send(new byte[] { 7, reason }, 2); }
+            catch (SocketException) { }
+        }
+
+        static void PutU32(byte[] b, int at, uint v)
+        {
+            b[at] = (byte)v; b[at + 1] = (byte)(v >> 8); b[at + 2] = (byte)(v >> 16); b[at + 3] = (byte)(v >> 24);
+        }
+
+        static uint GetU32(byte[] b, int at)
+        {
+            return (uint)(b[at] | b[at + 1] << 8 | b[at + 2] << 16 | b[at + 3] << 24);
+        }
+    }
+}

@@ -1,0 +1,300 @@
+using System;
+using System.Collections.Concurrent;
+using System.Collections.Generic;
+using System.IO;
+using System.Linq;
+using System.Text;
+using System.Threading;
+using Solipsism.Snapshot;
+
+// The library's tests, run with Mono (test/csharp_test.go builds and runs
+// them):
+//
+//   mono Tests.exe vectors path/to/docs/bridges.md   the spec's vectors, bit for bit
+//   mono Tests.exe fuzz path/to/docs/bridges.md N    N mutated packets: only BadPacketException escapes
+//   mono Tests.exe bench                             decode cost per ghost (1,000 ghosts, 100 changing)
+//   mono Tests.exe live host port                    a client driven over stdin (see Live)
+static class Tests
+{
+    static int failures;
+
+    static void Check(bool ok, string what)
+    {
+        if (ok) return;
+        failures++;
+        Console.WriteLine("FAIL " + what);
+    }
+
+    static int Main(string[] args)
+    {
+        switch (args.Length > 0 ? args[0] : "")
+        {
+            case "vectors": Vectors(File.ReadAllText(args[1])); break;
+            case "fuzz": Fuzz(File.ReadAllText(args[1]), int.Parse(args[2])); break;
+            case "bench": Bench(); break;
+            case "live": return Live(args[1], int.Parse(args[2]));
+            default: Console.WriteLine("usage: Tests.exe vectors|fuzz|bench|live …"); return 2;
+        }
+        Console.WriteLine(failures == 0 ? "PASS" : failures + " FAILED");
+        return failures == 0 ? 0 : 1;
+    }
+
+    // Blocks returns the fenced blocks of a section of the doc.
+    static List<string> Blocks(string doc, string heading)
+    {
+        int at = doc.IndexOf("\n" + heading + "\n", StringComparison.Ordinal);
+        if (at < 0) throw new Exception("no section " + heading);
+        int end = doc.IndexOf("\n### ", at + 1, StringComparison.Ordinal);
+        var sec = doc.Substring(at, (end < 0 ? doc.Length : end) - at);
+        var parts = sec.Split(new[] { "```" }, StringSplitOptions.None);
+        var blocks = new List<string>();
+        for (int i = 1; i < parts.Length; i += 2) blocks.Add(parts[i]);
+        return blocks;
+    }
+
+    static byte[] Hex(string s)
+    {
+        var digits = new string(s.Where(Uri.IsHexDigit).ToArray());
+        var b = new byte[digits.Length / 2];
+        for (int i = 0; i < b.Length; i++) b[i] = Convert.ToByte(digits.Substring(2 * i, 2), 16);
+        return b;
+    }
+
+    static string HexOf(byte[] b, int n) { return BitConverter.ToString(b, 0, n).Replace("-", "").ToLowerInvariant(); }
+
+    static void Vectors(string doc)
+    {
+        // The packed code: 0, 1, 17 and the signed −6 are a8 a3 06.
+        var w = new BitWriter();
+        w.WritePacked(0); w.WritePacked(1); w.WritePacked(17); w.WritePackedInt(-6);
+        Check(w.Bits == 20 && HexOf(w.Buffer, w.Length) == "a8a306", "packed code: " + HexOf(w.Buffer, w.Length) + " in " + w.Bits + " bits");
+        var r = new BitReader(Hex("a8 a3 06"));
+        Check(r.ReadPacked() == 0 && r.ReadPacked() == 1 && r.ReadPacked() == 17 && r.ReadPackedInt() == -6 && !r.Overflow, "packed code read back");
+        Check(doc.Contains("bytes `a8 a3 06`"), "the doc's packed-code vector");
+        // Every bucket's edges round-trip.
+        foreach (var v in new uint[] { 0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 95, 96, 351, 352, 1375, 1376, 5471, 5472, 38239, 38240, 300383, 300384, 2397535, 2397536, 19174751, 19174752, 153392479, 153392480, uint.MaxValue })
+        {
+            var bw = new BitWriter();
+            bw.WritePacked(v);
+            var br = new BitReader();
+            br.Reset(bw.Buffer, bw.Length);
+            Check(br.ReadPacked() == v, "packed " + v);
+        }
+
+        // Types: hashes, GUIDs and the digest of both loaded.
+        Check(GhostType.Generic.Layout == "generic|*:json:0.001", "generic's layout " + GhostType.Generic.Layout);
+        Check(GhostType.Generic.Hash == 0x5500c367, "generic's hash " + GhostType.Generic.Hash.ToString("x8"));
+        Check(GhostType.Transform.Hash == 0xc2512c14, "transform's hash " + GhostType.Transform.Hash.ToString("x8"));
+        Check(HexOf(GhostType.Generic.Guid, 16) == "78a285c0b0f12775c21221ff2e372c8d", "generic's GUID");
+        Check(HexOf(GhostType.Transform.Guid, 16) == "90ae73c7df441a71dd9f54398353dd17", "transform's GUID");
+        Check(GhostType.Digest(new[] { GhostType.Generic.Hash, GhostType.Transform.Hash }) == 0xf34a6b56, "the loaded digest");
+        foreach (var kv in new Dictionary<double, string> { { 0.001, "0.001" }, { 0.0001, "0.0001" }, { 0.00001, "1e-05" }, { 1, "1" }, { 100000, "100000" }, { 1000000, "1e+06" }, { 0.25, "0.25" } })
+            Check(new GhostType("t", new Field("p", FieldKind.Vec3, kv.Key)).Layout == "t|p:vec3:" + kv.Value, "precision " + kv.Value);
+
+        // The handshake's accept.
+        var hs = Blocks(doc, "### Connecting")[1];
+        var acceptLine = hs.Substring(hs.IndexOf("accept", StringComparison.Ordinal) + 6);
+        var accept = Hex(acceptLine);
+        r = new BitReader(accept);
+        Check(r.ReadBits(8) == 5 && r.ReadBits(32) == 0x12345678 && r.ReadBits(16) == 60, "the accept's header");
+        Check(Encoding.UTF8.GetString(r.ReadBytes(255)) == "udppeer-AAAAAAAA-BBBBBBBB" && !r.Overflow && r.Remaining < 8, "the accept's identifier");
+
+        // Three snapshots to a new client.
+        var pkts = Blocks(doc, "### More packets").Take(3).Select(Hex).ToList();
+        var world = new World();
+        var events = new List<string>();
+        world.Spawned += g => events.Add("spawn " + g.Object);
+        world.Changed += g => events.Add("change " + g.Object);
+        world.Despawned += g => events.Add("despawn " + g.Object);
+        Check(world.Apply(pkts[0], pkts[0].Length), "tick 1 applies");
+        Check(world.LoadedTypes == 2 && world.LoadedDigest == 0xf34a6b56 && world.Ghosts.Count == 0 && world.Relevant == 0, "tick 1 loads both types, no ghost");
+        Check(world.Apply(pkts[1], pkts[1].Length), "tick 2 applies");
+        var note = world.ByObject("note");
+        var ball = world.ByObject("ball");
+        Check(note != null && note.Id == 1 && note.Type == GhostType.Generic && note.PropertiesJson() == "{\"text\":\"hi\"}", "note: " + (note == null ? "missing" : note.PropertiesJson()));
+        Check(ball != null && ball.Id == 2 && ball.PropertiesJson() == "{\"ghostType\":\"transform\",\"position\":[1,2,3],\"rotation\":[0,0.7072135463,0,0.707]}", "ball: " + (ball == null ? "missing" : ball.PropertiesJson()));
+        Check(!world.Apply(pkts[1], pkts[1].Length), "tick 2 again is refused (not newer)");
+        Check(world.Apply(pkts[2], pkts[2].Length), "tick 3 applies");
+        Check(world.ByObject("note") == null && world.ByObject("ball") == ball && world.Ghosts.Count == 1, "tick 3 despawns note, keeps ball");
+        Check(string.Join(",", events) == "spawn note,spawn ball,despawn note", "events: " + string.Join(",", events));
+        Check(world.LastTick == 3 && world.AckMask == 3, "acks: tick " + world.LastTick + " mask " + world.AckMask);
+
+        // Go's texts: strings as encoding/json quotes them.
+        Check(Json.Quote("a\"<b>&\n\u2028") == "\"a\\\"\\u003cb\\u003e\\u0026\\n\\u2028\"", "quote " + Json.Quote("a\"<b>&\n\u2028"));
+        Check(Json.Compact(" { \"a\" : [ 1 , 2.5e3 , \"x y\" ] } ") == "{\"a\":[1,2.5e3,\"x y\"]}", "compact");
+        foreach (var bad in new[] { "", "{", "[1,]", "01", "\"\\x\"", "{\"a\"}", "1 2", "tru" })
+            Check(Json.Compact(bad) == null, "not JSON: " + bad);
+    }
+
+    static void Fuzz(string doc, int n)
+    {
+        var seeds = Blocks(doc, "### More packets").Take(3).Select(Hex).ToList();
+        var rnd = new Random(1);
+        int bad = 0;
+        for (int i = 0; i < n; i++)
+        {
+            var world = new World();
+            // Bring the world to each seed's state, then feed a mutation.
+            int upTo = rnd.Next(seeds.Count);
+            for (int k = 0; k < upTo; k++) world.Apply(seeds[k], seeds[k].Length);
+            var p = (byte[])seeds[upTo].Clone();
+            int len = p.Length;
+            switch (rnd.Next(4))
+            {
+                case 0: p[rnd.Next(len)] ^= (byte)(1 << rnd.Next(8)); break;
+                case 1: len = rnd.Next(len); break;
+                case 2: for (int k = 0; k < 4; k++) p[rnd.Next(len)] = (byte)rnd.Next(256); break;
+                default: p = new byte[rnd.Next(1, 200)]; rnd.NextBytes(p); p[0] = 2; len = p.Length; break;
+            }
+            try
+            {
+                world.Apply(p, len);
+                foreach (var g in world.Ghosts.Values) g.PropertiesJson();
+            }
+            catch (BadPacketException) { bad++; }
+            catch (Exception e)
+            {
+                failures++;
+                Console.WriteLine("FAIL fuzz input " + HexOf(p, len) + ": " + e);
+                return;
+            }
+        }
+        Console.WriteLine("fuzz: " + n + " packets, " + bad + " refused as bad");
+    }
+
+    // Bench: a server-side encoder is not part of the library, so the
+    // packets are built here as the server builds them (one chunk of
+    // transform ghosts against two baselines) and decoded by a World.
+    static void Bench()
+    {
+        const int ghosts = 1000, moving = 100, ticks = 600;
+        var world = new World(GhostType.Transform);
+        var pkt = new BitWriter();
+        // Tick 1 loads the type; tick 2 spawns all; then each tick moves 100.
+        // The size and mask of each ghost's last send, its baseline's.
+        var size = new int[ghosts + 1];
+        var mask = new uint[ghosts + 1];
+        Func<uint, int, BitWriter> build = null;
+        build = (tick, count) =>
+        {
+            pkt.Reset();
+            pkt.WriteBits(2, 8); pkt.WriteBits(tick * 16, 32); pkt.WriteBits(0, 32); pkt.WriteBits(0, 32); pkt.WriteBits(tick & 255, 8);
+            pkt.WriteBits(tick, 32); pkt.WriteBits(0, 32); pkt.WriteBits(0, 32);
+            if (tick == 1)
+            {
+                pkt.WriteBits(1, 16); pkt.WriteBits(0, 16);
+                var g = GhostType.Transform.Guid;
+                for (int i = 0; i < 16; i++) pkt.WriteBits(g[i], 8);
+                pkt.WriteBits(GhostType.Transform.Hash, 32);
+            }
+            else { pkt.WriteBits(0, 16); pkt.WriteBits(1, 16); }
+            pkt.WriteBits(0, 32); pkt.WriteBits(ghosts, 32);
+            pkt.WritePacked((uint)count);
+            return pkt;
+        };
+        world.Apply(build(1, 0).Buffer, build(1, 0).Length);
+        // Spawn: every ghost whole.
+        var p2 = build(2, ghosts);
+        p2.WritePacked(0); p2.WritePacked((uint)ghosts); p2.WriteBool(false);
+        p2.WritePacked(0); p2.WritePacked(0); p2.WritePacked(0); p2.WritePacked((uint)ghosts);
+        for (int id = 1; id <= ghosts; id++)
+        {
+            p2.WritePacked(1); p2.WritePacked(0);
+            var obj = Encoding.UTF8.GetBytes("o" + id);
+            p2.WriteBytes(obj, obj.Length);
+            // position (x = id) and the identity rotation: index 3, zeros.
+            var data = new BitWriter();
+            data.WritePackedInt(id * 1000); data.WritePackedInt(0); data.WritePackedInt(0);
+            data.WritePackedInt(3); data.WritePackedInt(0); data.WritePackedInt(0); data.WritePackedInt(0);
+            p2.WritePackedInt(data.Bits); p2.WritePacked(0); p2.WritePacked(3);
+            size[id] = data.Bits; mask[id] = 3;
+            p2.WritePackedInt(id * 1000); p2.WritePackedInt(0); p2.WritePackedInt(0);
+            p2.WritePackedInt(3); p2.WritePackedInt(0); p2.WritePackedInt(0); p2.WritePackedInt(0);
+        }
+        world.Apply(p2.Buffer, p2.Length);
+        var packets = new List<byte[]>();
+        // Ticks 3 and on: 100 ghosts moving 10 mm along x a tick, each coded
+        // against the previous two ticks (linear: a zero residual after
+        // the first move), the other 900 unchanged.
+        long decodeTicks = 0, allocated = 0;
+        var sw = new System.Diagnostics.Stopwatch();
+        for (uint tick = 3; tick < 3 + ticks; tick++)
+        {
+            var p = build(tick, moving);
+            p.WritePacked(0); p.WritePacked(moving); p.WriteBool(false);
+            p.WritePacked(1); p.WritePacked(tick == 3 ? 0u : 2u); p.WritePacked(0); p.WritePacked(moving);
+            uint prev = 0;
+            for (uint id = 1; id <= moving; id++)
+            {
+                p.WritePacked(id - prev); prev = id;
+                // data: x − prediction only; size against the baseline's.
+                // (Tick 3 has one baseline: the move; then the prediction
+                // from two is the move.)
+                int residual = tick == 3 ? 10 : 0;
+                var data = new BitWriter();
+                data.WritePackedInt(residual); data.WritePackedInt(0); data.WritePackedInt(0);
+                p.WritePackedInt(data.Bits - size[id]); p.WritePacked(0); p.WritePacked(1u ^ mask[id]);
+                p.WritePackedInt(residual); p.WritePackedInt(0); p.WritePackedInt(0);
+                size[id] = data.Bits; mask[id] = 1;
+            }
+            var bytes = new byte[p.Length];
+            Array.Copy(p.Buffer, bytes, p.Length);
+            long a0 = GC.GetAllocatedBytesForCurrentThread();
+            sw.Restart();
+            world.Apply(bytes, bytes.Length);
+            sw.Stop();
+            allocated += GC.GetAllocatedBytesForCurrentThread() - a0;
+            decodeTicks += sw.ElapsedTicks;
+        }
+        double ns = decodeTicks * (1e9 / System.Diagnostics.Stopwatch.Frequency) / ticks / moving;
+        Console.WriteLine("BENCH decode-ns/changed-ghost {0:F0} decode-bytes-allocated/tick {1}", ns, allocated / ticks);
+        var ball = world.ByObject("o1");
+        ball.GetVector3(0, out double x, out double y0, out double z0);
+        Check(Math.Abs(x - (1 + 0.01 * ticks)) < 1e-9, "the moving ghost is at x " + x);
+    }
+
+    // Live: a client of a real server, for the process tests. It prints
+    // "CONNECTED id", then "SPAWN obj props", "CHANGE obj props" and
+    // "DESPAWN obj" lines, and takes commands on stdin: "SET id json",
+    // "REMOVE id", "WORLD" (prints "WORLD {obj: props, …}") and "QUIT".
+    static int Live(string host, int port)
+    {
+        var c = Client.Connect(host, port);
+        Console.WriteLine("CONNECTED " + c.Identifier);
+        Action<World> hook = w =>
+        {
+            w.Spawned += g => Console.WriteLine("SPAWN " + g.Object + " " + g.PropertiesJson());
+            w.Changed += g => Console.WriteLine("CHANGE " + g.Object + " " + g.PropertiesJson());
+            w.Despawned += g => Console.WriteLine("DESPAWN " + g.Object);
+        };
+        hook(c.World);
+        c.Resynced += w => { Console.WriteLine("RESYNCED " + c.Identifier); hook(w); };
+        var lines = new BlockingCollection<string>();
+        new Thread(() => { string l; while ((l = Console.ReadLine()) != null) lines.Add(l); lines.Add("QUIT"); }) { IsBackground = true }.Start();
+        while (true)
+        {
+            if (!c.Poll()) { Console.WriteLine("CLOSED " + c.Closed); return 1; }
+            string line;
+            while (lines.TryTake(out line))
+            {
+                var parts = line.Split(new[] { ' ' }, 3);
+                switch (parts[0])
+                {
+                    case "SET": c.Set(parts[1], parts[2]); break;
+                    case "REMOVE": c.Remove(parts[1]); break;
+                    case "WORLD":
+                        var sb = new StringBuilder("{");
+                        foreach (var g in c.World.Ghosts.Values.OrderBy(g => g.Object, StringComparer.Ordinal))
+                            sb.Append(sb.Length > 1 ? "," : "").Append(Json.Quote(g.Object)).Append(':').Append(g.PropertiesJson());
+                        Console.WriteLine("WORLD " + sb.Append('}'));
+                        break;
+                    case "QUIT":
+                        c.Dispose();
+                        Console.WriteLine("BYE");
+                        return 0;
+                }
+            }
+            Thread.Sleep(2);
+        }
+    }
+}

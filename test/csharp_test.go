@@ -1,0 +1,213 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	csharpOnce  sync.Once
+	csharpDir   string
+	csharpBuild error
+)
+
+// csharpTests builds the C# snapshot library (clients/csharp) and its
+// test program with Mono's compiler, once per test binary, and returns
+// the directory holding Tests.exe.
+func csharpTests(t testing.TB) string {
+	mcs := toolPath(t, "Mono's C# compiler", "mono-devel", "mcs")
+	csharpOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "solipsism-csharp-")
+		if err != nil {
+			csharpBuild = err
+			return
+		}
+		csharpDir = dir
+		src, _ := filepath.Glob("../clients/csharp/src/*.cs")
+		lib := filepath.Join(dir, "Solipsism.Snapshot.dll")
+		for _, args := range [][]string{
+			append([]string{"-langversion:7.2", "-target:library", "-warnaserror+", "-out:" + lib}, src...),
+			{"-langversion:7.2", "-out:" + filepath.Join(dir, "Tests.exe"), "-r:" + lib, "../clients/csharp/tests/Tests.cs"},
+		} {
+			if out, err := exec.Command(mcs, args...).CombinedOutput(); err != nil {
+				csharpBuild = &buildError{err, string(out)}
+				return
+			}
+		}
+	})
+	if csharpBuild != nil {
+		t.Fatal(csharpBuild)
+	}
+	return csharpDir
+}
+
+type buildError struct {
+	err error
+	out string
+}
+
+func (e *buildError) Error() string { return "mcs: " + e.err.Error() + "\n" + e.out }
+
+func runCSharp(t *testing.T, args ...string) string {
+	dir := csharpTests(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "mono", append([]string{filepath.Join(dir, "Tests.exe")}, args...)...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "PASS") {
+		t.Fatalf("mono Tests.exe %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestCSharpVectors: the C# library decodes docs/bridges.md's vectors
+// bit for bit (the packed code, the types' GUIDs, hashes and digest, the
+// handshake's accept, three snapshots to a new client).
+func TestCSharpVectors(t *testing.T) {
+	runCSharp(t, "vectors", "../docs/bridges.md")
+}
+
+// TestCSharpFuzz: mutated and random packets make the C# decoder throw
+// BadPacketException or apply; nothing else escapes.
+func TestCSharpFuzz(t *testing.T) {
+	t.Log(runCSharp(t, "fuzz", "../docs/bridges.md", "20000"))
+}
+
+// startCSharpClient runs Tests.exe live: a C# snapshot client driven
+// over stdin.
+func startCSharpClient(t *testing.T, udp string) *lineProc {
+	host, port, _ := strings.Cut(udp, ":")
+	return startLineProc(t, nil, "mono", filepath.Join(csharpTests(t), "Tests.exe"), "live", host, port)
+}
+
+// TestCSharpClient: a C# snapshot client and a Go WebSocket client on one
+// node see each other's objects appear, move and vanish; the C# client's
+// whole world equals the node's; after the node restarts on the same
+// ports, the C# client connects again by itself and follows the world.
+func TestCSharpClient(t *testing.T) {
+	udp := freeUDPAddr(t)
+	dir := t.TempDir()
+	args := []string{"--data-dir", dir, "--tick", "20ms", "--reclaim-grace", "0", "--snapshot-listen", udp}
+	p := startProc(t, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	goc := dialNode(t, ctx, p.URL(), "gotest")
+	cs := startCSharpClient(t, udp)
+	ident := cs.expect(t, "CONNECTED ", 30*time.Second)
+
+	// The Go client's ball spawns for C#, then moves.
+	ball, err := goc.Create(map[string]any{"ghostType": "transform", "position": []float64{1, 2, 3}, "rotation": []float64{0, 0, 0, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cs.expect(t, "SPAWN "+ball+" ", 10*time.Second); got != `{"ghostType":"transform","position":[1,2,3],"rotation":[0,0,0,1]}` {
+		t.Fatalf("C# spawned the ball as %s", got)
+	}
+	for x := 2; x <= 5; x++ {
+		time.Sleep(40 * time.Millisecond)
+		if err := goc.Set(ball, map[string]any{"position": []float64{float64(x), 2, 3}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for last := ""; last != `{"ghostType":"transform","position":[5,2,3],"rotation":[0,0,0,1]}`; {
+		last = cs.expect(t, "CHANGE "+ball+" ", 10*time.Second)
+	}
+
+	// C#'s crate appears for the Go client, owned by C#'s identifier.
+	cs.send(t, `SET crate-1 {"ghostType":"transform","position":[4,5,6],"rotation":[0,0,0,1]}`)
+	waitUntil(t, "the Go client to see C#'s crate", 10*time.Second, func() bool {
+		o, ok := goc.World().Get("crate-1")
+		return ok && o.Owner == ident
+	})
+	cs.send(t, `SET crate-1 {"position":[7,5,6]}`)
+	waitUntil(t, "the crate to move", 10*time.Second, func() bool {
+		o, _ := goc.World().Get("crate-1")
+		at, _ := o.Properties.Get("position")
+		return string(at) == "[7,5,6]"
+	})
+	// (C# gets its own objects back, as the node holds them.)
+	cs.expect(t, "CHANGE crate-1 "+`{"ghostType":"transform","position":[7,5,6],"rotation":[0,0,0,1]}`, 10*time.Second)
+
+	// C#'s whole world against the node's.
+	cs.send(t, "WORLD")
+	var view map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(cs.expect(t, "WORLD ", 10*time.Second)), &view); err != nil {
+		t.Fatal(err)
+	}
+	node := worldOf(t, p)
+	if len(view) != len(node) {
+		t.Fatalf("C# holds %d objects, the node %d", len(view), len(node))
+	}
+	for id, o := range node {
+		props, _ := json.Marshal(o.Properties)
+		if !reflect.DeepEqual(canonical(t, view[id]), canonical(t, props)) {
+			t.Fatalf("object %s: C# has %s, the node %s", id, view[id], props)
+		}
+	}
+
+	// The ball goes: C# despawns it.
+	if err := goc.Remove(ball); err != nil {
+		t.Fatal(err)
+	}
+	cs.expect(t, "DESPAWN "+ball, 10*time.Second)
+
+	// The node restarts on the same ports: C# is told "no session" or
+	// times out, connects again, and follows the world afresh.
+	p.Kill()
+	p2 := startProc(t, append(args, "--listen", p.Addr)...)
+	cs.expect(t, "RESYNCED ", 30*time.Second)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel2()
+	goc2 := dialNode(t, ctx2, p2.URL(), "gotest2")
+	again, err := goc2.Create(map[string]any{"ghostType": "transform", "position": []float64{9, 9, 9}, "rotation": []float64{0, 0, 0, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.expect(t, "SPAWN "+again+" ", 20*time.Second)
+	cs.send(t, "QUIT")
+	cs.expect(t, "BYE", 10*time.Second)
+}
+
+// TestCSharpUnityLayerCompiles: the Unity layer (clients/csharp/unity)
+// compiles against the library and the UnityEngine declarations it uses
+// (tests/UnityStub.cs: no Unity runs here, so its behaviour is not
+// tested; the library under it is).
+func TestCSharpUnityLayerCompiles(t *testing.T) {
+	dir := csharpTests(t)
+	mcs := toolPath(t, "Mono's C# compiler", "mono-devel", "mcs")
+	out, err := exec.Command(mcs, "-langversion:7.2", "-target:library", "-warnaserror+", "-out:"+filepath.Join(t.TempDir(), "Unity.dll"),
+		"-r:"+filepath.Join(dir, "Solipsism.Snapshot.dll"), "../clients/csharp/tests/UnityStub.cs", "../clients/csharp/unity/SolipsismSnapshotMirror.cs").CombinedOutput()
+	if err != nil {
+		t.Fatalf("mcs: %v\n%s", err, out)
+	}
+}
+
+// BenchmarkCSharpDecode: the C# library decoding snapshots of 1,000
+// transform ghosts of which 100 move each tick (600 ticks, coded against
+// two baselines as the server codes them): ns per changed ghost and bytes
+// allocated per packet, measured with Mono.
+//
+//	go test ./test -run '^$' -bench CSharpDecode -benchtime 1x
+func BenchmarkCSharpDecode(b *testing.B) {
+	dir := csharpTests(b)
+	for range b.N {
+		out, err := exec.Command("mono", filepath.Join(dir, "Tests.exe"), "bench").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "PASS") {
+			b.Fatalf("mono Tests.exe bench: %v\n%s", err, out)
+		}
+		var ns, alloc float64
+		if _, err := fmt.Sscanf(string(out[strings.Index(string(out), "BENCH"):]), "BENCH decode-ns/changed-ghost %g decode-bytes-allocated/tick %g", &ns, &alloc); err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
+		b.ReportMetric(ns, "decode-ns/changed-ghost")
+		b.ReportMetric(alloc, "allocated-bytes/packet")
+	}
+}
