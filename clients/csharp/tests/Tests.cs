@@ -256,7 +256,10 @@ static class Tests
     // Live: a client of a real server, for the process tests. It prints
     // "CONNECTED id", then "SPAWN obj props", "CHANGE obj props" and
     // "DESPAWN obj" lines, and takes commands on stdin: "SET id json",
-    // "REMOVE id", "WORLD" (prints "WORLD {obj: props, …}") and "QUIT".
+    // "REMOVE id", "QUIET" (no more CHANGE lines), "WORLD" (prints
+    // "WORLD {obj: props, …}") and "QUIT".
+    static bool quiet;
+
     static int Live(string host, int port)
     {
         var c = Client.Connect(host, port);
@@ -264,7 +267,7 @@ static class Tests
         Action<World> hook = w =>
         {
             w.Spawned += g => Console.WriteLine("SPAWN " + g.Object + " " + g.PropertiesJson());
-            w.Changed += g => Console.WriteLine("CHANGE " + g.Object + " " + g.PropertiesJson());
+            w.Changed += g => { if (!quiet) Console.WriteLine("CHANGE " + g.Object + " " + g.PropertiesJson()); };
             w.Despawned += g => Console.WriteLine("DESPAWN " + g.Object);
         };
         hook(c.World);
@@ -282,6 +285,7 @@ static class Tests
                 {
                     case "SET": c.Set(parts[1], parts[2]); break;
                     case "REMOVE": c.Remove(parts[1]); break;
+                    case "QUIET": quiet = true; break;
                     case "WORLD":
                         var sb = new StringBuilder("{");
                         foreach (var g in c.World.Ghosts.Values.OrderBy(g => g.Object, StringComparer.Ordinal))
