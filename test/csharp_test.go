@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,22 +141,35 @@ func TestCSharpClient(t *testing.T) {
 
 	// C#'s whole world against the node's.
 	cs.send(t, "WORLD")
-	var view map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(cs.expect(t, "WORLD ", 10*time.Second)), &view); err != nil {
-		t.Fatal(err)
-	}
-	node := worldOf(t, p)
-	if len(view) != len(node) {
-		t.Fatalf("C# holds %d objects, the node %d", len(view), len(node))
-	}
-	for id, o := range node {
-		props, _ := json.Marshal(o.Properties)
-		if !reflect.DeepEqual(canonical(t, view[id]), canonical(t, props)) {
-			t.Fatalf("object %s: C# has %s, the node %s", id, view[id], props)
-		}
+	if d := viewDiff(t, cs.expect(t, "WORLD ", 10*time.Second), worldOf(t, p), false); d != "" {
+		t.Fatal(d)
 	}
 
-	// The ball goes: C# despawns it.
+	// C# takes the ball (transferable), then gives it to the node.
+	if err := goc.Set(ball, map[string]any{"transferable": true}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the node to hold the ball transferable", 10*time.Second, func() bool {
+		_, ok := worldOf(t, p)[ball].Properties["transferable"]
+		return ok
+	})
+	cs.send(t, "TAKE "+ball)
+	waitUntil(t, "C# to take the ball", 10*time.Second, func() bool {
+		o, _ := goc.World().Get(ball)
+		return o.Owner == ident
+	})
+	cs.send(t, "RELEASE "+ball)
+	waitUntil(t, "C# to release the ball to the node", 10*time.Second, func() bool {
+		o, _ := goc.World().Get(ball)
+		return strings.HasPrefix(o.Owner, "server-")
+	})
+
+	// The ball goes (the node removes its own object when asked by an
+	// admin; here the Go client takes it back and removes it): C#
+	// despawns it.
+	if err := goc.TakeOwnership(ctx, ball); err != nil {
+		t.Fatal(err)
+	}
 	if err := goc.Remove(ball); err != nil {
 		t.Fatal(err)
 	}
@@ -259,20 +273,10 @@ func TestCSharpClientUnderLoss(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 		cs.send(t, "WORLD")
-		var view map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(cs.expect(t, "WORLD ", 10*time.Second)), &view); err != nil {
-			t.Fatal(err)
-		}
 		node := worldOf(t, p)
-		diff = ""
-		for id, o := range node {
-			props, _ := json.Marshal(o.Properties)
-			if !reflect.DeepEqual(canonical(t, view[id]), canonical(t, props)) {
-				diff = fmt.Sprintf("object %s: C# has %s, the node %s", id, view[id], props)
-			}
-		}
-		if len(view) != len(node) || len(node) != n-n/5+n/10+5 {
-			diff = fmt.Sprintf("C# holds %d objects, the node %d", len(view), len(node))
+		diff = viewDiff(t, cs.expect(t, "WORLD ", 10*time.Second), node, false)
+		if diff == "" && len(node) != n-n/5+n/10+5 {
+			diff = fmt.Sprintf("the node holds %d objects", len(node))
 		}
 		converged = diff == ""
 	}
@@ -281,4 +285,141 @@ func TestCSharpClientUnderLoss(t *testing.T) {
 			t.Fatalf("the Go client lacks C#'s crate-%d (or it is not C#'s)", k)
 		}
 	}
+}
+
+// TestCSharpWorldClient: the C# WorldClient (the WebSocket protocol) and a
+// Go client on one node: each sees the other's objects; C# takes the Go
+// client's ball (a transfer), moves it, and releases it to the node; its
+// connection breaks and it takes its identifier back with its resume
+// token, its objects never vanishing for the Go client; its whole world
+// equals the node's; when it leaves, its objects go.
+func TestCSharpWorldClient(t *testing.T) {
+	p := startProc(t, "--tick", "20ms")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	goc := dialNode(t, ctx, p.URL(), "gotest")
+	ball, err := goc.Create(map[string]any{"kind": "ball", "transferable": true, "position": []float64{0, 1, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := startLineProc(t, nil, "mono", filepath.Join(csharpTests(t), "Tests.exe"), "wslive", p.URL())
+	ident := cs.expect(t, "CONNECTED ", 30*time.Second)
+	cs.expect(t, "ADDED "+ball+" ", 10*time.Second)
+
+	cs.send(t, `CREATE crate-1 {"kind":"crate","position":[1,2,3]}`)
+	waitUntil(t, "the Go client to see C#'s crate", 10*time.Second, func() bool {
+		o, ok := goc.World().Get("crate-1")
+		return ok && o.Owner == ident
+	})
+	if err := goc.Set(ball, map[string]any{"position": []float64{0, 2, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	cs.expect(t, "CHANGED "+ball+" "+`{"kind":"ball","position":[0,2,0],"transferable":true}`, 10*time.Second)
+
+	// C# takes the ball, moves it, and the Go client sees both.
+	cs.send(t, "TAKE "+ball)
+	if got := cs.expect(t, "OWNER "+ball+" ", 10*time.Second); got != ident+" "+goc.Identifier() {
+		t.Fatalf("the ball's owner changed as %q", got)
+	}
+	cs.send(t, "SET "+ball+` {"position":[5,1,5]}`)
+	cs.expect(t, "SET-OK "+ball, 10*time.Second)
+	waitUntil(t, "the Go client to see the ball taken and moved", 10*time.Second, func() bool {
+		o, _ := goc.World().Get(ball)
+		at, _ := o.Properties.Get("position")
+		return o.Owner == ident && string(at) == "[5,1,5]"
+	})
+
+	// The connection breaks: C# dials again with its token, and its
+	// objects never vanish for the Go client.
+	var vanished sync.WaitGroup
+	var gone atomic.Bool
+	vanished.Add(1)
+	stop := make(chan struct{})
+	go func() {
+		defer vanished.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, id := range []string{"crate-1", ball} {
+				if o, ok := goc.World().Get(id); !ok || o.Owner != ident {
+					gone.Store(true)
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	cs.send(t, "DROP")
+	cs.expect(t, "LINKUP", 10*time.Second)
+	cs.send(t, `SET crate-1 {"position":[1,2,4]}`)
+	waitUntil(t, "C#'s write after the reconnect", 10*time.Second, func() bool {
+		o, _ := goc.World().Get("crate-1")
+		at, _ := o.Properties.Get("position")
+		return string(at) == "[1,2,4]"
+	})
+	close(stop)
+	vanished.Wait()
+	if gone.Load() {
+		t.Fatal("C#'s objects vanished (or changed owner) for the Go client while it reconnected")
+	}
+	if !strings.Contains(p.Log(), "keeping its objects for the reclaim grace") {
+		t.Fatalf("the node did not see a broken link:\n%s", p.Log())
+	}
+
+	// C# releases the ball to the node.
+	cs.send(t, "RELEASE "+ball)
+	if got := cs.expect(t, "OWNER "+ball+" ", 10*time.Second); !strings.HasPrefix(got, "server-") {
+		t.Fatalf("the released ball's owner is %q", got)
+	}
+
+	// C#'s whole world against the node's.
+	time.Sleep(100 * time.Millisecond)
+	cs.send(t, "WORLD")
+	if d := viewDiff(t, cs.expect(t, "WORLD ", 10*time.Second), worldOf(t, p), true); d != "" {
+		t.Fatal(d)
+	}
+
+	// C# leaves: its crate goes; the ball, the node's, stays.
+	cs.send(t, "QUIT")
+	cs.expect(t, "BYE", 10*time.Second)
+	waitUntil(t, "C#'s crate to go", 10*time.Second, func() bool {
+		_, ok := goc.World().Get("crate-1")
+		return !ok
+	})
+	if _, ok := goc.World().Get(ball); !ok {
+		t.Fatal("the released ball went with C#")
+	}
+}
+
+// viewDiff compares a client's whole world, as its test program prints it
+// (a JSON object of ids to properties, or with owned to {owner,
+// properties}), with a node's; numbers compare as numbers. It describes
+// the first difference, or returns "".
+func viewDiff(t testing.TB, view string, node map[string]wiretest.Object, owned bool) string {
+	var objs map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(view), &objs); err != nil {
+		t.Fatalf("a world that is not JSON: %v: %s", err, view)
+	}
+	if len(objs) != len(node) {
+		return fmt.Sprintf("the client holds %d objects, the node %d", len(objs), len(node))
+	}
+	for id, o := range node {
+		var v struct {
+			Owner      string          `json:"owner"`
+			Properties json.RawMessage `json:"properties"`
+		}
+		if v.Properties = objs[id]; owned {
+			json.Unmarshal(objs[id], &v) //nolint:errcheck // checked below
+		}
+		if v.Properties == nil {
+			return "the client lacks " + id
+		}
+		props, _ := json.Marshal(o.Properties)
+		if (owned && v.Owner != o.Owner) || !reflect.DeepEqual(canonical(t, v.Properties), canonical(t, props)) {
+			return fmt.Sprintf("object %s: the client has %s %s, the node %s %s", id, v.Owner, v.Properties, o.Owner, props)
+		}
+	}
+	return ""
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -85,23 +84,8 @@ func TestGodotClient(t *testing.T) {
 	view := g.expect(t, "WORLD ", 10*time.Second)
 
 	// Godot's whole world against the node's (owners and properties).
-	var godotWorld map[string]struct {
-		Owner      string          `json:"owner"`
-		Properties json.RawMessage `json:"properties"`
-	}
-	if err := json.Unmarshal([]byte(view), &godotWorld); err != nil {
-		t.Fatalf("Godot's world %s: %v", view, err)
-	}
-	node := worldOf(t, p)
-	if len(godotWorld) != len(node) {
-		t.Fatalf("Godot holds %d objects, the node %d:\n%s\n%v\nGodot printed:\n%s", len(godotWorld), len(node), view, node, g.printed())
-	}
-	for id, o := range node {
-		v, ok := godotWorld[id]
-		props, _ := json.Marshal(o.Properties)
-		if !ok || v.Owner != o.Owner || !reflect.DeepEqual(canonical(t, v.Properties), canonical(t, props)) {
-			t.Fatalf("object %s: Godot has %+v, the node owner %s and %s", id, v, o.Owner, props)
-		}
+	if d := viewDiff(t, view, worldOf(t, p), true); d != "" {
+		t.Fatalf("%s; Godot printed:\n%s", d, g.printed())
 	}
 
 	// Godot removes its cube when told: it vanishes for the Go client and

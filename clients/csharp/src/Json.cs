@@ -84,6 +84,32 @@ namespace Solipsism.Snapshot
             return out_;
         }
 
+        /// <summary>
+        /// The elements of a JSON array, each as its compact text. Nothing for
+        /// text that is not an array.
+        /// </summary>
+        public static List<string> Elements(string arr)
+        {
+            var out_ = new List<string>();
+            int i = 0;
+            Space(arr, ref i);
+            if (i >= arr.Length || arr[i] != '[') return out_;
+            i++;
+            Space(arr, ref i);
+            if (i < arr.Length && arr[i] == ']') return out_;
+            while (i < arr.Length)
+            {
+                var v = new StringBuilder();
+                if (!Value(arr, ref i, v, 0)) return new List<string>();
+                out_.Add(v.ToString());
+                Space(arr, ref i);
+                if (i < arr.Length && arr[i] == ',') { i++; continue; }
+                if (i < arr.Length && arr[i] == ']') return out_;
+                return new List<string>();
+            }
+            return out_;
+        }
+
         /// <summary>The text of a JSON string (quoted).</summary>
         public static string Unquote(string quoted)
         {

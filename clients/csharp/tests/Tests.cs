@@ -5,6 +5,7 @@ using System.IO;
 using System.Linq;
 using System.Text;
 using System.Threading;
+using Solipsism;
 using Solipsism.Snapshot;
 
 // The library's tests, run with Mono (test/csharp_test.go builds and runs
@@ -13,7 +14,8 @@ using Solipsism.Snapshot;
 //   mono Tests.exe vectors path/to/docs/bridges.md   the spec's vectors, bit for bit
 //   mono Tests.exe fuzz path/to/docs/bridges.md N    N mutated packets: only BadPacketException escapes
 //   mono Tests.exe bench                             decode cost per ghost (1,000 ghosts, 100 changing)
-//   mono Tests.exe live host port                    a client driven over stdin (see Live)
+//   mono Tests.exe live host port                    a snapshot client driven over stdin (see Live)
+//   mono Tests.exe wslive url                        a WorldClient driven over stdin (see WsLive)
 static class Tests
 {
     static int failures;
@@ -33,6 +35,7 @@ static class Tests
             case "fuzz": Fuzz(File.ReadAllText(args[1]), int.Parse(args[2])); break;
             case "bench": Bench(); break;
             case "live": return Live(args[1], int.Parse(args[2]));
+            case "wslive": return WsLive(args[1]);
             default: Console.WriteLine("usage: Tests.exe vectors|fuzz|bench|live …"); return 2;
         }
         Console.WriteLine(failures == 0 ? "PASS" : failures + " FAILED");
@@ -256,9 +259,19 @@ static class Tests
     // Live: a client of a real server, for the process tests. It prints
     // "CONNECTED id", then "SPAWN obj props", "CHANGE obj props" and
     // "DESPAWN obj" lines, and takes commands on stdin: "SET id json",
-    // "REMOVE id", "QUIET" (no more CHANGE lines), "WORLD" (prints
+    // "REMOVE id", "TAKE id", "RELEASE id", "QUIET" (no more CHANGE
+    // lines), "WORLD" (prints
     // "WORLD {obj: props, …}") and "QUIT".
     static bool quiet;
+
+    // StdinLines returns the lines standard input brings, read by a thread
+    // of their own, "QUIT" when it closes.
+    static BlockingCollection<string> StdinLines()
+    {
+        var lines = new BlockingCollection<string>();
+        new Thread(() => { string l; while ((l = Console.ReadLine()) != null) lines.Add(l); lines.Add("QUIT"); }) { IsBackground = true }.Start();
+        return lines;
+    }
 
     static int Live(string host, int port)
     {
@@ -272,8 +285,7 @@ static class Tests
         };
         hook(c.World);
         c.Resynced += w => { Console.WriteLine("RESYNCED " + c.Identifier); hook(w); };
-        var lines = new BlockingCollection<string>();
-        new Thread(() => { string l; while ((l = Console.ReadLine()) != null) lines.Add(l); lines.Add("QUIT"); }) { IsBackground = true }.Start();
+        var lines = StdinLines();
         while (true)
         {
             if (!c.Poll()) { Console.WriteLine("CLOSED " + c.Closed); return 1; }
@@ -285,6 +297,8 @@ static class Tests
                 {
                     case "SET": c.Set(parts[1], parts[2]); break;
                     case "REMOVE": c.Remove(parts[1]); break;
+                    case "TAKE": c.TakeOwnership(parts[1]); break;
+                    case "RELEASE": c.Release(parts[1]); break;
                     case "QUIET": quiet = true; break;
                     case "WORLD":
                         var sb = new StringBuilder("{");
@@ -300,5 +314,52 @@ static class Tests
             }
             Thread.Sleep(2);
         }
+    }
+
+    // WsLive: a WorldClient of a real node, for the process tests. It
+    // prints "CONNECTED id", "LINKUP", "ADDED id props", "CHANGED id props",
+    // "REMOVED id" and "OWNER id new previous" lines, and takes commands on
+    // stdin: "CREATE id json", "SET id json", "REMOVE id", "TAKE id",
+    // "RELEASE id", "DROP" (break the connection), "WORLD" (prints
+    // "WORLD {id: {owner, properties}, …}") and "QUIT".
+    static int WsLive(string url)
+    {
+        var c = new WorldClient(url, "csharp");
+        Console.WriteLine("CONNECTED " + c.Identifier);
+        c.LinkUp += () => Console.WriteLine("LINKUP");
+        c.Added += o => Console.WriteLine("ADDED " + o.Id + " " + o.PropertiesJson());
+        c.Changed += o => Console.WriteLine("CHANGED " + o.Id + " " + o.PropertiesJson());
+        c.Removed += o => Console.WriteLine("REMOVED " + o.Id);
+        c.OwnerChanged += (o, prev) => Console.WriteLine("OWNER " + o.Id + " " + o.Owner + " " + prev);
+        var lines = StdinLines();
+        while (c.Poll())
+        {
+            string line;
+            while (lines.TryTake(out line))
+            {
+                var parts = line.Split(new[] { ' ' }, 3);
+                switch (parts[0])
+                {
+                    case "CREATE": c.Create(parts[2], parts[1]); break;
+                    case "SET": Console.WriteLine(c.Set(parts[1], parts[2]) ? "SET-OK " + parts[1] : "SET-REFUSED " + parts[1]); break;
+                    case "REMOVE": c.Remove(parts[1]); break;
+                    case "TAKE": c.Take(parts[1]); break;
+                    case "RELEASE": c.Release(parts[1]); break;
+                    case "DROP": c.Drop(); break;
+                    case "WORLD":
+                        var sb = new StringBuilder("{");
+                        foreach (var o in c.Objects.Values.OrderBy(o => o.Id, StringComparer.Ordinal))
+                            sb.Append(sb.Length > 1 ? "," : "").Append(Json.Quote(o.Id)).Append(":{\"owner\":").Append(Json.Quote(o.Owner)).Append(",\"properties\":").Append(o.PropertiesJson()).Append('}');
+                        Console.WriteLine("WORLD " + sb.Append('}'));
+                        break;
+                    case "QUIT":
+                        c.Dispose();
+                        Console.WriteLine("BYE");
+                        return 0;
+                }
+            }
+            Thread.Sleep(2);
+        }
+        return 1;
     }
 }
