@@ -201,12 +201,14 @@ func TestBufferSendsOnTheirWay(t *testing.T) {
 	}
 }
 
-// An object too big for a packet is no ghost: not counted, not sent, its
-// ghost despawned; once it fits it comes back, with the scopes it kept.
-func TestTooBigIsNoGhost(t *testing.T) {
+// TestTooBigIsTold: an object whose json field is over MaxJSONBytes stays
+// a ghost, counted and sent, its field standing as {"$tooBig": its size}
+// until it fits again; its scopes go on all along.
+func TestTooBigIsTold(t *testing.T) {
 	s := clockedServer()
 	c := &conn{despawns: map[uint32]bool{}, loaded: 2}
 	s.clients = map[netip.AddrPort]*conn{netip.MustParseAddrPort("127.0.0.1:1"): c}
+	w := newWorld([]GhostType{GenericType, TransformType})
 	set := func(tick uint32, typ gameworld.ChangeType, note string, scopes string) {
 		s.tick = tick
 		ch := gameworld.Change{Type: typ, ID: "o"}
@@ -215,32 +217,45 @@ func TestTooBigIsNoGhost(t *testing.T) {
 		}
 		s.applyLocked(relay.Delivery{Change: ch, After: gameworld.PropertiesOf(map[string]json.RawMessage{"note": json.RawMessage(`"` + note + `"`)})})
 	}
-	relevant := func(tick uint32) (relevant, sent, despawns int) {
+	// step sends tick's snapshot to a client that decodes it, and returns
+	// the relevant ghosts it announced, the ghosts it carried and its
+	// despawns.
+	step := func(tick uint32) (relevant, sent, despawns int) {
 		s.tick = tick
-		var w Writer
-		s.snapshotLocked(c, &w)
+		var wr Writer
+		s.snapshotLocked(c, &wr)
 		s.ackLocked(c, tick, 0)
-		r := NewReader(w.Bytes())
+		if err := w.apply(wr.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		r := NewReader(wr.Bytes())
 		r.ReadBits(8) // message type
 		readHeader(r)
 		readPrefabs(r)
 		despawns = int(r.ReadBits(32))
 		return int(r.ReadBits(32)), len(c.ring[tick%ringSize].ghosts), despawns
 	}
+	w.loaded, w.hashes = []int{0, 1}, []uint32{GenericType.Hash(), TransformType.Hash()}
 	set(1, gameworld.Add, "small", `{"ver":1,"full":true,"added":{"a":{"c":1}}}`)
-	if n, sent, _ := relevant(1); n != 1 || sent != 1 {
+	if n, sent, _ := step(1); n != 1 || sent != 1 {
 		t.Fatalf("small: %d relevant, %d sent", n, sent)
 	}
 	big := strings.Repeat("x", MaxJSONBytes)
 	set(2, gameworld.Update, big, `{"ver":2,"added":{"b":{"c":2}}}`)
-	if n, sent, despawns := relevant(2); n != 0 || sent != 0 || despawns != 1 {
+	if n, sent, despawns := step(2); n != 1 || sent != 1 || despawns != 0 {
 		t.Fatalf("too big: %d relevant, %d sent, %d despawns", n, sent, despawns)
 	}
+	if got := string(w.Objects()["o"].Value(TooBigProperty)); got != "1011" {
+		t.Fatalf("the client has %s as %s, want 1011 (the properties' size)", TooBigProperty, got)
+	}
+	if got := len(w.Elements("o", "blocks")); got != 2 {
+		t.Fatalf("the client holds %d blocks while the object is too big, want 2", got)
+	}
 	set(3, gameworld.Update, "small again", "")
-	if n, sent, _ := relevant(3); n != 1 || sent != 1 {
+	if n, sent, _ := step(3); n != 1 || sent != 1 {
 		t.Fatalf("small again: %d relevant, %d sent", n, sent)
 	}
-	if g := s.objects["o"]; g == nil || len(g.bufs["blocks"].elems) != 2 {
-		t.Fatal("the object came back without the scope it kept")
+	if got := string(w.Objects()["o"].Value("note")); got != `"small again"` {
+		t.Fatalf("the client has note %s", got)
 	}
 }

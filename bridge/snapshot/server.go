@@ -67,10 +67,6 @@ type Server struct {
 	hashes  []uint32
 	byName  map[string]int
 	objects map[string]*ghost
-	// hidden holds the objects too big for a packet (a json field over
-	// MaxJSONBytes): not ghosts, so no client counts or waits for them;
-	// their buffers are kept for when they fit again.
-	hidden map[string]*ghost
 	// list holds the ghosts by slot, for iteration; free lists empty slots.
 	list    []*ghost
 	free    []int
@@ -697,9 +693,6 @@ func (s *Server) applyLocked(d relay.Delivery) {
 		if d.Type == gameworld.Remove && g != nil {
 			s.despawnLocked(g)
 		}
-		if d.Type == gameworld.Remove {
-			delete(s.hidden, d.ID)
-		}
 		return
 	}
 	typ := s.typeOf(d.After)
@@ -709,31 +702,6 @@ func (s *Server) applyLocked(d relay.Delivery) {
 		bufs, g = g.bufs, nil
 	}
 	vals := s.types[typ].quantize(d.After)
-	if tooBig(vals) {
-		h := s.hidden[d.ID]
-		if h == nil {
-			h = &ghost{object: d.ID, typ: typ, bufs: bufs}
-			if g != nil {
-				s.despawnLocked(g)
-				h = g
-			}
-			if s.hidden == nil {
-				s.hidden = map[string]*ghost{}
-			}
-			s.hidden[d.ID] = h
-			if s.log != nil {
-				s.log.Warn("an object is too big for snapshot clients: not sent to them until it fits (a json field over 1,000 bytes)", "object", d.ID)
-			}
-		}
-		h.applyScopes(d.Scopes, s.tick)
-		return
-	}
-	if h := s.hidden[d.ID]; h != nil {
-		delete(s.hidden, d.ID)
-		if bufs == nil {
-			bufs = h.bufs // (a new ghost, with the scopes it kept)
-		}
-	}
 	if g == nil {
 		s.nextID++
 		g = &ghost{id: s.nextID, object: d.ID, typ: typ, vals: vals, changed: s.tick, spawn: s.tick, bufs: bufs}
@@ -756,16 +724,6 @@ func (s *Server) applyLocked(d relay.Delivery) {
 	if g.applyScopes(d.Scopes, s.tick) {
 		g.bufChanged = s.tick
 	}
-}
-
-// tooBig reports whether a ghost's values exceed what a packet carries.
-func tooBig(vals []value) bool {
-	for _, v := range vals {
-		if len(v.raw) > MaxJSONBytes {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *Server) typeOf(props gameworld.Properties) int {

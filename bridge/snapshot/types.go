@@ -169,7 +169,7 @@ func (t GhostType) quantize(props gameworld.Properties) []value {
 	vals := make([]value, len(t.Fields))
 	for i, f := range t.Fields {
 		if f.Property == "*" {
-			vals[i].raw = propsJSON(props)
+			vals[i].raw = fitJSON(propsJSON(props))
 			continue
 		}
 		raw := props.Value(f.Property)
@@ -206,10 +206,24 @@ func (t GhostType) quantize(props gameworld.Properties) []value {
 			if len(raw) == 0 {
 				raw = json.RawMessage("null")
 			}
-			vals[i].raw = raw
+			vals[i].raw = fitJSON(raw)
 		}
 	}
 	return vals
+}
+
+// TooBigProperty names what a json field holds instead of a value over
+// MaxJSONBytes: {"$tooBig": the value's size in bytes}. The object is a
+// ghost like any other; its client knows the value exists and how big it
+// is, and can read it over the WebSocket protocol.
+const TooBigProperty = "$tooBig"
+
+// fitJSON returns raw, or what stands for it when it is over MaxJSONBytes.
+func fitJSON(raw []byte) []byte {
+	if len(raw) <= MaxJSONBytes {
+		return raw
+	}
+	return fmt.Appendf(nil, `{%q:%d}`, TooBigProperty, len(raw))
 }
 
 // propsJSON encodes every property as one compact object (ghostType
