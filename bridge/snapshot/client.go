@@ -43,6 +43,8 @@ type world struct {
 	lastCmd, cmdMask  uint32
 	// changes collects the element changes of the packet being applied.
 	changes []ElementChange
+	// updates counts the ghosts the applied snapshots carried.
+	updates uint64
 }
 
 func (w *world) report(c ElementChange) { w.changes = append(w.changes, c) }
@@ -298,6 +300,7 @@ func (w *world) apply(p []byte) error {
 		}
 	}
 	// The packet is whole: removals, then additions and changes.
+	w.updates += uint64(len(pending))
 	for _, id := range despawns {
 		if g := w.ghosts[id]; g != nil {
 			delete(w.ghosts, id)
@@ -387,6 +390,18 @@ func (c *Client) Received() (packets, bytes uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.packets, c.bytes
+}
+
+// Updates returns how many ghost updates (spawns and changes) the
+// snapshots the client applied carried: over objects and time, how often
+// each object's state reached it.
+func (c *Client) Updates() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.w == nil {
+		return 0
+	}
+	return c.w.updates
 }
 
 // Elements returns one scope of an object as the client holds it
@@ -516,7 +531,9 @@ func (c *Client) resync() bool {
 	}
 	c.mu.Lock()
 	c.id = id
+	updates := c.w.updates
 	c.w = newWorld(c.opts.Types)
+	c.w.updates = updates // (counted across sessions)
 	c.resyncs++
 	c.mu.Unlock()
 	return true

@@ -25,13 +25,13 @@ type place struct {
 	ws   string
 }
 
-func startPlace(t *testing.T, opts Options) *place {
+func startPlace(t testing.TB, opts Options) *place {
 	t.Helper()
 	return startPlaceWith(t, opts, relay.Options{Tick: 5 * time.Millisecond})
 }
 
 // startPlaceWith is startPlace with the node's options.
-func startPlaceWith(t *testing.T, opts Options, nodeOpts relay.Options) *place {
+func startPlaceWith(t testing.TB, opts Options, nodeOpts relay.Options) *place {
 	t.Helper()
 	n, err := relay.New(nodeOpts)
 	if err != nil {
@@ -65,7 +65,7 @@ func (p *place) solipsist(t *testing.T) *relay.Client {
 	return sol
 }
 
-func dial(t *testing.T, addr string, opts ClientOptions) *Client {
+func dial(t testing.TB, addr string, opts ClientOptions) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

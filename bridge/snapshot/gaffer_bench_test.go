@@ -1,0 +1,114 @@
+package snapshot
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/relay"
+)
+
+// BenchmarkGafferCubes measures the snapshot wire against Gaffer on Games'
+// line (901 cubes at 60 Hz within 256 kbit/s) over real UDP with real
+// ticks: a node in this process sending 60 snapshots a second, 10 clients
+// on UDP sockets of their own, and a writer moving objects through the
+// node 60 times a second, each along a circle of its own (1 m radius,
+// about 1 rad/s) and turning. Per client, over 5 s after every object has
+// arrived: kbit/s of UDP payload, how many times a second each moving
+// object's state reaches it (updates/object/s; 60 is every tick), and the
+// bits a ghost update costs, the packets' headers included. Two worlds:
+// 900 objects all moving, and 1,000 of which 100 move.
+//
+//	go test ./bridge/snapshot -run '^$' -bench GafferCubes -benchtime 1x
+func BenchmarkGafferCubes(b *testing.B) {
+	const clients, rate = 10, 60
+	for _, tc := range []struct {
+		name            string
+		objects, moving int
+	}{{"900-moving", 900, 900}, {"1000-of-which-100-move", 1000, 100}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for range b.N {
+				p := startPlaceWith(b, Options{Rate: rate}, relay.Options{Tick: time.Second / rate})
+				at := func(i, tick int) gameworld.Properties {
+					cx, cz := float64(i%30)*3, float64(i/30)*3
+					if i >= tc.moving {
+						return transform(cx, cz, 0)
+					}
+					w := 1 + float64(i%7)*0.05 // rad/s
+					a := w*float64(tick)/rate + float64(i)
+					return transform(cx+math.Cos(a), cz+math.Sin(a), a)
+				}
+				ids := make([]string, tc.objects)
+				var add []gameworld.Change
+				for i := range ids {
+					ids[i] = fmt.Sprintf("cube-%03d", i)
+					add = append(add, gameworld.Change{Type: gameworld.Add, ID: ids[i], Properties: at(i, 0)})
+				}
+				if _, err := p.node.Apply(add); err != nil {
+					b.Fatal(err)
+				}
+				cs := make([]*Client, clients)
+				for i := range cs {
+					cs[i] = dial(b, p.srv.Addr().String(), ClientOptions{})
+				}
+				stop := make(chan struct{})
+				done := make(chan struct{})
+				go func() { // the writer: every moving object, every tick
+					defer close(done)
+					t := time.NewTicker(time.Second / rate)
+					defer t.Stop()
+					for tick := 1; ; tick++ {
+						select {
+						case <-stop:
+							return
+						case <-t.C:
+						}
+						ch := make([]gameworld.Change, tc.moving)
+						for i := range ch {
+							ch[i] = gameworld.Change{Type: gameworld.Update, ID: ids[i], Properties: at(i, tick)}
+						}
+						p.node.Apply(ch)
+					}
+				}()
+				deadline := time.Now().Add(time.Minute)
+				for _, c := range cs {
+					for len(c.Objects()) < tc.objects {
+						if time.Now().After(deadline) {
+							b.Fatalf("a client holds %d objects of %d", len(c.Objects()), tc.objects)
+						}
+						time.Sleep(50 * time.Millisecond)
+					}
+				}
+				time.Sleep(time.Second)
+				const window = 5 * time.Second
+				type reading struct{ packets, bytes, updates uint64 }
+				read := func() []reading {
+					out := make([]reading, len(cs))
+					for i, c := range cs {
+						out[i].packets, out[i].bytes = c.Received()
+						out[i].updates = c.Updates()
+					}
+					return out
+				}
+				r0, t0 := read(), time.Now()
+				time.Sleep(window)
+				r1, secs := read(), time.Since(t0).Seconds()
+				close(stop)
+				<-done
+				var kbps, rateUp, bits float64
+				for i := range cs {
+					db, du := float64(r1[i].bytes-r0[i].bytes), float64(r1[i].updates-r0[i].updates)
+					kbps += db * 8 / secs / 1000
+					rateUp += du / float64(tc.moving) / secs
+					bits += db * 8 / max(du, 1)
+				}
+				b.ReportMetric(kbps/clients, "kbit/s/client")
+				b.ReportMetric(rateUp/clients, "updates/object/s")
+				b.ReportMetric(bits/clients, "bits/update")
+				b.ReportMetric(float64(r1[0].packets-r0[0].packets)/secs, "packets/s/client")
+			}
+		})
+	}
+}
