@@ -108,8 +108,11 @@ func TestFlappingProxyDoesNotFlicker(t *testing.T) {
 		return p.tokens[p1ID] != "" && p.tokens[c1ID] != ""
 	})
 	for i := 1; i <= 4; i++ {
+		before := upstreamLinkID(p)
 		wire.cut()
-		waitFor(t, "the proxy to notice", 5*time.Second, func() bool { return !upstreamConnected(p) })
+		// (Its old link gone: it may be back on a new one before a look
+		// finds it without any.)
+		waitFor(t, "the proxy to notice", 5*time.Second, func() bool { return upstreamLinkID(p) != before })
 		if i == 2 {
 			// Removed while the proxy is cut off: the server learns it from
 			// the proxy's refresh answer after the reconnect.
@@ -154,8 +157,9 @@ func TestProxyReconnectsWithoutAClientsToken(t *testing.T) {
 	p.mu.Lock()
 	delete(p.tokens, c2ID) // as if c2 had joined just before the break
 	p.mu.Unlock()
+	before := upstreamLinkID(p)
 	wire.cut()
-	waitFor(t, "the proxy to notice", 5*time.Second, func() bool { return !upstreamConnected(p) })
+	waitFor(t, "the proxy to notice", 5*time.Second, func() bool { return upstreamLinkID(p) != before })
 	waitFor(t, "the proxy back, with its clients", 5*time.Second, func() bool {
 		return upstreamConnected(p) && sameSet(chainOf(s, p1ID), p1ID, c1ID, c2ID)
 	})

@@ -127,6 +127,16 @@ func ids(m map[string]wiretest.Object) []string {
 }
 
 // upstreamConnected reports whether n has an open upstream link.
+// upstreamLinkID returns the id of n's upstream link, 0 for none.
+func upstreamLinkID(n *Node) uint64 {
+	for _, l := range n.Links() {
+		if l.Kind == "upstream" {
+			return l.ID
+		}
+	}
+	return 0
+}
+
 func upstreamConnected(n *Node) bool {
 	for _, l := range n.Links() {
 		if l.Kind == "upstream" {
