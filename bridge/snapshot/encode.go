@@ -10,6 +10,14 @@ import (
 // ids of 32 bits, a fifth of it.
 const maxDespawnsPerPacket = 64
 
+// minGhostBits is less than any ghost costs (its id and a share of the
+// headers, a data size, a buffer count and a change mask); maxMisses is
+// how many ghosts in a row that do not fit end a packet.
+const (
+	minGhostBits = 32
+	maxMisses    = 16
+)
+
 // candidate is a ghost that one snapshot may carry.
 type candidate struct {
 	g        *ghost
@@ -52,7 +60,7 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 
 	// Every relevant ghost the client lacks or whose value moved past its
 	// baseline is a candidate; the rest cost nothing.
-	var cands []candidate
+	cands := c.cands[:0]
 	var scratch, data Writer
 	relevant := 0
 	if len(c.ghosts) < len(s.list) {
@@ -90,17 +98,29 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 		cd.prio = age * uint64(s.types[g.typ].importance())
 		cands = append(cands, cd)
 	}
-	slices.SortFunc(cands, func(a, b candidate) int {
-		if c := cmp.Compare(b.prio, a.prio); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.g.id, b.g.id)
-	})
+	// Most urgent first: a heap of the candidates' keys, popped until the
+	// packet is full (only what fits is ordered: with many changing
+	// ghosts, sorting them all cost each client more than encoding).
+	keys := c.keys[:0]
+	for i, cd := range cands {
+		keys = append(keys, candKey{prio: cd.prio, id: cd.g.id, i: int32(i)})
+	}
+	heapify(keys)
 
 	// Fit what the packet holds, most urgent first; the rest waits.
 	budget := MaxPacket*8 - w.Bits() - 64 - 32*len(despawns) - 38 - 8
-	chosen := cands[:0]
-	for _, cd := range cands {
+	chosen := c.chosen[:0]
+	misses := 0
+	for len(keys) > 0 {
+		// A full packet: the rest wait for the next tick without being
+		// encoded (a world of many changing ghosts would otherwise cost
+		// every client the encoding of all of them, every tick).
+		if budget < minGhostBits || misses == maxMisses {
+			break
+		}
+		var k candKey
+		k, keys = popKey(keys)
+		cd := cands[k.i]
 		t := &s.types[cd.g.typ]
 		codec := ghostCodec{tick: tick, t0: cd.t0, t1: cd.t1}
 		var pieces []*bufPiece
@@ -138,8 +158,10 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 		}
 		if cost > budget {
 			scratch.truncate(cd.from) // not sent: forget its bits
+			misses++
 			continue
 		}
+		misses = 0
 		budget -= cost
 		chosen = append(chosen, cd)
 	}
@@ -199,7 +221,56 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 		i = j
 	}
 	c.ring[tick%ringSize] = sn
+	// (Scratch kept for the next tick; what it points to is overwritten
+	// then.)
+	c.cands, c.keys, c.chosen = cands[:0], keys[:0], chosen[:0]
 	return len(chosen), ghostBits
+}
+
+// candKey orders candidates: higher priority first, then lower ghost id.
+type candKey struct {
+	prio uint64
+	id   uint32
+	i    int32 // in cands
+}
+
+func (a candKey) before(b candKey) bool {
+	return a.prio > b.prio || (a.prio == b.prio && a.id < b.id)
+}
+
+// heapify makes h a heap whose first key comes before every other.
+func heapify(h []candKey) {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		siftDown(h, i)
+	}
+}
+
+// popKey returns the heap's first key and the heap without it.
+func popKey(h []candKey) (candKey, []candKey) {
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	siftDown(h, 0)
+	return top, h
+}
+
+func siftDown(h []candKey, i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r].before(h[l]) {
+			m = r
+		}
+		if !h[m].before(h[i]) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
 }
 
 // delta is how many ticks t is before tick; 0 for no baseline.

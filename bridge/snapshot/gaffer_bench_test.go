@@ -92,9 +92,10 @@ func BenchmarkGafferCubes(b *testing.B) {
 					}
 					return out
 				}
-				r0, t0 := read(), time.Now()
+				tickOf := func() uint32 { p.srv.mu.Lock(); defer p.srv.mu.Unlock(); return p.srv.tick }
+				r0, t0, k0 := read(), time.Now(), tickOf()
 				time.Sleep(window)
-				r1, secs := read(), time.Since(t0).Seconds()
+				r1, secs, k1 := read(), time.Since(t0).Seconds(), tickOf()
 				close(stop)
 				<-done
 				var kbps, rateUp, bits float64
@@ -108,6 +109,7 @@ func BenchmarkGafferCubes(b *testing.B) {
 				b.ReportMetric(rateUp/clients, "updates/object/s")
 				b.ReportMetric(bits/clients, "bits/update")
 				b.ReportMetric(float64(r1[0].packets-r0[0].packets)/secs, "packets/s/client")
+				b.ReportMetric(float64(k1-k0)/secs, "server-ticks/s")
 			}
 		})
 	}

@@ -120,6 +120,11 @@ type conn struct {
 	// ops holds the newest take or release carried out per object, so
 	// that a repeated one is not carried out again. Bounded by maxOps.
 	ops map[string]uint32
+	// cands, keys and chosen are snapshotLocked's scratch, kept between
+	// ticks.
+	cands  []candidate
+	keys   []candKey
+	chosen []candidate
 }
 
 // window is how many ticks a send of buffer elements is taken to be on

@@ -176,7 +176,7 @@ func (t GhostType) quantize(props gameworld.Properties) []value {
 		switch f.Kind {
 		case Vec3:
 			var v [3]float64
-			json.Unmarshal(raw, &v)
+			readNumbers(raw, v[:])
 			for j := range 3 {
 				vals[i].lanes[j] = quantum(v[j], f.precision())
 			}
@@ -226,6 +226,94 @@ func fitJSON(raw []byte) []byte {
 	return fmt.Appendf(nil, `{%q:%d}`, TooBigProperty, len(raw))
 }
 
+// readNumbers reads a JSON array of numbers into dst as json.Unmarshal into
+// an array does, and reports whether raw was one. An array of exactly
+// len(dst) plain numbers, what positions and rotations nearly always are,
+// is read without reflection: every moving object's every change is read
+// here.
+func readNumbers(raw []byte, dst []float64) bool {
+	if len(raw) > 2 && raw[0] == '[' && raw[len(raw)-1] == ']' {
+		body, n := raw[1:len(raw)-1], 0
+		for len(body) > 0 && n < len(dst) {
+			end := bytes.IndexByte(body, ',')
+			if end < 0 {
+				end = len(body)
+			}
+			f, err := strconv.ParseFloat(string(body[:end]), 64)
+			if err != nil || !plainNumber(body[:end]) {
+				break
+			}
+			dst[n], n = f, n+1
+			if body = body[end:]; len(body) > 0 {
+				body = body[1:]
+				if len(body) == 0 {
+					n = -1 // (a trailing comma: not JSON)
+				}
+			}
+		}
+		if n == len(dst) && len(body) == 0 {
+			return true
+		}
+		clear(dst)
+	}
+	return unmarshalNumbers(raw, dst)
+}
+
+// unmarshalNumbers is readNumbers' slow path: json.Unmarshal into an array of
+// len(dst).
+func unmarshalNumbers(raw []byte, dst []float64) bool {
+	switch len(dst) {
+	case 3:
+		var a [3]float64
+		err := json.Unmarshal(raw, &a)
+		copy(dst, a[:])
+		return err == nil
+	default:
+		var a [4]float64
+		err := json.Unmarshal(raw, &a)
+		copy(dst, a[:])
+		return err == nil
+	}
+}
+
+// plainNumber reports whether b is a JSON number (ParseFloat takes more:
+// "Inf", "0x1p3", "1_000", ".5", a leading "+").
+func plainNumber(b []byte) bool {
+	i := 0
+	digits := func() int {
+		n := 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i, n = i+1, n+1
+		}
+		return n
+	}
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case digits() == 0:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(b)
+}
+
 // propsJSON encodes every property as one compact object (ghostType
 // too: a generic object may name a type this server does not have).
 func propsJSON(props gameworld.Properties) []byte {
@@ -251,7 +339,7 @@ func quantum(x, q float64) int32 {
 // the largest component, then the other three, quantized.
 func quantizeQuat(raw json.RawMessage, q float64) [4]int32 {
 	var c [4]float64
-	if json.Unmarshal(raw, &c) != nil {
+	if !readNumbers(raw, c[:]) {
 		c = [4]float64{0, 0, 0, 1}
 	}
 	n := math.Sqrt(c[0]*c[0] + c[1]*c[1] + c[2]*c[2] + c[3]*c[3])

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -175,5 +176,43 @@ func TestQuatIndexPredictedFromNewestBaseline(t *testing.T) {
 	vals, _, _, _, err := c.decode(NewReader(w.Bytes()), &ty, b0, b1)
 	if err != nil || vals[0].lanes != now[0].lanes {
 		t.Fatalf("decoded %v, %v; want %v", vals, err, now[0].lanes)
+	}
+}
+
+// TestReadNumbersLikeUnmarshal: readNumbers fills an array as
+// json.Unmarshal does, fast path or not.
+func TestReadNumbersLikeUnmarshal(t *testing.T) {
+	for _, in := range []string{`[1,2,3]`, `[1.5,-2e3,0]`, `[ 1, 2, 3 ]`, `[1,2]`, `[1,2,3,4]`, `[1,2,3,]`, `["a",1,2]`, `null`, `{}`, `[]`, `[0.001,-0,1E2]`, `[1,2,"x"]`, `[01,2,3]`} {
+		sameAsUnmarshal(t, in)
+	}
+}
+
+func FuzzReadNumbers(f *testing.F) {
+	for _, s := range []string{`[1,2,3]`, `[0,0.7071068,0,0.7071068]`, `[1,2,3,]`, `[-1e-3,2,3]`} {
+		f.Add(s)
+	}
+	f.Fuzz(sameAsUnmarshal)
+}
+
+func sameAsUnmarshal(t *testing.T, in string) {
+	{
+		for _, n := range []int{3, 4} {
+			got := make([]float64, n)
+			ok := readNumbers([]byte(in), got)
+			want := make([]float64, n)
+			var err error
+			if n == 3 {
+				var a [3]float64
+				err = json.Unmarshal([]byte(in), &a)
+				copy(want, a[:])
+			} else {
+				var a [4]float64
+				err = json.Unmarshal([]byte(in), &a)
+				copy(want, a[:])
+			}
+			if ok != (err == nil) || !slices.Equal(got, want) {
+				t.Errorf("%s into %d: %v %v, json.Unmarshal %v %v", in, n, got, ok, want, err)
+			}
+		}
 	}
 }
