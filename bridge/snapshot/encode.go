@@ -108,7 +108,7 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 	heapify(keys)
 
 	// Fit what the packet holds, most urgent first; the rest waits.
-	budget := MaxPacket*8 - w.Bits() - 64 - 32*len(despawns) - 38 - 8
+	budget := s.packetBits() - w.Bits() - 64 - 32*len(despawns) - 38 - 8
 	chosen := c.chosen[:0]
 	misses := 0
 	for len(keys) > 0 {
@@ -152,7 +152,7 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 		cd.from = scratch.Bits()
 		cd.mask, cd.size = codec.encode(&scratch, &data, t, cd.g.vals, cd.b0, cd.b1, pieces)
 		cd.to = scratch.Bits()
-		cost := cd.to - cd.from + 24 // its id, and a share of chunk and group headers
+		cost := cd.to - cd.from + 4 // its id and a share of the headers, about: the layout below decides
 		if cd.b0 == nil {
 			cost += 38 + 8 + 8*len(cd.g.object)
 		}
@@ -166,10 +166,26 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 		chosen = append(chosen, cd)
 	}
 
-	// Chunks by type, groups by baselines, ghosts by id.
-	slices.SortFunc(chosen, func(a, b candidate) int {
-		return cmp.Or(cmp.Compare(a.g.typ, b.g.typ), cmp.Compare(b.t0, a.t0), cmp.Compare(b.t1, a.t1), cmp.Compare(a.g.id, b.g.id))
-	})
+	// Chunks by type, groups by baselines, ghosts by id. The estimate
+	// above is a guess at what ids and headers cost: the layout's exact
+	// size decides, the least urgent ghosts leaving until it fits.
+	room := s.packetBits() - w.Bits() - 64 - 32*len(despawns)
+	layout := c.layout[:0]
+	for {
+		layout = append(layout[:0], chosen...)
+		slices.SortFunc(layout, func(a, b candidate) int {
+			return cmp.Or(cmp.Compare(a.g.typ, b.g.typ), cmp.Compare(b.t0, a.t0), cmp.Compare(b.t1, a.t1), cmp.Compare(a.g.id, b.g.id))
+		})
+		over := layoutBits(layout, tick) - room
+		if over <= 0 || len(chosen) == 0 {
+			break
+		}
+		// (Ghosts of about the average size leave at once.)
+		avg := max(1, (scratch.Bits())/max(1, len(chosen)))
+		chosen = chosen[:max(0, len(chosen)-max(1, over/avg))]
+	}
+	c.chosen = chosen[:0]
+	chosen = layout
 	w.WriteBits(uint32(len(despawns)), 32)
 	w.WriteBits(uint32(relevant), 32)
 	for _, id := range despawns {
@@ -223,8 +239,51 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 	c.ring[tick%ringSize] = sn
 	// (Scratch kept for the next tick; what it points to is overwritten
 	// then.)
-	c.cands, c.keys, c.chosen = cands[:0], keys[:0], chosen[:0]
+	c.cands, c.keys, c.layout = cands[:0], keys[:0], layout[:0]
 	return len(chosen), ghostBits
+}
+
+// layoutBits is how many bits chosen, laid out (sorted), take in a
+// packet: their count, chunk and group headers, ids, spawns and data, as
+// snapshotLocked writes them.
+func layoutBits(chosen []candidate, tick uint32) int {
+	n := PackedBits(uint32(len(chosen)))
+	for i := 0; i < len(chosen); {
+		j := i
+		for j < len(chosen) && chosen[j].g.typ == chosen[i].g.typ {
+			j++
+		}
+		n += PackedBits(uint32(chosen[i].g.typ)) + PackedBits(uint32(j-i)) + 1
+		for k := i; k < j; {
+			t0, t1 := chosen[k].t0, chosen[k].t1
+			m := k
+			for m < j && chosen[m].t0 == t0 && chosen[m].t1 == t1 {
+				m++
+			}
+			n += PackedBits(delta(tick, t0)) + PackedBits(delta(tick, t1)) + PackedBits(0) + PackedBits(uint32(m-k))
+			prev := uint32(0)
+			for _, cd := range chosen[k:m] {
+				n += PackedBits(cd.g.id-prev) + cd.to - cd.from
+				prev = cd.g.id
+				if t0 == 0 {
+					n += PackedBits(tick-cd.g.spawn) + PackedBits(uint32(len(cd.g.object))) + 8*len(cd.g.object)
+				}
+			}
+			k = m
+		}
+		i = j
+	}
+	return n
+}
+
+// packetBits is the most a packet may hold: MaxPacket, or less under
+// Options.MaxKbps.
+func (s *Server) packetBits() int {
+	bits := MaxPacket * 8
+	if s.opts.MaxKbps > 0 && s.opts.Rate > 0 {
+		bits = min(bits, s.opts.MaxKbps*1000/s.opts.Rate&^7) // (whole bytes)
+	}
+	return bits
 }
 
 // candKey orders candidates: higher priority first, then lower ghost id.

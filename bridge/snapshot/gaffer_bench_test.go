@@ -19,7 +19,8 @@ import (
 // arrived: kbit/s of UDP payload, how many times a second each moving
 // object's state reaches it (updates/object/s; 60 is every tick), and the
 // bits a ghost update costs, the packets' headers included. Two worlds:
-// 900 objects all moving, and 1,000 of which 100 move.
+// 900 objects all moving (also within Options.MaxKbps 256), and 1,000 of
+// which 100 move.
 //
 //	go test ./bridge/snapshot -run '^$' -bench GafferCubes -benchtime 1x
 func BenchmarkGafferCubes(b *testing.B) {
@@ -27,10 +28,11 @@ func BenchmarkGafferCubes(b *testing.B) {
 	for _, tc := range []struct {
 		name            string
 		objects, moving int
-	}{{"900-moving", 900, 900}, {"1000-of-which-100-move", 1000, 100}} {
+		maxKbps         int
+	}{{"900-moving", 900, 900, 0}, {"900-moving-within-256kbps", 900, 900, 256}, {"1000-of-which-100-move", 1000, 100, 0}} {
 		b.Run(tc.name, func(b *testing.B) {
 			for range b.N {
-				p := startPlaceWith(b, Options{Rate: rate}, relay.Options{Tick: time.Second / rate})
+				p := startPlaceWith(b, Options{Rate: rate, MaxKbps: tc.maxKbps}, relay.Options{Tick: time.Second / rate})
 				at := func(i, tick int) gameworld.Properties {
 					cx, cz := float64(i%30)*3, float64(i/30)*3
 					if i >= tc.moving {

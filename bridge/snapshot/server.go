@@ -42,6 +42,12 @@ type Options struct {
 	Auth auth.Authenticator
 	// MaxClients bounds connected clients. Zero means 1024.
 	MaxClients int
+	// MaxKbps bounds what each client is sent, in kilobits (1,000 bits)
+	// of UDP payload a second: a packet holds at most MaxKbps×1000/Rate
+	// bits (and at least the header and despawns; never over MaxPacket),
+	// and what does not fit waits, most urgent first. Zero means no bound
+	// but MaxPacket (576 kbit/s at 60 Hz).
+	MaxKbps int
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -120,11 +126,11 @@ type conn struct {
 	// ops holds the newest take or release carried out per object, so
 	// that a repeated one is not carried out again. Bounded by maxOps.
 	ops map[string]uint32
-	// cands, keys and chosen are snapshotLocked's scratch, kept between
-	// ticks.
-	cands  []candidate
-	keys   []candKey
-	chosen []candidate
+	// cands, keys, chosen and layout are snapshotLocked's scratch, kept
+	// between ticks.
+	cands          []candidate
+	keys           []candKey
+	chosen, layout []candidate
 }
 
 // window is how many ticks a send of buffer elements is taken to be on

@@ -70,6 +70,7 @@ type config struct {
 	tlsCA         string
 	snapListen    string
 	snapRate      int
+	snapMaxKbps   int
 
 	// secretsOnCommandLine names the secret flags given as arguments
 	// (readable by every local user), for a warning at start.
@@ -187,6 +188,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 	fs.StringVar(&c.alloENet, "alloverse-enet", "", "UDP host:port serving native Alloverse clients over ENet (allonet's default place port is 21337); off when empty")
 	fs.StringVar(&c.snapListen, "snapshot-listen", "", "UDP host:port serving binary snapshots to game engines; off when empty")
 	fs.IntVar(&c.snapRate, "snapshot-rate", 60, "snapshots per second sent to each UDP client")
+	fs.IntVar(&c.snapMaxKbps, "snapshot-max-kbps", 0, "most kilobits a second of snapshots sent to each UDP client; 0: a 1,200-byte packet a tick")
 	fs.StringVar(&c.meshBind, "mesh-bind", "", "server role: host:port for mesh membership (memberlist, UDP and TCP); empty runs a single node")
 	fs.StringVar(&join, "join", "", "comma-separated host:port of mesh members to join")
 	fs.StringVar(&secret, "mesh-secret", "", "32-byte key, hex or base64, that encrypts mesh gossip and authenticates mesh links")
@@ -269,6 +271,9 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 	}
 	if c.snapRate <= 0 || c.snapRate > 1000 {
 		return c, fmt.Errorf("--snapshot-rate: want 1 to 1000, got %d", c.snapRate)
+	}
+	if c.snapMaxKbps < 0 {
+		return c, fmt.Errorf("--snapshot-max-kbps: want 0 (no bound) or more, got %d", c.snapMaxKbps)
 	}
 	if c.alloHeartbeat <= 0 || c.alloHistory <= 0 {
 		return c, fmt.Errorf("--allo-heartbeat and --allo-history must be positive")
