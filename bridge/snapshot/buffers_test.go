@@ -48,6 +48,8 @@ func TestBuffersUnderLoss(t *testing.T) {
 	}
 	lossy := startLossy(t, p.srv.Addr(), 3)
 	c := dial(t, lossy.Addr(), ClientOptions{})
+	// A second client, without loss: the server encodes both at once.
+	direct := dial(t, p.srv.Addr().String(), ClientOptions{})
 	var mu sync.Mutex
 	rebuilt := map[string]json.RawMessage{}
 	c.SubscribeElements(func(e ElementChange) {
@@ -81,6 +83,7 @@ func TestBuffersUnderLoss(t *testing.T) {
 		time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
 	}
 	waitFor(t, "the client follows the grid", 20*time.Second, func() bool { return sameElements(want(), c.Elements("grid", "blocks")) })
+	waitFor(t, "the direct client follows the grid", 20*time.Second, func() bool { return sameElements(want(), direct.Elements("grid", "blocks")) })
 	mu.Lock()
 	events := len(rebuilt)
 	ok := sameElements(want(), rebuilt)
