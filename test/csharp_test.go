@@ -423,3 +423,42 @@ func viewDiff(t testing.TB, view string, node map[string]wiretest.Object, owned 
 	}
 	return ""
 }
+
+// TestCSharpReadmeCompiles: the C# README's examples compile against the
+// library as written (each as the body of a Main, its using lines on top).
+func TestCSharpReadmeCompiles(t *testing.T) {
+	dir := csharpTests(t)
+	mcs := toolPath(t, "Mono's C# compiler", "mono-devel", "mcs")
+	readme, err := os.ReadFile("../clients/csharp/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := strings.Split(string(readme), "```")
+	n := 0
+	for i := 1; i < len(blocks); i += 2 {
+		if !strings.HasPrefix(blocks[i], "csharp\n") {
+			continue
+		}
+		n++
+		var usings, body []string
+		for _, l := range strings.Split(strings.TrimPrefix(blocks[i], "csharp\n"), "\n") {
+			if strings.HasPrefix(l, "using ") {
+				usings = append(usings, l)
+			} else {
+				body = append(body, l)
+			}
+		}
+		src := filepath.Join(t.TempDir(), "Example.cs")
+		code := strings.Join(usings, "\n") + "\nstatic class Example {\n static void Main() {\n" + strings.Join(body, "\n") + "\n }\n}\n"
+		if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(mcs, "-langversion:7.2", "-out:"+filepath.Join(t.TempDir(), "Example.exe"), "-r:"+filepath.Join(dir, "Solipsism.Snapshot.dll"), src).CombinedOutput()
+		if err != nil {
+			t.Fatalf("example %d of the C# README does not compile: %v\n%s\n%s", n, err, out, code)
+		}
+	}
+	if n < 2 {
+		t.Fatalf("found %d C# examples in the README, want 2", n)
+	}
+}
