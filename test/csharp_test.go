@@ -462,3 +462,45 @@ func TestCSharpReadmeCompiles(t *testing.T) {
 		t.Fatalf("found %d C# examples in the README, want 2", n)
 	}
 }
+
+// TestCSharpWorldClientAfterRestart: an object that went while the C#
+// WorldClient's node was down (it restarted without it) goes for the
+// client once the refresh answer after its reconnection is complete; the
+// others it holds never blink.
+func TestCSharpWorldClientAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"--data-dir", dir, "--tick", "20ms"}
+	p := startProc(t, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	goc := dialNode(t, ctx, p.URL(), "gotest")
+	gone, err := goc.Create(map[string]any{"kind": "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := goc.Create(map[string]any{"kind": "kept", "persistent": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := startLineProc(t, nil, "mono", filepath.Join(csharpTests(t), "Tests.exe"), "wslive", p.URL())
+	cs.expect(t, "ADDED "+gone+" ", 30*time.Second)
+	p.Stop(t) // the persistent object falls to the node and is stored; the other goes
+	goc.Close()
+	p2 := startProc(t, append(args, "--listen", p.Addr)...)
+	if _, ok := worldOf(t, p2)[kept]; !ok {
+		t.Fatal("the restarted node lacks the persistent object")
+	}
+	for {
+		l := cs.expect(t, "", 20*time.Second)
+		if strings.HasPrefix(l, "REMOVED "+kept) {
+			t.Fatalf("the object the node kept blinked for C#")
+		}
+		if l == "REMOVED "+gone {
+			break
+		}
+	}
+	cs.send(t, "WORLD")
+	if d := viewDiff(t, cs.expect(t, "WORLD ", 10*time.Second), worldOf(t, p2), true); d != "" {
+		t.Fatal(d)
+	}
+}

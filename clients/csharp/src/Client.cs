@@ -46,7 +46,7 @@ namespace Solipsism.Snapshot
         public int Rate { get; private set; }
         /// <summary>The world as the snapshots carry it; a new one after a resync.</summary>
         public World World { get; private set; }
-        /// <summary>How many times the client connected again (the server restarted, or timed it out).</summary>
+        /// <summary>How many times the client connected again (the server restarted, or timed it out); it does so, for up to its timeout, in Poll.</summary>
         public int Resyncs { get; private set; }
         /// <summary>Snapshot packets and their bytes received.</summary>
         public long Packets { get; private set; }
@@ -72,7 +72,8 @@ namespace Solipsism.Snapshot
 
         /// <summary>
         /// Connects to a server's snapshot port: the handshake, within
-        /// timeoutMs. Throws TimeoutException when nothing answers, and
+        /// timeoutMs (this call blocks; a later reconnection happens in Poll
+        /// and does not). Throws TimeoutException when nothing answers, and
         /// InvalidOperationException when the server refuses.
         /// </summary>
         public static Client Connect(string host, int port, ClientOptions opts = null, int timeoutMs = 10000)
@@ -83,7 +84,17 @@ namespace Solipsism.Snapshot
             var c = new Client(udp, opts);
             try
             {
-                c.Handshake(timeoutMs);
+                c.StartHandshake(timeoutMs);
+                udp.Client.ReceiveTimeout = 50;
+                while (c.shaking)
+                {
+                    c.HandshakeTick();
+                    int n = c.Receive();
+                    if (n > 0) c.HandshakeStep(n);
+                }
+                udp.Client.ReceiveTimeout = 0;
+                if (c.Closed == ReasonRefused) throw new InvalidOperationException("snapshot: the server refused the connection");
+                if (c.Identifier == null) throw new TimeoutException("snapshot: no answer from the server");
             }
             catch
             {
@@ -95,50 +106,80 @@ namespace Solipsism.Snapshot
 
         long Now { get { return clock.ElapsedMilliseconds; } }
 
-        void Handshake(int timeoutMs)
+        // The handshake, as steps: StartHandshake, then HandshakeTick now and
+        // then (it sends the connect, or the response, every 250 ms) and
+        // HandshakeStep with each datagram, until shaking is false.
+        bool shaking;
+        uint nonce;
+        byte[] response;
+        long nextHello, helloUntil;
+
+        void StartHandshake(int timeoutMs)
         {
             var rnd = new Random();
-            uint nonce = (uint)rnd.Next() ^ (uint)rnd.Next() << 16;
+            nonce = (uint)rnd.Next() ^ (uint)rnd.Next() << 16;
+            response = null;
+            shaking = true;
+            nextHello = 0;
+            helloUntil = Now + timeoutMs;
+        }
+
+        void HandshakeTick()
+        {
+            if (Now > helloUntil)
+            {
+                shaking = false; // (no answer: Identifier stays as it was)
+                Closed = Identifier == null ? (byte)0 : ReasonTimeout;
+                return;
+            }
+            if (Now < nextHello) return;
+            nextHello = Now + 250;
             var connect = new byte[64];
             connect[0] = 1;
             PutU32(connect, 1, nonce);
-            long deadline = Now + timeoutMs;
-            byte[] response = null;
-            udp.Client.ReceiveTimeout = 250;
-            while (Now < deadline)
+            try { udp.Send(response ?? connect, response != null ? response.Length : connect.Length); }
+            catch (SocketException) { } // nothing listens yet: try again
+        }
+
+        // HandshakeStep takes one datagram of the handshake; it reports
+        // whether the handshake ended with it.
+        bool HandshakeStep(int n)
+        {
+            if (n == 21 && buf[0] == 3 && GetU32(buf, 1) == nonce && response == null)
             {
-                udp.Send(response ?? connect, response != null ? response.Length : connect.Length);
-                int n = Receive();
-                if (n == 21 && buf[0] == 3 && GetU32(buf, 1) == nonce && response == null)
-                {
-                    var token = Encoding.UTF8.GetBytes(opts.Token ?? "");
-                    response = new byte[21 + token.Length];
-                    Array.Copy(buf, response, 21);
-                    response[0] = 4;
-                    Array.Copy(token, 0, response, 21, token.Length);
-                    continue;
-                }
-                if (n == 2 && buf[0] == 7)
-                    throw new InvalidOperationException("snapshot: the server refused the connection (reason " + buf[1] + ")");
-                if (n > 7 && buf[0] == 5)
-                {
-                    var r = new BitReader();
-                    r.Reset(buf, n);
-                    r.ReadBits(8);
-                    if (r.ReadBits(32) != nonce) continue;
-                    int rate = (int)r.ReadBits(16);
-                    var id = r.ReadBytes(255);
-                    if (r.Overflow || rate == 0) continue;
-                    Identifier = Encoding.UTF8.GetString(id);
-                    Rate = rate;
-                    World = new World(opts.Types);
-                    cmdTick = 0;
-                    lastHeard = Now;
-                    udp.Client.ReceiveTimeout = 0;
-                    return;
-                }
+                var token = Encoding.UTF8.GetBytes(opts.Token ?? "");
+                response = new byte[21 + token.Length];
+                Array.Copy(buf, response, 21);
+                response[0] = 4;
+                Array.Copy(token, 0, response, 21, token.Length);
+                nextHello = 0; // (the response goes at once)
+                HandshakeTick();
+                return false;
             }
-            throw new TimeoutException("snapshot: no answer from the server");
+            if (n == 2 && buf[0] == 7 && buf[1] == ReasonRefused)
+            {
+                shaking = false;
+                Closed = ReasonRefused;
+                return true;
+            }
+            if (n > 7 && buf[0] == 5)
+            {
+                var r = new BitReader();
+                r.Reset(buf, n);
+                r.ReadBits(8);
+                if (r.ReadBits(32) != nonce) return false;
+                int rate = (int)r.ReadBits(16);
+                var id = r.ReadBytes(255);
+                if (r.Overflow || rate == 0) return false;
+                Identifier = Encoding.UTF8.GetString(id);
+                Rate = rate;
+                World = new World(opts.Types);
+                cmdTick = 0;
+                lastHeard = Now;
+                shaking = false;
+                return true;
+            }
+            return false;
         }
 
         // Receive waits for one datagram (ReceiveTimeout) and returns its
@@ -147,10 +188,8 @@ namespace Solipsism.Snapshot
         {
             try
             {
-                var ep = new IPEndPoint(IPAddress.Any, 0);
-                EndPoint any = ep;
-                int n = udp.Client.ReceiveFrom(buf, ref any);
-                return n;
+                EndPoint any = new IPEndPoint(IPAddress.Any, 0);
+                return udp.Client.ReceiveFrom(buf, ref any);
             }
             catch (SocketException)
             {
@@ -160,19 +199,36 @@ namespace Solipsism.Snapshot
 
         /// <summary>
         /// Takes in every datagram that arrived, applies the snapshots to
-        /// World (firing its events), and sends a command when one is due.
-        /// Returns false once the session ended for good (see Closed).
+        /// World (firing its events), and sends a command when one is due;
+        /// while the client connects again it goes on with the handshake. It
+        /// never waits. Returns false once the session ended for good (see
+        /// Closed).
         /// </summary>
         public bool Poll()
         {
             if (Closed != 0) return false;
+            if (shaking)
+            {
+                HandshakeTick();
+                while (shaking && udp.Available > 0)
+                {
+                    int n = Receive();
+                    if (n > 0 && HandshakeStep(n) && Closed == 0)
+                    {
+                        Resyncs++;
+                        foreach (var u in updates.Values) u.Since = 0; // all go again
+                        Resynced?.Invoke(World);
+                    }
+                }
+                return Closed == 0;
+            }
             while (udp.Available > 0)
             {
                 int n = Receive();
                 if (n == 0 || n > 1200) continue;
                 if (buf[0] == 7 && n == 2)
                 {
-                    if (buf[1] == ReasonTimeout || buf[1] == ReasonShutdown || buf[1] == ReasonNoSession) { Resync(); return Closed == 0; }
+                    if (buf[1] == ReasonTimeout || buf[1] == ReasonShutdown || buf[1] == ReasonNoSession) { Resync(); return true; }
                     Closed = buf[1];
                     return false;
                 }
@@ -194,10 +250,10 @@ namespace Solipsism.Snapshot
                     continue; // changes nothing; the server sends again what was in it
                 }
             }
-            if (Now - lastHeard > (opts.TimeoutMs > 0 ? opts.TimeoutMs : 5000))
+            if (Now - lastHeard > Timeout)
             {
                 Resync();
-                return Closed == 0;
+                return true;
             }
             if (Now >= nextCommand && World.LastTick != 0)
             {
@@ -207,21 +263,11 @@ namespace Solipsism.Snapshot
             return true;
         }
 
-        void Resync()
-        {
-            try
-            {
-                Handshake(opts.TimeoutMs > 0 ? opts.TimeoutMs : 5000);
-            }
-            catch (Exception)
-            {
-                Closed = ReasonTimeout;
-                return;
-            }
-            Resyncs++;
-            foreach (var u in updates.Values) u.Since = 0; // all go again
-            Resynced?.Invoke(World);
-        }
+        int Timeout { get { return opts.TimeoutMs > 0 ? opts.TimeoutMs : 5000; } }
+
+        // Resync starts connecting again (the server restarted, or dropped
+        // this client); Poll carries it on.
+        void Resync() { StartHandshake(Timeout); }
 
         /// <summary>Creates or changes an object this client owns: props is a JSON object of the properties to set.</summary>
         public void Set(string id, string propsJson)

@@ -37,7 +37,8 @@ namespace Solipsism
     /// tick, asks for and gives up objects (Take, Release), and takes its
     /// identifier back with its resume token when the connection breaks.
     /// A background task reads the socket; everything else, events included,
-    /// happens in Poll, on the caller's thread (a MonoBehaviour's Update).
+    /// happens in Poll, on the caller's thread (a MonoBehaviour's Update):
+    /// it never waits for the network but to hand a message to the socket.
     /// Not safe for concurrent use.
     /// </summary>
     public sealed class WorldClient : IDisposable
@@ -49,6 +50,7 @@ namespace Solipsism
         readonly List<string> order = new List<string>();
         readonly Dictionary<string, string> tokens = new Dictionary<string, string>();
         ClientWebSocket ws;
+        Task connecting; // ws's ConnectAsync, until Poll sees it done
         bool ready, want = true;
         string answerName = "metadataChange";
         long nextFlush, redialAt = -1, backoff;
@@ -61,7 +63,7 @@ namespace Solipsism
         /// <summary>The world: every object this client sees, its own among them.</summary>
         public IReadOnlyDictionary<string, WorldObject> Objects { get { return objects; } }
         /// <summary>Whether the link is up (the node's metadata arrived).</summary>
-        public bool Connected { get { return ready; } }
+        public bool IsConnected { get { return ready; } }
 
         /// <summary>An object of another world appeared.</summary>
         public event Action<WorldObject> Added;
@@ -169,6 +171,7 @@ namespace Solipsism
                 redialAt = -1;
                 Dial();
             }
+            if (connecting != null && connecting.IsCompleted) Connected();
             string msg;
             while (inbox.TryDequeue(out msg))
             {
@@ -183,19 +186,23 @@ namespace Solipsism
             return true;
         }
 
+        // Dial starts connecting; Poll finishes it, without waiting.
         void Dial()
         {
-            var sock = new ClientWebSocket();
-            ws = sock;
-            try
-            {
-                sock.ConnectAsync(url, CancellationToken.None).Wait();
-            }
-            catch (Exception)
+            ws = new ClientWebSocket();
+            connecting = ws.ConnectAsync(url, CancellationToken.None);
+        }
+
+        void Connected()
+        {
+            var t = connecting;
+            connecting = null;
+            if (t.IsFaulted || t.IsCanceled || ws.State != WebSocketState.Open)
             {
                 Lost();
                 return;
             }
+            var sock = ws;
             Task.Run(() => ReadLoop(sock));
             Send("[\"metadataChange\"," + Metadata() + "]");
             Send("[\"requestMetadata\",null]");

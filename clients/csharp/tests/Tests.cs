@@ -12,7 +12,8 @@ using Solipsism.Snapshot;
 // them):
 //
 //   mono Tests.exe vectors path/to/docs/bridges.md   the spec's vectors, bit for bit
-//   mono Tests.exe fuzz path/to/docs/bridges.md N    N mutated packets: only BadPacketException escapes
+//   mono Tests.exe fuzz path/to/docs/bridges.md N    N mutated packets: only BadPacketException escapes;
+//                                                    N mutated JSON messages: the JSON helpers throw nothing
 //   mono Tests.exe bench                             decode cost per ghost (1,000 ghosts, 100 changing)
 //   mono Tests.exe live host port                    a snapshot client driven over stdin (see Live)
 //   mono Tests.exe wslive url                        a WorldClient driven over stdin (see WsLive)
@@ -32,7 +33,7 @@ static class Tests
         switch (args.Length > 0 ? args[0] : "")
         {
             case "vectors": Vectors(File.ReadAllText(args[1])); break;
-            case "fuzz": Fuzz(File.ReadAllText(args[1]), int.Parse(args[2])); break;
+            case "fuzz": Fuzz(File.ReadAllText(args[1]), int.Parse(args[2])); JsonFuzz(int.Parse(args[2])); break;
             case "bench": Bench(); break;
             case "live": return Live(args[1], int.Parse(args[2]));
             case "wslive": return WsLive(args[1]);
@@ -163,6 +164,48 @@ static class Tests
             }
         }
         Console.WriteLine("fuzz: " + n + " packets, " + bad + " refused as bad");
+    }
+
+    // JsonFuzz feeds the JSON helpers WorldClient reads messages with
+    // mutations of protocol messages: they refuse (empty, null) and never
+    // throw.
+    static void JsonFuzz(int n)
+    {
+        var seeds = new[] {
+            "[\"worldChange\",{\"timestamp\":1,\"changes\":[{\"type\":\"add\",\"id\":\"a\",\"owner\":\"o\",\"properties\":{\"p\":[1,2.5e3,\"x\\u0041\"],\"q\":{\"r\":null}}}],\"refreshed\":true}]",
+            "[\"metadataChange\",{\"identifier\":\"server-A-B\",\"resumeTokens\":{\"c\":\"t\"}}]",
+            "[\"requestRefresh\",null]",
+        };
+        var rnd = new Random(2);
+        for (int i = 0; i < n; i++)
+        {
+            var c = seeds[rnd.Next(seeds.Length)].ToCharArray();
+            int len = c.Length;
+            switch (rnd.Next(3))
+            {
+                case 0: const string alphabet = "[]{}\",:\\u0-e.9ntfl "; c[rnd.Next(len)] = alphabet[rnd.Next(alphabet.Length)]; break;
+                case 1: len = rnd.Next(len); break;
+                default: for (int k = 0; k < 3; k++) c[rnd.Next(len)] = (char)rnd.Next(128); break;
+            }
+            var text = new string(c, 0, len);
+            try
+            {
+                Json.Compact(text);
+                foreach (var part in Json.Elements(text))
+                    foreach (var kv in Json.Members(part))
+                    {
+                        Json.Unquote(kv.Value.StartsWith("\"", StringComparison.Ordinal) ? kv.Value : "\"\"");
+                        foreach (var e in Json.Elements(kv.Value)) Json.Members(e);
+                    }
+            }
+            catch (Exception e)
+            {
+                failures++;
+                Console.WriteLine("FAIL json fuzz input " + text + ": " + e);
+                return;
+            }
+        }
+        Console.WriteLine("json fuzz: " + n + " messages");
     }
 
     // Bench: a server-side encoder is not part of the library, so the
