@@ -111,6 +111,30 @@ func (w *Writer) WritePacked(v uint32) {
 // WritePackedInt writes a signed value zigzagged.
 func (w *Writer) WritePackedInt(v int32) { w.WritePacked(zigzag(v)) }
 
+// WriteCompact writes v with the compact code of a compact group's
+// ghosts, for values that are mostly zero: one 0 bit for 0, else a 1 bit
+// and v-1 packed (a zero costs 1 bit instead of 2, a small value as much
+// as packed).
+func (w *Writer) WriteCompact(v uint32) {
+	if v == 0 {
+		w.WriteBits(0, 1)
+		return
+	}
+	w.WriteBits(1, 1)
+	w.WritePacked(v - 1)
+}
+
+// WriteCompactInt writes a signed value zigzagged, with the compact code.
+func (w *Writer) WriteCompactInt(v int32) { w.WriteCompact(zigzag(v)) }
+
+// CompactBits is how many bits WriteCompact writes for v.
+func CompactBits(v uint32) int {
+	if v == 0 {
+		return 1
+	}
+	return 1 + PackedBits(v-1)
+}
+
 // WriteBytes writes a length (packed) and the bytes.
 func (w *Writer) WriteBytes(p []byte) {
 	w.WritePacked(uint32(len(p)))
@@ -224,6 +248,17 @@ func (r *Reader) ReadPacked() uint32 {
 
 // ReadPackedInt reads a value written by WritePackedInt.
 func (r *Reader) ReadPackedInt() int32 { return unzigzag(r.ReadPacked()) }
+
+// ReadCompact reads a value written by WriteCompact.
+func (r *Reader) ReadCompact() uint32 {
+	if r.ReadBits(1) == 0 {
+		return 0
+	}
+	return r.ReadPacked() + 1
+}
+
+// ReadCompactInt reads a value written by WriteCompactInt.
+func (r *Reader) ReadCompactInt() int32 { return unzigzag(r.ReadCompact()) }
 
 // ReadBytes reads bytes written by WriteBytes, at most max of them.
 func (r *Reader) ReadBytes(max int) []byte {

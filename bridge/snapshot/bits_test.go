@@ -31,6 +31,31 @@ func TestPackedBits(t *testing.T) {
 	}
 }
 
+func TestCompactBits(t *testing.T) {
+	for _, c := range []struct {
+		v    uint32
+		bits int
+	}{
+		{0, 1}, {1, 3}, {2, 4}, {3, 5}, {4, 5}, {5, 6}, {8, 6}, {9, 8}, {17, 9}, {math.MaxUint32, 39},
+	} {
+		t.Run(fmt.Sprint(c.v), func(t *testing.T) {
+			if got := CompactBits(c.v); got != c.bits {
+				t.Errorf("CompactBits = %d, want %d", got, c.bits)
+			}
+			var w Writer
+			w.WriteCompact(c.v)
+			w.WriteCompactInt(-3)
+			if w.Bits() != c.bits+CompactBits(5) {
+				t.Errorf("wrote %d bits, want %d", w.Bits(), c.bits+CompactBits(5))
+			}
+			r := NewReader(w.Bytes())
+			if got, i := r.ReadCompact(), r.ReadCompactInt(); got != c.v || i != -3 || r.Err() != nil {
+				t.Errorf("read %d, %d (%v)", got, i, r.Err())
+			}
+		})
+	}
+}
+
 func TestBitsRoundTrip(t *testing.T) {
 	var w Writer
 	ints := []int32{0, 1, -1, 63, -64, math.MaxInt32, math.MinInt32, 1000, -1000}

@@ -250,9 +250,15 @@ func (w *world) apply(p []byte) error {
 			if d1 != 0 {
 				codec.t1 = h.Tick - d1
 			}
+			// (A group with baselines says whether it is compact: ids one
+			// apart cost less, no data sizes or buffers.)
+			codec.compact = d0 != 0 && r.ReadBool()
 			prev := uint32(0)
 			for range cnt {
 				pg := pendingGhost{id: prev + r.ReadPacked(), typ: w.loaded[typ]}
+				if codec.compact {
+					pg.id++
+				}
 				prev = pg.id
 				var b0, b1 *base
 				g := w.ghosts[pg.id]

@@ -25,7 +25,8 @@ type candidate struct {
 	prio     uint64
 	b0, b1   *base
 	t0, t1   uint32
-	from, to int // its encoded body in the scratch writer
+	compact  bool // in a compact group: it has a baseline and no buffers to send
+	from, to int  // its encoded body in the scratch writer
 	mask     uint32
 	size     uint32
 	spans    []span
@@ -149,6 +150,8 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 				continue // nothing to send after all
 			}
 		}
+		cd.compact = cd.b0 != nil && len(pieces) == 0
+		codec.compact = cd.compact
 		cd.from = scratch.Bits()
 		cd.mask, cd.size = codec.encode(&scratch, &data, t, cd.g.vals, cd.b0, cd.b1, pieces)
 		cd.to = scratch.Bits()
@@ -174,7 +177,7 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 	for {
 		layout = append(layout[:0], chosen...)
 		slices.SortFunc(layout, func(a, b candidate) int {
-			return cmp.Or(cmp.Compare(a.g.typ, b.g.typ), cmp.Compare(b.t0, a.t0), cmp.Compare(b.t1, a.t1), cmp.Compare(a.g.id, b.g.id))
+			return cmp.Or(cmp.Compare(a.g.typ, b.g.typ), cmp.Compare(b.t0, a.t0), cmp.Compare(b.t1, a.t1), cmpBool(a.compact, b.compact), cmp.Compare(a.g.id, b.g.id))
 		})
 		over := layoutBits(layout, tick) - room
 		if over <= 0 || len(chosen) == 0 {
@@ -203,19 +206,19 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 		w.WritePacked(uint32(j - i))
 		w.WriteBool(false) // no prespawned ghosts
 		for k := i; k < j; {
-			t0, t1 := chosen[k].t0, chosen[k].t1
-			m := k
-			for m < j && chosen[m].t0 == t0 && chosen[m].t1 == t1 {
-				m++
-			}
+			m := groupEnd(chosen, k, j)
+			t0, t1, compact := chosen[k].t0, chosen[k].t1, chosen[k].compact
 			w.WritePacked(delta(tick, t0))
 			w.WritePacked(delta(tick, t1))
 			w.WritePacked(0) // a third baseline is not used
 			w.WritePacked(uint32(m - k))
+			if t0 != 0 {
+				w.WriteBool(compact)
+			}
 			prev := uint32(0)
 			for _, cd := range chosen[k:m] {
 				at := w.Bits()
-				w.WritePacked(cd.g.id - prev)
+				w.WritePacked(idDelta(cd.g.id, prev, compact))
 				prev = cd.g.id
 				if t0 == 0 {
 					w.WritePacked(tick - cd.g.spawn)
@@ -255,15 +258,15 @@ func layoutBits(chosen []candidate, tick uint32) int {
 		}
 		n += PackedBits(uint32(chosen[i].g.typ)) + PackedBits(uint32(j-i)) + 1
 		for k := i; k < j; {
-			t0, t1 := chosen[k].t0, chosen[k].t1
-			m := k
-			for m < j && chosen[m].t0 == t0 && chosen[m].t1 == t1 {
-				m++
-			}
+			m := groupEnd(chosen, k, j)
+			t0, t1, compact := chosen[k].t0, chosen[k].t1, chosen[k].compact
 			n += PackedBits(delta(tick, t0)) + PackedBits(delta(tick, t1)) + PackedBits(0) + PackedBits(uint32(m-k))
+			if t0 != 0 {
+				n++ // compact or not
+			}
 			prev := uint32(0)
 			for _, cd := range chosen[k:m] {
-				n += PackedBits(cd.g.id-prev) + cd.to - cd.from
+				n += PackedBits(idDelta(cd.g.id, prev, compact)) + cd.to - cd.from
 				prev = cd.g.id
 				if t0 == 0 {
 					n += PackedBits(tick-cd.g.spawn) + PackedBits(uint32(len(cd.g.object))) + 8*len(cd.g.object)
@@ -330,6 +333,36 @@ func siftDown(h []candKey, i int) {
 		h[i], h[m] = h[m], h[i]
 		i = m
 	}
+}
+
+// groupEnd is where the group of sorted ghosts starting at k ends (at
+// most at j): the ghosts after it that share its baselines and form.
+func groupEnd(sorted []candidate, k, j int) int {
+	m := k
+	for m < j && sorted[m].t0 == sorted[k].t0 && sorted[m].t1 == sorted[k].t1 && sorted[m].compact == sorted[k].compact {
+		m++
+	}
+	return m
+}
+
+// idDelta is how a ghost id goes in a group after prev (0 for the first):
+// the difference, less one in a compact group (ids only increase, so
+// consecutive ones cost the least there).
+func idDelta(id, prev uint32, compact bool) uint32 {
+	if compact {
+		return id - prev - 1
+	}
+	return id - prev
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // delta is how many ticks t is before tick; 0 for no baseline.

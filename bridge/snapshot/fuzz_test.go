@@ -19,6 +19,10 @@ func FuzzSnapshot(f *testing.F) {
 	s.s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Update, ID: "grid", Scopes: map[string]scope.Delta{"blocks": {Ver: 2, Base: 1,
 		Removed: []string{"0,0,0"}, Modified: map[string]scope.Fields{"1,0,0": {"c": []byte("2")}}}}}, After: gameworld.PropertiesOf(map[string]json.RawMessage{})})
 	f.Add(s.packet(3))
+	for i, obj := range []string{"a", "ü"} { // moves: a compact group
+		s.s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Update, ID: obj}, After: transform(float64(i)+0.5, 2, 0.7)})
+	}
+	f.Add(s.packet(4))
 	f.Add([]byte{msgSnapshot})
 	f.Fuzz(func(t *testing.T, p []byte) {
 		w := newWorld([]GhostType{GenericType, TransformType})

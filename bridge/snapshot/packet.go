@@ -123,8 +123,14 @@ type base struct {
 // b0 (the newest acknowledged snapshot holding the ghost) and b1 (the one
 // before). Numeric lanes are predicted linearly from both when there are
 // two, else taken from b0, and the difference is sent.
+//
+// A compact group's ghosts (compact set: each has a baseline and no
+// buffers to send) carry neither a data size nor a buffer count, and
+// their change mask and lanes use the compact code, where the usual
+// "as predicted" costs a bit instead of two.
 type ghostCodec struct {
 	tick, t0, t1 uint32
+	compact      bool
 }
 
 func (c ghostCodec) predict(b0, b1 int32) int32 {
@@ -161,13 +167,22 @@ func (c ghostCodec) encode(w, data *Writer, t *GhostType, vals []value, b0, b1 *
 			if b1 != nil && !(f.Kind == Quat && l == 0) {
 				pred = c.predict(bv.lanes[l], b1.vals[i].lanes[l])
 			}
-			data.WritePackedInt(vals[i].lanes[l] - pred)
+			if c.compact {
+				data.WriteCompactInt(vals[i].lanes[l] - pred)
+			} else {
+				data.WritePackedInt(vals[i].lanes[l] - pred)
+			}
 		}
 	}
 	size = uint32(data.Bits())
 	var bmask, bsize uint32
 	if b0 != nil {
 		bmask, bsize = b0.mask, b0.size
+	}
+	if c.compact {
+		w.WriteCompact(mask ^ bmask) // change mask; no data size, no buffers
+		w.Append(data)
+		return mask, size
 	}
 	w.WritePackedInt(int32(size - bsize)) // data size, against the baseline's
 	w.WritePacked(uint32(len(pieces)))    // buffers: the scopes that follow the data
@@ -185,12 +200,16 @@ func (c ghostCodec) decode(r *Reader, t *GhostType, b0, b1 *base) (vals []value,
 	if b0 != nil {
 		bmask, bsize = b0.mask, b0.size
 	}
-	size = uint32(r.ReadPackedInt()) + bsize
-	nbuf := r.ReadPacked()
-	if nbuf > maxBufPieces {
-		return nil, nil, 0, 0, fmt.Errorf("%w: %d buffers", ErrBadPacket, nbuf)
+	var nbuf uint32
+	if c.compact {
+		mask = r.ReadCompact() ^ bmask
+	} else {
+		size = uint32(r.ReadPackedInt()) + bsize
+		if nbuf = r.ReadPacked(); nbuf > maxBufPieces {
+			return nil, nil, 0, 0, fmt.Errorf("%w: %d buffers", ErrBadPacket, nbuf)
+		}
+		mask = r.ReadPacked() ^ bmask
 	}
-	mask = r.ReadPacked() ^ bmask
 	if r.Err() != nil {
 		return nil, nil, 0, 0, r.Err()
 	}
@@ -222,11 +241,18 @@ func (c ghostCodec) decode(r *Reader, t *GhostType, b0, b1 *base) (vals []value,
 			if b1 != nil && !(f.Kind == Quat && l == 0) {
 				pred = c.predict(bv.lanes[l], b1.vals[i].lanes[l])
 			}
-			vals[i].lanes[l] = pred + r.ReadPackedInt()
+			if c.compact {
+				vals[i].lanes[l] = pred + r.ReadCompactInt()
+			} else {
+				vals[i].lanes[l] = pred + r.ReadPackedInt()
+			}
 		}
 	}
 	if r.Err() != nil {
 		return nil, nil, 0, 0, r.Err()
+	}
+	if c.compact {
+		size = uint32(start - r.Remaining()) // what its data took
 	}
 	if uint32(start-r.Remaining()) != size {
 		return nil, nil, 0, 0, fmt.Errorf("%w: ghost data is %d bits, announced %d", ErrBadPacket, start-r.Remaining(), size)

@@ -14,7 +14,7 @@ import (
 
 // TestSpecVectors checks the values docs/bridges.md gives a client writer:
 // the built-in types' layouts, hashes and GUIDs, the loaded digest, the
-// prefix code and the packed example.
+// prefix code, the packed and the compact examples.
 func TestSpecVectors(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/bridges.md")
 	if err != nil {
@@ -36,6 +36,13 @@ func TestSpecVectors(t *testing.T) {
 	w.WritePackedInt(-6)
 	b := hex.EncodeToString(w.Bytes())
 	want = append(want, fmt.Sprintf("are %d bits: bytes `%s %s %s`", w.Bits(), b[0:2], b[2:4], b[4:6]))
+	w.Reset()
+	w.WriteCompact(0)
+	w.WriteCompact(1)
+	w.WriteCompact(17)
+	w.WriteCompactInt(-6)
+	b = hex.EncodeToString(w.Bytes())
+	want = append(want, fmt.Sprintf("compact signed −6 are %d bits: bytes `%s %s %s`", w.Bits(), b[0:2], b[2:4], b[4:6]))
 	for _, s := range want {
 		if !strings.Contains(sec, s) {
 			t.Errorf("docs/bridges.md lacks %s", s)

@@ -52,11 +52,12 @@ func TestWorkedExample(t *testing.T) {
 }
 
 // workedPacket is the packet of docs/bridges.md.
-const workedPacket = "0258040000f4010000000000000207000000060000000100000000000200000000000100000092c8906a0000"
+const workedPacket = "0258040000f4010000000000000207000000060000000100000000000200000000000100000092c85000"
 
-// TestPacketVectors builds the three packets of docs/bridges.md's "More
+// TestPacketVectors builds the five packets of docs/bridges.md's "More
 // packets" and decodes them as a client: the type list, a generic and a
-// transform ghost spawning (a quaternion), a despawn.
+// transform ghost spawning (a quaternion), a despawn, a move against one
+// baseline and one predicted from two (compact groups).
 func TestPacketVectors(t *testing.T) {
 	s := clockedServer()
 	c := &conn{despawns: map[uint32]bool{}}
@@ -79,6 +80,13 @@ func TestPacketVectors(t *testing.T) {
 	s.tick = 3
 	s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Remove, ID: "note"}})
 	snap(3)
+	for i, x := range []string{"1.01", "1.02"} {
+		tick := uint32(4 + i)
+		s.tick = tick
+		s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Update, ID: "ball"}, After: gameworld.PropertiesOf(map[string]json.RawMessage{
+			"ghostType": json.RawMessage(`"transform"`), "position": json.RawMessage(`[` + x + `,2,3]`), "rotation": json.RawMessage(`[0,0.7071068,0,0.7071068]`)})})
+		snap(tick)
+	}
 
 	doc, err := os.ReadFile("../../docs/bridges.md")
 	if err != nil {
@@ -109,6 +117,11 @@ func TestPacketVectors(t *testing.T) {
 	}
 	if objs := apply(2); len(objs) != 1 || objs["ball"].IsZero() {
 		t.Errorf("after the despawn: %v", objs)
+	}
+	for i, want := range []string{"1.01", "1.02"} {
+		if got := apply(3 + i)["ball"].String(); got != `{"ghostType":"transform","position":[`+want+`,2,3],"rotation":[0,0.7072135463,0,0.707]}` {
+			t.Errorf("packet %d: ball %s", 4+i, got)
+		}
 	}
 }
 

@@ -105,6 +105,12 @@ namespace Solipsism.Snapshot
         /// <summary>Reads a packed zigzagged integer.</summary>
         public int ReadPackedInt() { return Packed.UnZigZag(ReadPacked()); }
 
+        /// <summary>Reads a compact integer: a 0 bit for 0, else a 1 bit and the value less one, packed.</summary>
+        public uint ReadCompact() { return ReadBits(1) == 0 ? 0 : unchecked(ReadPacked() + 1); }
+
+        /// <summary>Reads a compact zigzagged integer.</summary>
+        public int ReadCompactInt() { return Packed.UnZigZag(ReadCompact()); }
+
         /// <summary>
         /// Reads a packed length and that many bytes into dst (from 0), and
         /// returns the length; a length over max or dst's size sets Overflow.
@@ -181,6 +187,16 @@ namespace Solipsism.Snapshot
         }
 
         public void WritePackedInt(int v) { WritePacked(Packed.ZigZag(v)); }
+
+        /// <summary>Writes a compact integer (see BitReader.ReadCompact).</summary>
+        public void WriteCompact(uint v)
+        {
+            if (v == 0) { WriteBits(0, 1); return; }
+            WriteBits(1, 1);
+            WritePacked(v - 1);
+        }
+
+        public void WriteCompactInt(int v) { WriteCompact(Packed.ZigZag(v)); }
 
         /// <summary>Writes a packed length and the bytes.</summary>
         public void WriteBytes(byte[] p, int count)

@@ -177,12 +177,13 @@ namespace Solipsism.Snapshot
                     Check();
                     if (cnt == 0 || cnt > n - got || (d0 == 0 && d1 != 0)) throw new BadPacketException("a baseline group");
                     uint t0 = d0 == 0 ? 0 : tick - d0, t1 = d1 == 0 ? 0 : tick - d1;
+                    bool compact = d0 != 0 && r.ReadBool(); // a group with baselines says whether it is compact
                     uint prev = 0;
                     for (uint k = 0; k < cnt; k++)
                     {
                         var pg = Take();
                         pending.Add(pg);
-                        pg.Id = prev + r.ReadPacked();
+                        pg.Id = unchecked(prev + r.ReadPacked() + (compact ? 1u : 0u));
                         prev = pg.Id;
                         pg.Type = lt;
                         Ghost g;
@@ -198,7 +199,7 @@ namespace Solipsism.Snapshot
                         else if ((b0 = g.Find(t0)) == null) throw new BadPacketException("ghost " + pg.Id + "'s baseline " + t0 + " is not here");
                         if (d1 != 0 && (b1 = g.Find(t1)) == null) throw new BadPacketException("ghost " + pg.Id + "'s baseline " + t1 + " is not here");
                         Check();
-                        DecodeGhost(t, tick, t0, t1, b0, b1, pg);
+                        DecodeGhost(t, tick, t0, t1, b0, b1, compact, pg);
                         foreach (var p in pg.Pieces)
                         {
                             List<string> table = null;
@@ -266,13 +267,20 @@ namespace Solipsism.Snapshot
             return (int)Math.Max(Math.Min(p, int.MaxValue), int.MinValue);
         }
 
-        void DecodeGhost(GhostType t, uint tick, uint t0, uint t1, Baseline b0, Baseline b1, Pending pg)
+        // DecodeGhost reads a ghost's data; a compact group's ghosts have no
+        // data size or buffers, and their mask and lanes use the compact code.
+        void DecodeGhost(GhostType t, uint tick, uint t0, uint t1, Baseline b0, Baseline b1, bool compact, Pending pg)
         {
             uint bmask = b0 != null ? b0.Mask : 0, bsize = b0 != null ? b0.Size : 0;
-            uint size = unchecked((uint)r.ReadPackedInt() + bsize);
-            uint nbuf = r.ReadPacked();
-            if (nbuf > MaxBufPieces) throw new BadPacketException(nbuf + " buffers");
-            uint mask = r.ReadPacked() ^ bmask;
+            uint size = 0, nbuf = 0, mask;
+            if (compact) mask = r.ReadCompact() ^ bmask;
+            else
+            {
+                size = unchecked((uint)r.ReadPackedInt() + bsize);
+                nbuf = r.ReadPacked();
+                if (nbuf > MaxBufPieces) throw new BadPacketException(nbuf + " buffers");
+                mask = r.ReadPacked() ^ bmask;
+            }
             Check();
             if ((t.Fields.Length < 32 && mask >> t.Fields.Length != 0) || size > r.Remaining)
                 throw new BadPacketException("change mask or data size out of range");
@@ -302,10 +310,11 @@ namespace Solipsism.Snapshot
                 {
                     int pred = b0 != null ? b0.Lanes[lane] : 0;
                     if (b1 != null && !(f.Kind == FieldKind.Quat && l == 0)) pred = Predict(tick, t0, t1, b0.Lanes[lane], b1.Lanes[lane]);
-                    v.Lanes[lane] = unchecked(pred + r.ReadPackedInt());
+                    v.Lanes[lane] = unchecked(pred + (compact ? r.ReadCompactInt() : r.ReadPackedInt()));
                 }
             }
             Check();
+            if (compact) size = (uint)(startBits - r.Remaining); // what its data took
             if (startBits - r.Remaining != size) throw new BadPacketException("ghost data is " + (startBits - r.Remaining) + " bits, announced " + size);
             v.Mask = mask;
             v.Size = size;

@@ -75,6 +75,13 @@ static class Tests
         var r = new BitReader(Hex("a8 a3 06"));
         Check(r.ReadPacked() == 0 && r.ReadPacked() == 1 && r.ReadPacked() == 17 && r.ReadPackedInt() == -6 && !r.Overflow, "packed code read back");
         Check(doc.Contains("bytes `a8 a3 06`"), "the doc's packed-code vector");
+        // The compact code: 0, 1, 17 and the signed −6 are b2 61 09.
+        w = new BitWriter();
+        w.WriteCompact(0); w.WriteCompact(1); w.WriteCompact(17); w.WriteCompactInt(-6);
+        Check(w.Bits == 21 && HexOf(w.Buffer, w.Length) == "b26109", "compact code: " + HexOf(w.Buffer, w.Length) + " in " + w.Bits + " bits");
+        r = new BitReader(Hex("b2 61 09"));
+        Check(r.ReadCompact() == 0 && r.ReadCompact() == 1 && r.ReadCompact() == 17 && r.ReadCompactInt() == -6 && !r.Overflow, "compact code read back");
+        Check(doc.Contains("bytes `b2 61 09`"), "the doc's compact-code vector");
         // Every bucket's edges round-trip.
         foreach (var v in new uint[] { 0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 95, 96, 351, 352, 1375, 1376, 5471, 5472, 38239, 38240, 300383, 300384, 2397535, 2397536, 19174751, 19174752, 153392479, 153392480, uint.MaxValue })
         {
@@ -103,8 +110,8 @@ static class Tests
         Check(r.ReadBits(8) == 5 && r.ReadBits(32) == 0x12345678 && r.ReadBits(16) == 60, "the accept's header");
         Check(Encoding.UTF8.GetString(r.ReadBytes(255)) == "udppeer-AAAAAAAA-BBBBBBBB" && !r.Overflow && r.Remaining < 8, "the accept's identifier");
 
-        // Three snapshots to a new client.
-        var pkts = Blocks(doc, "### More packets").Take(3).Select(Hex).ToList();
+        // Five snapshots to a new client.
+        var pkts = Blocks(doc, "### More packets").Take(5).Select(Hex).ToList();
         var world = new World();
         var events = new List<string>();
         world.Spawned += g => events.Add("spawn " + g.Object);
@@ -122,6 +129,13 @@ static class Tests
         Check(world.ByObject("note") == null && world.ByObject("ball") == ball && world.Ghosts.Count == 1, "tick 3 despawns note, keeps ball");
         Check(string.Join(",", events) == "spawn note,spawn ball,despawn note", "events: " + string.Join(",", events));
         Check(world.LastTick == 3 && world.AckMask == 3, "acks: tick " + world.LastTick + " mask " + world.AckMask);
+        // Ticks 4 and 5: the ball moves, in compact groups (one baseline, then two).
+        foreach (var kv in new[] { new KeyValuePair<int, string>(3, "1.01"), new KeyValuePair<int, string>(4, "1.02") })
+        {
+            Check(world.Apply(pkts[kv.Key], pkts[kv.Key].Length), "tick " + (kv.Key + 1) + " applies");
+            var want = "{\"ghostType\":\"transform\",\"position\":[" + kv.Value + ",2,3],\"rotation\":[0,0.7072135463,0,0.707]}";
+            Check(ball.PropertiesJson() == want, "tick " + (kv.Key + 1) + ": ball " + ball.PropertiesJson());
+        }
 
         // Go's texts: strings as encoding/json quotes them.
         Check(Json.Quote("a\"<b>&\n\u2028") == "\"a\\\"\\u003cb\\u003e\\u0026\\n\\u2028\"", "quote " + Json.Quote("a\"<b>&\n\u2028"));
@@ -132,7 +146,7 @@ static class Tests
 
     static void Fuzz(string doc, int n)
     {
-        var seeds = Blocks(doc, "### More packets").Take(3).Select(Hex).ToList();
+        var seeds = Blocks(doc, "### More packets").Take(5).Select(Hex).ToList();
         var rnd = new Random(1);
         int bad = 0;
         for (int i = 0; i < n; i++)
