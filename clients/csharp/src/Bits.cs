@@ -198,6 +198,14 @@ namespace Solipsism.Snapshot
 
         public void WriteCompactInt(int v) { WriteCompact(Packed.ZigZag(v)); }
 
+        /// <summary>Writes what o holds, bit for bit.</summary>
+        public void Append(BitWriter o)
+        {
+            int whole = o.nbits >> 3;
+            for (int i = 0; i < whole; i++) WriteBits(o.buf[i], 8);
+            if ((o.nbits & 7) != 0) WriteBits(o.buf[whole], o.nbits & 7);
+        }
+
         /// <summary>Writes a packed length and the bytes.</summary>
         public void WriteBytes(byte[] p, int count)
         {

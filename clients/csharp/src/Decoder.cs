@@ -260,7 +260,7 @@ namespace Solipsism.Snapshot
             if (r.Overflow) throw new BadPacketException("truncated");
         }
 
-        static int Predict(uint tick, uint t0, uint t1, int b0, int b1)
+        internal static int Predict(uint tick, uint t0, uint t1, int b0, int b1)
         {
             if (t1 == 0 || t0 == 0 || t0 <= t1) return b0;
             long p = b0 + ((long)b0 - b1) * (long)(tick - t0) / (long)(t0 - t1);

@@ -153,20 +153,16 @@ namespace Solipsism.Snapshot
     }
 
     /// <summary>A ghost's values as one snapshot carried them: a possible baseline.</summary>
-    internal sealed class Baseline
+    internal sealed class Baseline : GhostValues
     {
         public uint Tick;
-        public readonly int[] Lanes;
-        public readonly byte[][] Raw;
-        public uint Mask, Size;
 
-        public Baseline(int lanes, int fields) { Lanes = new int[lanes]; Raw = new byte[fields][]; }
+        public Baseline(int lanes, int fields) : base(lanes, fields) { }
 
         public void CopyFrom(Baseline o)
         {
-            Array.Copy(o.Lanes, Lanes, Lanes.Length);
-            Array.Copy(o.Raw, Raw, Raw.Length);
-            Mask = o.Mask; Size = o.Size; Tick = o.Tick;
+            CopyValues(o);
+            Tick = o.Tick;
         }
 
         public void Clear()
