@@ -120,6 +120,57 @@ func TestGodotClient(t *testing.T) {
 	}
 }
 
+// TestGodotKeepsObjectsOverABreak: Godot's link breaks and comes back 2 s
+// later. The Go client's object that stays never leaves Godot's world (no
+// vanishing and coming back in its scene); the one removed while the link
+// was down goes once the new link's refresh answer has ended; then
+// Godot's whole world equals the node's.
+func TestGodotKeepsObjectsOverABreak(t *testing.T) {
+	p := startProc(t, "--tick", "20ms")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	goc := dialNode(t, ctx, p.URL(), "gotest")
+	stays, err := goc.Create(map[string]any{"kind": "stays"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	goes, err := goc.Create(map[string]any{"kind": "goes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := startGodot(t, "res://test/break_test.gd", "SOLIPSISM_URL="+p.URL())
+	g.expect(t, "CONNECTED ", 30*time.Second)
+	g.expect(t, "REFRESHED 1", 10*time.Second)
+	for _, id := range []string{stays, goes} {
+		if !strings.Contains(g.printed(), "ADDED "+id) {
+			t.Fatalf("Godot did not see %s; it printed:\n%s", id, g.printed())
+		}
+	}
+
+	if err := goc.Set(stays, map[string]any{"cue": "break"}); err != nil {
+		t.Fatal(err)
+	}
+	g.expect(t, "BROKE", 10*time.Second)
+	g.expect(t, "DOWN", 10*time.Second)
+	// (Godot dials again 2 s after the link went.)
+	if err := goc.Remove(goes); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the node to drop the removed object", time.Second, func() bool { _, ok := worldOf(t, p)[goes]; return !ok })
+	g.expect(t, "CONNECTED ", 10*time.Second)
+	if got := g.expect(t, "REMOVED ", 10*time.Second); got != goes {
+		t.Fatalf("Godot removed %s; it printed:\n%s", got, g.printed())
+	}
+	g.expect(t, "REFRESHED 2", 10*time.Second)
+	view := g.expect(t, "WORLD ", 10*time.Second)
+	if strings.Contains(g.printed(), "REMOVED "+stays) {
+		t.Fatalf("the object that stayed left Godot's world during the break; it printed:\n%s", g.printed())
+	}
+	if d := viewDiff(t, view, worldOf(t, p), true); d != "" {
+		t.Fatalf("%s; Godot printed:\n%s", d, g.printed())
+	}
+}
+
 // TestGodotExample runs the addon's example scene (clients/godot's main
 // scene) headless: its player appears to a Go client as an "avatar3d"
 // object of a godot- world, as the browser demo's avatars are, and goes

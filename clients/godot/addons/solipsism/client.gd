@@ -17,6 +17,7 @@ signal disconnected(code, reason)  # the link went (it is dialled again)
 signal object_added(id, properties)  # an object of another world appeared
 signal object_changed(id, changed)  # changed: the properties that changed
 signal object_removed(id)  # an object of another world went
+signal refreshed()  # the node's whole world has arrived (after each connect)
 
 # The node's WebSocket endpoint.
 export var url = "ws://127.0.0.1:8080/ws"
@@ -55,8 +56,9 @@ var _tick_scale = 1.0
 var _want = false  # connect_to_node was called
 var _redial_at = -1
 var _backoff = 0
-var _inbox = []  # arrays of records arrived and not applied yet, in order
+var _inbox = []  # arrays of records arrived and not applied yet, in order (null: a refresh answer ends)
 var _inbox_at = 0  # the next record of _inbox[0]
+var _stale = {}  # ids of others' objects kept over a broken link, not yet in the refresh answer
 
 
 func _init():
@@ -211,12 +213,13 @@ func _lost():
 	_ready_up = false
 	_inbox.clear()
 	_inbox_at = 0
-	# The node removes this world's objects when the link goes; other
-	# worlds' objects are taken again from its refresh answer.
-	for id in objects.keys():
+	# The node removes this world's objects when the link goes. Other
+	# worlds' objects stay, so that a short break does not make them vanish
+	# and come back: the refresh answer brings them again, and those it
+	# does not bring went meanwhile (removed when it ends).
+	for id in objects:
 		if objects[id]["owner"] != identifier:
-			objects.erase(id)
-			emit_signal("object_removed", id)
+			_stale[id] = true
 	if was:
 		emit_signal("disconnected", _close_code, _close_reason)
 	_close_code = 1006
@@ -268,8 +271,11 @@ func _handle(type, data):
 				_order.clear()
 				_send_world()
 		"worldChange":
-			if typeof(data) == TYPE_DICTIONARY and typeof(data.get("changes")) == TYPE_ARRAY:
-				_inbox.append(data["changes"])
+			if typeof(data) == TYPE_DICTIONARY:
+				if typeof(data.get("changes")) == TYPE_ARRAY:
+					_inbox.append(data["changes"])
+				if data.get("refreshed") == true:
+					_inbox.append(null)  # the refresh answer is whole
 		"requestLessData":
 			_tick_scale = min(_tick_scale * 1.2, 20.0)
 		"requestMoreData":
@@ -283,6 +289,10 @@ func _handle(type, data):
 func _drain(began):
 	while not _inbox.empty():
 		var recs = _inbox[0]
+		if recs == null:
+			_inbox.pop_front()
+			_refreshed()
+			continue
 		var n = recs.size()
 		while _inbox_at < n:
 			var rec = recs[_inbox_at]
@@ -295,10 +305,22 @@ func _drain(began):
 		_inbox_at = 0
 
 
+# _refreshed removes the objects kept over a broken link that the refresh
+# answer did not bring again: they went while the link was down.
+func _refreshed():
+	for id in _stale:
+		if objects.has(id) and objects[id]["owner"] != identifier:
+			objects.erase(id)
+			emit_signal("object_removed", id)
+	_stale.clear()
+	emit_signal("refreshed")
+
+
 func _apply(rec):
 	var id = rec.get("id")
 	if typeof(id) != TYPE_STRING or id == "" or owns(id):
 		return
+	_stale.erase(id)
 	var props = rec.get("properties")
 	if typeof(props) != TYPE_DICTIONARY:
 		props = {}
