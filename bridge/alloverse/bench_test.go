@@ -3,7 +3,9 @@ package alloverse
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -81,7 +83,7 @@ func BenchmarkDiff(b *testing.B) {
 		step()
 		t0 := time.Now()
 		changes := s.changesSince(base)
-		ids := sortedKeys(changes)
+		ids := slices.Sorted(maps.Keys(changes))
 		merge, _ := s.mergePacket(base, ids, changes)
 		ours += time.Since(t0)
 		apply := s.applyPacket(base, ids, changes)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -38,7 +40,7 @@ func ParsePatchStyle(s string) (PatchStyle, error) {
 // to the current revision.
 func (s *state) diffPacket(base uint64) []byte {
 	changes := s.changesSince(base)
-	ids := sortedKeys(changes)
+	ids := slices.Sorted(maps.Keys(changes))
 	var merge []byte
 	smaller := false
 	if s.style != Apply {
@@ -69,7 +71,7 @@ func (s *state) applyPacket(base uint64, ids []string, changes map[string]*chang
 		case !c.existed:
 			b = appendOp(b, "add", path, appendEntity(nil, id, e.all()))
 		default:
-			for _, k := range sortedKeys(c.base) {
+			for _, k := range slices.Sorted(maps.Keys(c.base)) {
 				old, now := c.base[k], e.comps[k]
 				switch {
 				case bytes.Equal(old, now):
@@ -81,13 +83,13 @@ func (s *state) applyPacket(base uint64, ids []string, changes map[string]*chang
 				}
 			}
 			// A scope changes element by element.
-			for _, name := range sortedKeys(c.elems) {
+			for _, name := range slices.Sorted(maps.Keys(c.elems)) {
 				sp := path + "/components/" + escapePointer(name)
 				if c.scopeNew[name] {
 					b = appendOp(b, "add", sp, appendComponents(nil, e.scopes[name]))
 					continue
 				}
-				for _, k := range sortedKeys(c.elems[name]) {
+				for _, k := range slices.Sorted(maps.Keys(c.elems[name])) {
 					old, now := c.elems[name][k], e.scopes[name][k]
 					switch {
 					case bytes.Equal(old, now):
@@ -157,7 +159,7 @@ func (s *state) mergePacket(base uint64, ids []string, changes map[string]*chang
 		default:
 			comps := []byte{'{'}
 			m := 0
-			for _, k := range sortedKeys(c.base) {
+			for _, k := range slices.Sorted(maps.Keys(c.base)) {
 				old, now := c.base[k], e.comps[k]
 				var p []byte
 				switch {
@@ -183,7 +185,7 @@ func (s *state) mergePacket(base uint64, ids []string, changes map[string]*chang
 				m++
 			}
 			// A scope's patch names the elements that changed alone.
-			for _, name := range sortedKeys(c.elems) {
+			for _, name := range slices.Sorted(maps.Keys(c.elems)) {
 				var p []byte
 				if c.scopeNew[name] {
 					p = appendComponents(nil, e.scopes[name])
@@ -192,7 +194,7 @@ func (s *state) mergePacket(base uint64, ids []string, changes map[string]*chang
 					}
 				} else {
 					p = []byte{'{'}
-					for _, k := range sortedKeys(c.elems[name]) {
+					for _, k := range slices.Sorted(maps.Keys(c.elems[name])) {
 						old, now := c.elems[name][k], e.scopes[name][k]
 						if bytes.Equal(old, now) {
 							continue
@@ -266,12 +268,12 @@ func mergeDiff(old, now json.RawMessage) ([]byte, bool) {
 		b = append(b, v...)
 		n++
 	}
-	for _, k := range sortedKeys(oo) {
+	for _, k := range slices.Sorted(maps.Keys(oo)) {
 		if _, ok := no[k]; !ok {
 			add(k, []byte("null"))
 		}
 	}
-	for _, k := range sortedKeys(no) {
+	for _, k := range slices.Sorted(maps.Keys(no)) {
 		ov, had := oo[k]
 		if had && bytes.Equal(ov, no[k]) {
 			continue

@@ -3,6 +3,7 @@ package alloverse
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -396,7 +397,7 @@ func (s *state) mergePacketFor(ack uint64) []byte {
 	p, ok := s.mergeCache[ack]
 	if !ok {
 		changes := s.changesSince(ack)
-		p, _ = s.mergePacket(ack, sortedKeys(changes), changes)
+		p, _ = s.mergePacket(ack, slices.Sorted(maps.Keys(changes)), changes)
 		s.mergeCache[ack] = p
 	}
 	if p == nil {
@@ -463,7 +464,7 @@ func appendEntity(b []byte, id string, comps map[string]json.RawMessage) []byte 
 
 func appendComponents(b []byte, comps map[string]json.RawMessage) []byte {
 	b = append(b, '{')
-	for i, k := range sortedKeys(comps) {
+	for i, k := range slices.Sorted(maps.Keys(comps)) {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -472,15 +473,6 @@ func appendComponents(b []byte, comps map[string]json.RawMessage) []byte {
 		b = append(b, comps[k]...)
 	}
 	return append(b, '}')
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // appendString appends s as a JSON string.

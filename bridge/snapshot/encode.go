@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 )
@@ -130,7 +131,7 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 			// What fits of its buffers, in the room left beside its
 			// values (at most a kilobit for those).
 			room := budget - 1024
-			for _, name := range sortedKeys(cd.g.bufs) {
+			for _, name := range slices.Sorted(maps.Keys(cd.g.bufs)) {
 				var held []tier
 				named, known := false, 0
 				if cd.cg != nil {
@@ -371,13 +372,4 @@ func delta(tick, t uint32) uint32 {
 		return 0
 	}
 	return tick - t
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

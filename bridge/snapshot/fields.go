@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -55,7 +57,7 @@ func fieldKind(v []byte) (kind int, n int32, s string) {
 func writeFields(w *Writer, obj []byte, idx map[string]int) {
 	var m map[string]json.RawMessage
 	json.Unmarshal(obj, &m) //nolint:errcheck // made by encodeFields
-	names := sortedKeys(m)
+	names := slices.Sorted(maps.Keys(m))
 	w.WritePacked(uint32(len(names)))
 	for _, name := range names {
 		v := m[name]
