@@ -63,6 +63,7 @@ func unzigzag(u uint32) int32 { return int32(u>>1) ^ -int32(u&1) }
 type Writer struct {
 	buf   []byte
 	nbits int
+	count bool // only count the bits (a layout measured before it is written)
 }
 
 // Reset empties the writer, keeping its buffer.
@@ -76,6 +77,10 @@ func (w *Writer) Bytes() []byte { return w.buf }
 
 // WriteBits writes the n (≤ 32) low bits of v.
 func (w *Writer) WriteBits(v uint32, n int) {
+	if w.count {
+		w.nbits += n
+		return
+	}
 	for n > 0 {
 		if w.nbits%8 == 0 {
 			w.buf = append(w.buf, 0)
@@ -143,6 +148,14 @@ func (w *Writer) WriteBytes(p []byte) {
 	}
 }
 
+// writeString writes a length (packed) and the string's bytes.
+func (w *Writer) writeString(s string) {
+	w.WritePacked(uint32(len(s)))
+	for i := 0; i < len(s); i++ {
+		w.WriteBits(uint32(s[i]), 8)
+	}
+}
+
 // truncate forgets every bit from n on.
 func (w *Writer) truncate(n int) {
 	w.nbits = n
@@ -157,6 +170,10 @@ func (w *Writer) Append(o *Writer) { w.AppendRange(o, 0, o.nbits) }
 
 // AppendRange appends bits from to to of another writer.
 func (w *Writer) AppendRange(o *Writer, from, to int) {
+	if w.count {
+		w.nbits += to - from
+		return
+	}
 	if from%8 == 0 && w.nbits%8 == 0 {
 		// Both aligned: whole bytes copy as they are.
 		n := (to - from) / 8

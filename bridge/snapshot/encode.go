@@ -180,7 +180,7 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 		slices.SortFunc(layout, func(a, b candidate) int {
 			return cmp.Or(cmp.Compare(a.g.typ, b.g.typ), cmp.Compare(b.t0, a.t0), cmp.Compare(b.t1, a.t1), cmpBool(a.compact, b.compact), cmp.Compare(a.g.id, b.g.id))
 		})
-		over := layoutBits(layout, tick) - room
+		over := layoutBits(layout, tick, &scratch) - room
 		if over <= 0 || len(chosen) == 0 {
 			break
 		}
@@ -195,8 +195,39 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 	for _, id := range despawns {
 		w.WriteBits(id, 32)
 	}
-	w.WritePacked(uint32(len(chosen)))
+	ghostBits = writeGhosts(w, chosen, tick, &scratch)
 	sn := &sent{tick: tick, ghosts: make([]int, 0, len(chosen)), ids: make([]uint32, 0, len(chosen)), despawns: despawns}
+	for _, cd := range chosen {
+		sn.ghosts = append(sn.ghosts, cd.g.slot)
+		sn.ids = append(sn.ids, cd.g.id)
+		cg := cd.cg
+		if cg == nil {
+			cg = &clientGhost{id: cd.g.id}
+			c.ghosts[cd.g.slot] = cg
+		}
+		cg.add(tick, base{vals: cd.g.vals, mask: cd.mask, size: cd.size}, cd.spans, cd.named)
+	}
+	c.ring[tick%ringSize] = sn
+	// (Scratch kept for the next tick; what it points to is overwritten
+	// then.)
+	c.cands, c.keys, c.layout = cands[:0], keys[:0], layout[:0]
+	return len(chosen), ghostBits
+}
+
+// layoutBits is how many bits chosen, laid out (sorted), take in a
+// packet: writeGhosts, counted.
+func layoutBits(chosen []candidate, tick uint32, scratch *Writer) int {
+	n := Writer{count: true}
+	writeGhosts(&n, chosen, tick, scratch)
+	return n.Bits()
+}
+
+// writeGhosts writes chosen, sorted, as a packet lays ghosts out: their
+// count, then chunks by type, groups by baselines and form, ghosts by id
+// (their bodies encoded in scratch). It returns the bits of the ghosts
+// themselves: ids, spawns and data.
+func writeGhosts(w *Writer, chosen []candidate, tick uint32, scratch *Writer) (ghostBits int) {
+	w.WritePacked(uint32(len(chosen)))
 	for i := 0; i < len(chosen); {
 		typ := chosen[i].g.typ
 		j := i
@@ -223,61 +254,16 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 				prev = cd.g.id
 				if t0 == 0 {
 					w.WritePacked(tick - cd.g.spawn)
-					w.WriteBytes([]byte(cd.g.object))
+					w.writeString(cd.g.object)
 				}
-				w.AppendRange(&scratch, cd.from, cd.to)
+				w.AppendRange(scratch, cd.from, cd.to)
 				ghostBits += w.Bits() - at
-				sn.ghosts = append(sn.ghosts, cd.g.slot)
-				sn.ids = append(sn.ids, cd.g.id)
-				cg := cd.cg
-				if cg == nil {
-					cg = &clientGhost{id: cd.g.id}
-					c.ghosts[cd.g.slot] = cg
-				}
-				cg.add(tick, base{vals: cd.g.vals, mask: cd.mask, size: cd.size}, cd.spans, cd.named)
 			}
 			k = m
 		}
 		i = j
 	}
-	c.ring[tick%ringSize] = sn
-	// (Scratch kept for the next tick; what it points to is overwritten
-	// then.)
-	c.cands, c.keys, c.layout = cands[:0], keys[:0], layout[:0]
-	return len(chosen), ghostBits
-}
-
-// layoutBits is how many bits chosen, laid out (sorted), take in a
-// packet: their count, chunk and group headers, ids, spawns and data, as
-// snapshotLocked writes them.
-func layoutBits(chosen []candidate, tick uint32) int {
-	n := PackedBits(uint32(len(chosen)))
-	for i := 0; i < len(chosen); {
-		j := i
-		for j < len(chosen) && chosen[j].g.typ == chosen[i].g.typ {
-			j++
-		}
-		n += PackedBits(uint32(chosen[i].g.typ)) + PackedBits(uint32(j-i)) + 1
-		for k := i; k < j; {
-			m := groupEnd(chosen, k, j)
-			t0, t1, compact := chosen[k].t0, chosen[k].t1, chosen[k].compact
-			n += PackedBits(delta(tick, t0)) + PackedBits(delta(tick, t1)) + PackedBits(0) + PackedBits(uint32(m-k))
-			if t0 != 0 {
-				n++ // compact or not
-			}
-			prev := uint32(0)
-			for _, cd := range chosen[k:m] {
-				n += PackedBits(idDelta(cd.g.id, prev, compact)) + cd.to - cd.from
-				prev = cd.g.id
-				if t0 == 0 {
-					n += PackedBits(tick-cd.g.spawn) + PackedBits(uint32(len(cd.g.object))) + 8*len(cd.g.object)
-				}
-			}
-			k = m
-		}
-		i = j
-	}
-	return n
+	return ghostBits
 }
 
 // packetBits is the most a packet may hold: MaxPacket, or less under
