@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/solipsism/mesh/internal/wiretest"
 )
 
@@ -510,4 +513,37 @@ func TestCSharpWorldClientAfterRestart(t *testing.T) {
 	if d := viewDiff(t, cs.expect(t, "WORLD ", 10*time.Second), worldOf(t, p2), true); d != "" {
 		t.Fatal(d)
 	}
+}
+
+// TestCSharpWorldClientNeverWaitsOnAStalledNode: a node that answers the
+// handshake and then reads nothing. The C# WorldClient's Poll goes on (its
+// loop answers every PING) while what it sends piles up, and once that
+// passes its bound it drops the link and dials again.
+func TestCSharpWorldClientNeverWaitsOnAStalledNode(t *testing.T) {
+	var dials atomic.Int32
+	stall := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		dials.Add(1)
+		c.Write(r.Context(), websocket.MessageText, []byte(`["metadataChange",{"identifier":"server-AAAAAAAA-BBBBBBBB","role":"server"}]`))
+		select { // reading nothing
+		case <-stall:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(stall)
+	cs := startLineProc(t, nil, "mono", filepath.Join(csharpTests(t), "Tests.exe"), "wslive", wiretest.WSURL(srv))
+	cs.expect(t, "LINKUP", 30*time.Second)
+	// 64 objects of 256 KiB: more than the sockets' buffers hold.
+	for i := range 64 {
+		cs.send(t, fmt.Sprintf("FILL blob-%d 256", i))
+		cs.send(t, fmt.Sprintf("PING %d", i))
+		cs.expect(t, fmt.Sprintf("PONG %d", i), 10*time.Second)
+	}
+	waitUntil(t, "the client to drop the stalled link and dial again", 30*time.Second, func() bool { return dials.Load() >= 2 })
 }

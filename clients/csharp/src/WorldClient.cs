@@ -38,8 +38,10 @@ namespace Solipsism
     /// identifier back with its resume token when the connection breaks.
     /// A background task reads the socket; everything else, events included,
     /// happens in Poll, on the caller's thread (a MonoBehaviour's Update):
-    /// it never waits for the network but to hand a message to the socket.
-    /// Not safe for concurrent use.
+    /// it never waits for the network: what it sends waits in a queue the
+    /// socket takes from as it can, and a link whose queue passes
+    /// MaxQueuedBytes (a node that stopped reading) is dropped and dialled
+    /// again. Not safe for concurrent use.
     /// </summary>
     public sealed class WorldClient : IDisposable
     {
@@ -51,6 +53,9 @@ namespace Solipsism
         readonly Dictionary<string, string> tokens = new Dictionary<string, string>();
         ClientWebSocket ws;
         Task connecting; // ws's ConnectAsync, until Poll sees it done
+        readonly Queue<byte[]> outbox = new Queue<byte[]>(); // messages for ws, in order
+        int outboxBytes;
+        Task sending; // the SendAsync under way on ws, if any
         bool ready, want = true;
         string answerName = "metadataChange";
         long nextFlush, redialAt = -1, backoff;
@@ -60,6 +65,8 @@ namespace Solipsism
         public string Identifier { get; private set; }
         /// <summary>How often own changes go out; 50 ms by default.</summary>
         public int TickMs = 50;
+        /// <summary>The most bytes waiting for the socket before the link counts as stalled; 4 MiB by default.</summary>
+        public int MaxQueuedBytes = 4 << 20;
         /// <summary>The world: every object this client sees, its own among them.</summary>
         public IReadOnlyDictionary<string, WorldObject> Objects { get { return objects; } }
         /// <summary>Whether the link is up (the node's metadata arrived).</summary>
@@ -183,12 +190,16 @@ namespace Solipsism
                 nextFlush = Now + TickMs;
                 Flush();
             }
+            Pump();
             return true;
         }
 
         // Dial starts connecting; Poll finishes it, without waiting.
         void Dial()
         {
+            outbox.Clear(); // (what was for the old link: the new one starts with the whole world)
+            outboxBytes = 0;
+            sending = null;
             ws = new ClientWebSocket();
             connecting = ws.ConnectAsync(url, CancellationToken.None);
         }
@@ -433,17 +444,52 @@ namespace Solipsism
 
         static string Ms() { return DateTimeOffset.UtcNow.ToUnixTimeMilliseconds().ToString(CultureInfo.InvariantCulture); }
 
+        // Send queues a message for the link; Pump hands it to the socket.
         void Send(string text)
         {
             var sock = ws;
             if (sock == null || sock.State != WebSocketState.Open) return;
-            try
+            var b = Encoding.UTF8.GetBytes(text);
+            outbox.Enqueue(b);
+            outboxBytes += b.Length;
+            if (outboxBytes > MaxQueuedBytes)
             {
-                sock.SendAsync(new ArraySegment<byte>(Encoding.UTF8.GetBytes(text)), WebSocketMessageType.Text, true, CancellationToken.None).Wait();
+                // The node stopped reading: drop the link (the read loop sees
+                // it go, and Poll dials again).
+                outbox.Clear();
+                outboxBytes = 0;
+                sock.Abort();
+                return;
             }
-            catch (Exception)
+            Pump();
+        }
+
+        // Pump hands the socket the next queued message whenever it has
+        // taken the last one, without waiting for it.
+        void Pump()
+        {
+            while (sending == null || sending.IsCompleted)
             {
-                // The read loop sees the link go.
+                var sock = ws;
+                if ((sending != null && (sending.IsFaulted || sending.IsCanceled)) || sock == null || sock.State != WebSocketState.Open)
+                {
+                    outbox.Clear(); // (the read loop sees the link go)
+                    outboxBytes = 0;
+                    sending = null;
+                    return;
+                }
+                sending = null;
+                if (outbox.Count == 0) return;
+                var b = outbox.Dequeue();
+                outboxBytes -= b.Length;
+                try
+                {
+                    sending = sock.SendAsync(new ArraySegment<byte>(b), WebSocketMessageType.Text, true, CancellationToken.None);
+                }
+                catch (Exception)
+                {
+                    return; // (the read loop sees the link go)
+                }
             }
         }
 
@@ -455,7 +501,11 @@ namespace Solipsism
             var sock = ws;
             ws = null;
             if (sock == null) return;
-            try { sock.CloseAsync(WebSocketCloseStatus.NormalClosure, "bye", CancellationToken.None).Wait(2000); }
+            try
+            {
+                if (sending != null) sending.Wait(1000); // (one send at a time: the close is one)
+                sock.CloseAsync(WebSocketCloseStatus.NormalClosure, "bye", CancellationToken.None).Wait(2000);
+            }
             catch (Exception) { }
             sock.Dispose();
         }

@@ -466,6 +466,7 @@ static class Tests
         c.Removed += o => Console.WriteLine("REMOVED " + o.Id);
         c.OwnerChanged += (o, prev) => Console.WriteLine("OWNER " + o.Id + " " + o.Owner + " " + prev);
         var lines = StdinLines();
+        int fills = 0;
         while (c.Poll())
         {
             string line;
@@ -480,6 +481,10 @@ static class Tests
                     case "TAKE": c.Take(parts[1]); break;
                     case "RELEASE": c.Release(parts[1]); break;
                     case "DROP": c.Drop(); break;
+                    case "FILL": // FILL id kib: an object with a property of kib KiB
+                        c.Create("{\"blob\":\"" + new string((char)('a' + fills++ % 26), int.Parse(parts[2]) * 1024) + "\"}", parts[1]);
+                        break;
+                    case "PING": Console.WriteLine("PONG " + parts[1]); break;
                     case "WORLD":
                         var sb = new StringBuilder("{");
                         foreach (var o in c.Objects.Values.OrderBy(o => o.Id, StringComparer.Ordinal))
