@@ -239,12 +239,17 @@ func _metadata():
 func _on_data():
 	var peer = _ws.get_peer(1)
 	while peer.get_available_packet_count() > 0:
-		var text = peer.get_packet().get_string_from_utf8()
-		var parsed = JSON.parse(text)
-		if parsed.error != OK or typeof(parsed.result) != TYPE_ARRAY or parsed.result.size() == 0:
-			push_warning("solipsism: a message that is not [type, data]: %s" % text.substr(0, 80))
-			continue
-		_handle(parsed.result[0], parsed.result[1] if parsed.result.size() > 1 else null)
+		_receive(peer.get_packet().get_string_from_utf8())
+
+
+# _receive takes one message as it came: what is not [type, data] is
+# refused with a warning, and any data of the wrong shape changes nothing.
+func _receive(text):
+	var parsed = JSON.parse(text)
+	if parsed.error != OK or typeof(parsed.result) != TYPE_ARRAY or parsed.result.size() == 0:
+		push_warning("solipsism: a message that is not [type, data]: %s" % text.substr(0, 80))
+		return
+	_handle(parsed.result[0], parsed.result[1] if parsed.result.size() > 1 else null)
 
 
 func _handle(type, data):
@@ -274,7 +279,7 @@ func _handle(type, data):
 			if typeof(data) == TYPE_DICTIONARY:
 				if typeof(data.get("changes")) == TYPE_ARRAY:
 					_inbox.append(data["changes"])
-				if data.get("refreshed") == true:
+				if typeof(data.get("refreshed")) == TYPE_BOOL and data["refreshed"]:
 					_inbox.append(null)  # the refresh answer is whole
 		"requestLessData":
 			_tick_scale = min(_tick_scale * 1.2, 20.0)

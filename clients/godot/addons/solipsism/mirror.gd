@@ -111,17 +111,40 @@ func _instance(kind):
 
 
 func _place(node, props):
-	var p = props.get("position")
-	if typeof(p) == TYPE_ARRAY and p.size() >= 3:
-		node.translation = Vector3(float(p[0]), float(p[1]), float(p[2]))
+	var p = _numbers(props.get("position"), 3)
+	if typeof(p) == TYPE_ARRAY:
+		node.translation = Vector3(p[0], p[1], p[2])
 	var r = props.get("rotation")
-	if typeof(r) == TYPE_ARRAY:
-		if r.size() == 4:
-			node.transform.basis = Basis(Quat(float(r[0]), float(r[1]), float(r[2]), float(r[3])).normalized())
-		elif r.size() >= 1:
-			var pitch = float(r[1]) if r.size() > 1 else 0.0
-			var roll = float(r[2]) if r.size() > 2 else 0.0
-			node.rotation_degrees = Vector3(pitch, float(r[0]), roll)
+	if typeof(r) != TYPE_ARRAY or r.empty():
+		return
+	if r.size() == 4:
+		var q = _numbers(r, 4)
+		if typeof(q) == TYPE_ARRAY:
+			var quat = Quat(q[0], q[1], q[2], q[3])
+			if quat.length_squared() > 1e-12:
+				node.transform.basis = Basis(quat.normalized())
+		return
+	var d = _numbers(r, min(r.size(), 3))
+	if typeof(d) == TYPE_ARRAY:
+		node.rotation_degrees = Vector3(d[1] if d.size() > 1 else 0.0, d[0], d[2] if d.size() > 2 else 0.0)
+
+
+# _numbers returns the first n values of a as floats, or null unless a is
+# an array whose first n values are numbers within ±1e9 (a position or angle
+# past that is not one a scene can show).
+func _numbers(a, n):
+	if typeof(a) != TYPE_ARRAY or a.size() < n:
+		return null
+	var out = []
+	for i in range(n):
+		var t = typeof(a[i])
+		if t != TYPE_REAL and t != TYPE_INT:
+			return null
+		var f = float(a[i])
+		if is_nan(f) or abs(f) > 1e9:
+			return null
+		out.append(f)
+	return out
 
 
 func _position_of(node):
