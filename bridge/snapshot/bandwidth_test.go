@@ -3,8 +3,11 @@ package snapshot
 import (
 	"fmt"
 	"math"
+	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/relay"
@@ -71,4 +74,86 @@ func serverWorld(s *Server) map[string]gameworld.Object {
 		out[id] = gameworld.Object{ID: id, Properties: s.types[g.typ].properties(g.vals)}
 	}
 	return out
+}
+
+// TestMaxKbpsOverUDP: the bound holds on the wire. A client reaches the
+// server through a UDP relay that notes the largest datagram the server
+// sends; 300 objects all moving fill every packet, then stop, and the
+// client comes to hold the node's world.
+func TestMaxKbpsOverUDP(t *testing.T) {
+	for _, kbps := range []int{64, 256} {
+		t.Run(fmt.Sprint(kbps, "kbps"), func(t *testing.T) {
+			p := startPlace(t, Options{Rate: 60, MaxKbps: kbps})
+			addr, largest := udpRelay(t, p.srv.Addr().String())
+			c := dial(t, addr, ClientOptions{})
+			move := func(tick int) {
+				var ch []gameworld.Change
+				for i := range 300 {
+					a := float64(tick)*0.02 + float64(i)
+					ch = append(ch, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("o%03d", i), Properties: transform(math.Cos(a), math.Sin(a), a)})
+				}
+				if _, err := p.node.Apply(ch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for tick := range 60 { // a second of everything moving
+				move(tick)
+				time.Sleep(time.Second / 60)
+			}
+			waitFor(t, "the client to hold the node's world", 30*time.Second, func() bool {
+				return sameWorld(worldOf(p.node), c.Objects()) == nil
+			})
+			if limit := kbps * 1000 / 60 / 8; largest() > limit || largest() < limit/2 {
+				t.Fatalf("the largest snapshot was %d bytes; the bound's share is %d", largest(), limit)
+			}
+		})
+	}
+}
+
+// udpRelay forwards datagrams between one client and server, and reports
+// the largest the server sent.
+func udpRelay(t *testing.T, server string) (addr string, largest func() int) {
+	t.Helper()
+	front, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := net.ResolveUDPAddr("udp", server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := net.DialUDP("udp", nil, sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { front.Close(); back.Close() })
+	var most atomic.Int64
+	var client atomic.Pointer[net.UDPAddr]
+	go func() { // client → server
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := front.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			client.Store(from)
+			back.Write(buf[:n])
+		}
+	}()
+	go func() { // server → client
+		buf := make([]byte, 2048)
+		for {
+			n, err := back.Read(buf)
+			if err != nil {
+				return
+			}
+			if buf[0] == msgSnapshot && int64(n) > most.Load() {
+				most.Store(int64(n))
+			}
+			if to := client.Load(); to != nil {
+				front.WriteToUDP(buf[:n], to)
+			}
+		}
+	}()
+	return front.LocalAddr().String(), func() int { return int(most.Load()) }
 }

@@ -204,6 +204,34 @@ func TestBufferSendsOnTheirWay(t *testing.T) {
 	}
 }
 
+// TestTooBigOverUDP: a real client of a real server holds an object whose
+// properties outgrow a packet as {"$tooBig": their size}, its blocks
+// beside, and its properties again once they fit.
+func TestTooBigOverUDP(t *testing.T) {
+	p := startPlace(t, Options{})
+	c := dial(t, p.srv.Addr().String(), ClientOptions{})
+	set := func(typ gameworld.ChangeType, note, scopes string) {
+		ch := gameworld.Change{Type: typ, ID: "o", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"note": json.RawMessage(`"` + note + `"`)})}
+		if scopes != "" {
+			ch.Scopes = mustDelta(t, []byte(scopes))
+		}
+		if _, err := p.node.Apply([]gameworld.Change{ch}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(gameworld.Add, "small", `{"ver":1,"full":true,"added":{"a":{"c":1}}}`)
+	waitFor(t, "the small object", 10*time.Second, func() bool { return string(c.Objects()["o"].Value("note")) == `"small"` })
+	set(gameworld.Update, strings.Repeat("x", MaxJSONBytes), `{"ver":2,"added":{"b":{"c":2}}}`)
+	waitFor(t, "the object told too big, with both blocks", 10*time.Second, func() bool {
+		return string(c.Objects()["o"].Value(TooBigProperty)) == "1011" && len(c.Elements("o", "blocks")) == 2
+	})
+	set(gameworld.Update, "small again", "")
+	waitFor(t, "the object whole again", 10*time.Second, func() bool {
+		o := c.Objects()["o"]
+		return string(o.Value("note")) == `"small again"` && o.Value(TooBigProperty) == nil
+	})
+}
+
 // TestTooBigIsTold: an object whose json field is over MaxJSONBytes stays
 // a ghost, counted and sent, its field standing as {"$tooBig": its size}
 // until it fits again; its scopes go on all along.

@@ -182,17 +182,22 @@ func sameWorld(server map[string]gameworld.Object, client map[string]gameworld.P
 			var a, b []float64
 			json.Unmarshal(o.Properties.Value(k), &a)
 			json.Unmarshal(p.Value(k), &b)
-			if len(a) != len(b) {
+			if len(a) != len(b) || !near(a, b, 1) && !(k == "rotation" && near(a, b, -1)) { // (q and −q: one rotation)
 				return fmt.Errorf("%s.%s: %s vs %s", id, k, o.Properties.Value(k), p.Value(k))
-			}
-			for i := range a {
-				if math.Abs(a[i]-b[i]) > 0.0015 {
-					return fmt.Errorf("%s.%s: %s vs %s", id, k, o.Properties.Value(k), p.Value(k))
-				}
 			}
 		}
 	}
 	return nil
+}
+
+// near reports whether a and sign × b are within the precision.
+func near(a, b []float64, sign float64) bool {
+	for i := range a {
+		if math.Abs(a[i]-sign*b[i]) > 0.0015 {
+			return false
+		}
+	}
+	return true
 }
 
 func worldOf(n *relay.Node) map[string]gameworld.Object {
