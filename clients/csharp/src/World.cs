@@ -53,6 +53,9 @@ namespace Solipsism.Snapshot
             for (int i = 0; i < History; i++) hist[i] = new Baseline(lanes, t.Fields.Length);
         }
 
+        /// <summary>Its values as the last snapshot that changed it carried them (not to be modified).</summary>
+        public GhostValues Values { get { return current; } }
+
         internal Baseline Find(uint tick)
         {
             for (int i = 0; i < Math.Min(n, History); i++)

@@ -32,7 +32,7 @@ static class Tests
     {
         switch (args.Length > 0 ? args[0] : "")
         {
-            case "vectors": Vectors(File.ReadAllText(args[1])); break;
+            case "vectors": Vectors(File.ReadAllText(args[1])); RoundTrip(2000); break;
             case "fuzz": Fuzz(File.ReadAllText(args[1]), int.Parse(args[2])); JsonFuzz(int.Parse(args[2])); break;
             case "bench": Bench(); break;
             case "live": return Live(args[1], int.Parse(args[2]));
@@ -213,6 +213,90 @@ static class Tests
         sw.Begin(1112, 500, 0, 2, 7, 6, 1); sw.Types(2, null); sw.Ghosts(null, 1, 1);
         sw.Chunk(1, 1); sw.Group(6, 5, 1, true); sw.Change(1, T, v[2], v[1], v[0]);
         same("the worked example", Hex(Blocks(doc, "### A packet, bit by bit")[0]));
+    }
+
+    // RoundTrip: a type of every kind, five ghosts changing at random for n
+    // ticks, each change coded against baselines drawn from the ghost's
+    // recent sends, in either group form; the World decodes each packet to
+    // exactly the values written.
+    static void RoundTrip(int n)
+    {
+        var T = new GhostType("all", new Field("p", FieldKind.Vec3), new Field("q", FieldKind.Quat, 0.01), new Field("i", FieldKind.Int),
+            new Field("b", FieldKind.Bool), new Field("s", FieldKind.String), new Field("j", FieldKind.Json));
+        var rnd = new Random(3);
+        var world = new World(T);
+        var sw = new SnapshotWriter();
+        const int ghosts = 5;
+        int checkedChanges = 0;
+        var sends = new List<KeyValuePair<uint, GhostValues>>[ghosts + 1];
+        Func<GhostValues, GhostValues> vary = from =>
+        {
+            var v = new GhostValues(T);
+            if (from != null) v.CopyValues(from);
+            switch (rnd.Next(from == null ? 1 : 6))
+            {
+                case 0:
+                    v.SetVector3(T, 0, rnd.NextDouble() * 200 - 100, rnd.Next(3) - 1, rnd.NextDouble() * 1e6);
+                    v.SetQuaternion(T, 1, rnd.NextDouble() - 0.5, rnd.NextDouble() - 0.5, rnd.NextDouble() - 0.5, rnd.NextDouble() - 0.5);
+                    v.SetInt(T, 2, rnd.Next(int.MinValue, int.MaxValue));
+                    v.SetBool(T, 3, rnd.Next(2) == 1);
+                    v.SetString(T, 4, new string('é', rnd.Next(200)));
+                    v.SetJson(T, 5, rnd.Next(2) == 0 ? "null" : "{\"n\":" + rnd.Next() + "}");
+                    break;
+                case 1: v.Lanes[0] += rnd.Next(-3, 4); v.Lanes[2] += 10; break; // a small move
+                case 2: v.SetInt(T, 2, v.Lanes[7] + 1); break;
+                case 3: v.SetString(T, 4, rnd.Next(2) == 0 ? "" : "x"); break;
+                case 4: v.SetJson(T, 5, "[" + rnd.Next() + "]"); break;
+                default: v.SetQuaternion(T, 1, 0, 0, 0, 1); break;
+            }
+            return v;
+        };
+        sw.Begin(16, 0, 0, 0, 1, 0, 0); sw.Types(0, new[] { T }); sw.Ghosts(null, 0, 0);
+        Check(world.Apply(sw.Packet.Buffer, sw.Packet.Length), "round trip: tick 1");
+        sw.Begin(32, 0, 0, 1, 2, 0, 0); sw.Types(1, null); sw.Ghosts(null, ghosts, ghosts);
+        sw.Chunk(0, ghosts); sw.Group(0, 0, ghosts, false);
+        for (int id = 1; id <= ghosts; id++)
+        {
+            var v = vary(null);
+            sw.Spawn((uint)id, 2, "g" + id, T, v);
+            sends[id] = new List<KeyValuePair<uint, GhostValues>> { new KeyValuePair<uint, GhostValues>(2, v) };
+        }
+        Check(world.Apply(sw.Packet.Buffer, sw.Packet.Length), "round trip: tick 2");
+        for (uint tick = 3; tick < 3 + n && failures == 0; tick++)
+        {
+            var changed = new List<int>();
+            for (int id = 1; id <= ghosts; id++) if (rnd.Next(3) > 0) changed.Add(id);
+            sw.Begin(tick * 16, 0, 0, (byte)tick, tick, 0, 0);
+            sw.Types(1, null);
+            sw.Ghosts(null, ghosts, (uint)changed.Count);
+            if (changed.Count > 0) sw.Chunk(0, (uint)changed.Count);
+            var wrote = new Dictionary<int, GhostValues>();
+            foreach (int id in changed)
+            {
+                var h = sends[id];
+                int i0 = h.Count - 1 - rnd.Next(Math.Min(h.Count, 8)); // a recent send: the client holds its last 16
+                int i1 = i0 > 0 && rnd.Next(3) > 0 ? rnd.Next(Math.Max(0, i0 - 4), i0) : -1;
+                var v = vary(h[h.Count - 1].Value);
+                sw.Group(h[i0].Key, i1 < 0 ? 0 : h[i1].Key, 1, rnd.Next(2) == 0);
+                sw.Change((uint)id, T, v, h[i0].Value, i1 < 0 ? null : h[i1].Value);
+                h.Add(new KeyValuePair<uint, GhostValues>(tick, v));
+                wrote[id] = v;
+            }
+            bool ok;
+            try { ok = world.Apply(sw.Packet.Buffer, sw.Packet.Length); }
+            catch (BadPacketException e) { Check(false, "round trip: tick " + tick + ": " + e.Message); break; }
+            Check(ok, "round trip: tick " + tick + " applies");
+            foreach (var kv in wrote)
+            {
+                var got = world.ByObject("g" + kv.Key).Values;
+                bool same = got.Lanes.SequenceEqual(kv.Value.Lanes);
+                for (int f = 4; f <= 5; f++)
+                    same &= (got.Raw[f] ?? new byte[0]).SequenceEqual(kv.Value.Raw[f] ?? new byte[0]);
+                Check(same, "round trip: tick " + tick + ": ghost " + kv.Key + " decodes to other values");
+                checkedChanges++;
+            }
+        }
+        Console.WriteLine("round trip: " + checkedChanges + " changes decoded as written");
     }
 
     static void Fuzz(string doc, int n)
