@@ -46,6 +46,18 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// meshLogs holds the logs of the mesh nodes each test started, so that a
+// divergence one node repaired is shown beside what the others did.
+var (
+	meshLogsMu sync.Mutex
+	meshLogs   = map[testing.TB][]meshLog{}
+)
+
+type meshLog struct {
+	id   string
+	logs *syncBuffer
+}
+
 // startMeshNode starts a server on 127.0.0.1 and joins it to the mesh at
 // join (empty: a new mesh). Failure detection is tuned to find a dead node
 // within about 2 s.
@@ -66,9 +78,22 @@ func startMeshNodeWith(t testing.TB, join string, mo MeshOptions, opts Options) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	meshLogsMu.Lock()
+	if meshLogs[t] == nil {
+		t.Cleanup(func() { meshLogsMu.Lock(); delete(meshLogs, t); meshLogsMu.Unlock() })
+	}
+	meshLogs[t] = append(meshLogs[t], meshLog{n.Identifier(), logs})
+	meshLogsMu.Unlock()
 	t.Cleanup(func() {
 		if r := n.Repairs(); !repairsAllowed[n] && r[RepairMissing]+r[RepairStale]+r[RepairExtra] > 0 {
-			t.Errorf("mesh node %s repaired divergences in a run without faults: %v\n%s", n.Identifier(), r, logs)
+			// (Every mesh node's log: the divergence began at another.)
+			var all strings.Builder
+			meshLogsMu.Lock()
+			for _, l := range meshLogs[t] {
+				fmt.Fprintf(&all, "--- log of %s:\n%s\n", l.id, l.logs)
+			}
+			meshLogsMu.Unlock()
+			t.Errorf("mesh node %s repaired divergences in a run without faults: %v\n%s", n.Identifier(), r, all.String())
 		}
 	})
 	mux := http.NewServeMux()
