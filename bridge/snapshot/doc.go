@@ -4,7 +4,9 @@
 // types (prefabs) the client loads, and then one packet per client per tick
 // holding despawns and, per ghost type, the ghosts that changed, each
 // delta-coded against the newest snapshot the client acknowledged that held
-// it (and predicted from the one before), behind a change mask.
+// it (and predicted from the one before), behind a change mask. Changes of
+// ghosts the client holds go in compact groups, where a lane that matches
+// its prediction costs one bit.
 //
 // A Server joins a relay.Node through relay.Attach: one observer attachment
 // feeds its ghosts, and each client is an attachment of its own whose
@@ -17,6 +19,7 @@
 // fields are not replicated. An object's scopes (a grid's blocks) travel
 // with its ghost as dynamic buffers, element by element (buffers.go).
 //
-// The bit packer and the packed-integer code are written here: they are
-// the protocol's own (Unity's 16-bucket code), and no Go library offers them.
+// The bit packer, the packed-integer code and the compact code are written
+// here: they are the protocol's own (Unity's 16-bucket code, and ours on top
+// of it), and no Go library offers them.
 package snapshot
