@@ -132,14 +132,6 @@ func (w *Writer) WriteCompact(v uint32) {
 // WriteCompactInt writes a signed value zigzagged, with the compact code.
 func (w *Writer) WriteCompactInt(v int32) { w.WriteCompact(zigzag(v)) }
 
-// CompactBits is how many bits WriteCompact writes for v.
-func CompactBits(v uint32) int {
-	if v == 0 {
-		return 1
-	}
-	return 1 + PackedBits(v-1)
-}
-
 // WriteBytes writes a length (packed) and the bytes.
 func (w *Writer) WriteBytes(p []byte) {
 	w.WritePacked(uint32(len(p)))
@@ -151,6 +143,10 @@ func (w *Writer) WriteBytes(p []byte) {
 // writeString writes a length (packed) and the string's bytes.
 func (w *Writer) writeString(s string) {
 	w.WritePacked(uint32(len(s)))
+	if w.count {
+		w.nbits += 8 * len(s)
+		return
+	}
 	for i := 0; i < len(s); i++ {
 		w.WriteBits(uint32(s[i]), 8)
 	}

@@ -39,14 +39,14 @@ func TestCompactBits(t *testing.T) {
 		{0, 1}, {1, 3}, {2, 4}, {3, 5}, {4, 5}, {5, 6}, {8, 6}, {9, 8}, {17, 9}, {math.MaxUint32, 39},
 	} {
 		t.Run(fmt.Sprint(c.v), func(t *testing.T) {
-			if got := CompactBits(c.v); got != c.bits {
-				t.Errorf("CompactBits = %d, want %d", got, c.bits)
-			}
 			var w Writer
 			w.WriteCompact(c.v)
-			w.WriteCompactInt(-3)
-			if w.Bits() != c.bits+CompactBits(5) {
-				t.Errorf("wrote %d bits, want %d", w.Bits(), c.bits+CompactBits(5))
+			if w.Bits() != c.bits {
+				t.Errorf("wrote %d bits, want %d", w.Bits(), c.bits)
+			}
+			w.WriteCompactInt(-3) // zigzagged 5: 1 and 4 packed, 6 bits
+			if w.Bits() != c.bits+6 {
+				t.Errorf("wrote %d bits with -3, want %d", w.Bits(), c.bits+6)
 			}
 			r := NewReader(w.Bytes())
 			if got, i := r.ReadCompact(), r.ReadCompactInt(); got != c.v || i != -3 || r.Err() != nil {

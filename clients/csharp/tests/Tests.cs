@@ -538,8 +538,10 @@ static class Tests
     // prints "CONNECTED id", "LINKUP", "ADDED id props", "CHANGED id props",
     // "REMOVED id" and "OWNER id new previous" lines, and takes commands on
     // stdin: "CREATE id json", "SET id json", "REMOVE id", "TAKE id",
-    // "RELEASE id", "DROP" (break the connection), "WORLD" (prints
-    // "WORLD {id: {owner, properties}, …}") and "QUIT".
+    // "RELEASE id", "DROP" (break the connection), "FILL id kib" (create
+    // an object with a property of kib KiB), "PING n" (prints "PONG n"
+    // from the loop that polls), "WORLD" (prints "WORLD {id: {owner,
+    // properties}, …}") and "QUIT".
     static int WsLive(string url)
     {
         var c = new WorldClient(url, "csharp");
