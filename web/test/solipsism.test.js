@@ -381,9 +381,11 @@ test("rooms: the node sends a world only its rooms' objects and messages, and wh
   a.setRooms(["r1"]);
   b.setRooms(["r1"]);
   c.setRooms(["r2"]);
-  await Promise.all([a, b, c].map(connected));
+  // (Listening before the links are up: b's join may reach a before a's
+  // connect resolves.)
   const joins = [];
   a.world.addEventListener("join", (e) => joins.push(e.detail));
+  await Promise.all([a, b, c].map(connected));
   const inR1 = b.world.create({ room: "r1", n: 1 });
   const inR2 = b.world.create({ room: "r2", n: 2 });
   const everywhere = b.world.create({ n: 3 });
