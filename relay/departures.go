@@ -3,7 +3,9 @@ package relay
 import (
 	"context"
 	"errors"
+	"maps"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -435,26 +437,54 @@ func (n *Node) releaseGhosts(ls *linkState) {
 	n.releaseClaims(stale, nil)
 }
 
-// meshMemberGone removes everything owned behind a member that memberlist
-// declared dead or that left, and closes any link to it.
+// holdWorldsLocked gives the worlds ids to a claim without a link, kept for the
+// reclaim grace as a dropped link's: a peer that claims one of them
+// meanwhile (reconnecting here, or behind a mesh member) takes it over with
+// its objects, and what is left then goes (expireDetached). kind is what
+// the held worlds were behind: Downstream for worlds this node served
+// before a restart, Mesh (with the member's name) for those of a member
+// that is gone. Held worlds are not announced to anyone: they are nobody's
+// to speak for until claimed. n.mu must be held.
+func (n *Node) holdWorldsLocked(ids map[string]bool, kind ownership.LinkKind, member string) {
+	held := &linkState{kind: kind, chain: ids, detached: true, member: member}
+	for id := range ids {
+		n.claims[id] = held
+	}
+	time.AfterFunc(n.opts.ReclaimGrace, func() { n.expireDetached(held) })
+}
+
+// heldLocked reports whether ls is a claim without a link (holdWorldsLocked).
+func heldLocked(ls *linkState) bool { return ls.link == nil && ls.att == nil }
+
+// meshMemberGone closes any link to a member that memberlist declared dead
+// or that left. The worlds behind it are held for the reclaim grace: its
+// clients, reconnecting to another member at once, take their objects
+// over without anyone seeing them go (a member's stop breaks their
+// connections, as a crash would); what nobody claims by then is removed.
 func (n *Node) meshMemberGone(member string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	var owned []string
+	owned := map[string]bool{}
 	for id, cl := range n.claims {
 		if cl.kind == ownership.Mesh && cl.member == member {
-			owned = append(owned, id)
+			owned[id] = true
 		}
 	}
-	n.releaseClaims(owned, nil)
 	for _, ls := range n.order {
 		if ls.kind == ownership.Mesh && ls.member == member {
 			ls.link.Close(peer.StatusGoingAway, "member left the mesh")
 		}
 	}
-	if len(owned) > 0 {
-		n.log.Info("removed the objects of a departed mesh member", "member", member, "worlds", len(owned))
+	if len(owned) == 0 {
+		return
 	}
+	if n.opts.ReclaimGrace > 0 && !n.closed {
+		n.holdWorldsLocked(owned, ownership.Mesh, member)
+		n.log.Info("a mesh member is gone; keeping its worlds' objects for the reclaim grace period", "member", member, "worlds", len(owned), "grace", n.opts.ReclaimGrace)
+		return
+	}
+	n.releaseClaims(slices.Collect(maps.Keys(owned)), nil)
+	n.log.Info("removed the objects of a departed mesh member", "member", member, "worlds", len(owned))
 }
 
 // MeshStatus returns the node's mesh status, or nil when it is not in one.

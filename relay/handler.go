@@ -244,7 +244,7 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 		}
 		n.settleDepartureLocked(id)
 		other := n.claims[id]
-		if ls.kind == ownership.Mesh && other != nil && other.kind == ownership.Downstream || other != nil && other.att != nil {
+		if ls.kind == ownership.Mesh && other != nil && other.kind == ownership.Downstream && !heldLocked(other) || other != nil && other.att != nil {
 			// A client connected here speaks for itself; a mesh peer's
 			// stale view of it does not override that. Nor does anyone
 			// take over an attached peer's identifier: it is live until it
@@ -264,9 +264,10 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 				ls.sweep.claim(id)
 			}
 			delete(other.chain, id)
-			if other.link == nil {
-				// Held since a restart (persist.go).
-				n.log.Info("identifier reclaimed after a restart", "identifier", id, "link", l.ID())
+			if heldLocked(other) {
+				// Held since a restart (persist.go) or since its member
+				// left the mesh (meshMemberGone).
+				n.log.Info("held identifier reclaimed", "identifier", id, "link", l.ID())
 			} else {
 				if omd, _ := other.link.Metadata(); omd.Identifier == id {
 					other.link.Close(peer.StatusReplaced, "identifier claimed by a newer connection")
@@ -359,7 +360,7 @@ func (n *Node) chainMetadataLocked(kind ownership.LinkKind, departing bool) peer
 		md.Rooms, md.HasRooms = n.unionRoomsLocked()
 	}
 	for id, ls := range n.claims {
-		if ls.kind == ownership.Downstream && (departing || len(n.departing) == 0 || n.departing[id] == nil) {
+		if ls.kind == ownership.Downstream && !heldLocked(ls) && (departing || len(n.departing) == 0 || n.departing[id] == nil) {
 			md.IdentifierChain = append(md.IdentifierChain, id)
 		}
 	}

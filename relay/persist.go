@@ -3,7 +3,6 @@ package relay
 import (
 	"runtime/debug"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -116,11 +115,7 @@ func (n *Node) openStoreLocked(s store.Store, st store.State) {
 	}
 	// Held for their worlds as for a dropped link's, which a reconnecting
 	// peer takes over with its resume token.
-	held := &linkState{kind: ownership.Downstream, chain: owners, detached: true}
-	for id := range owners {
-		n.claims[id] = held
-	}
-	time.AfterFunc(n.opts.ReclaimGrace, func() { n.expireDetached(held) })
+	n.holdWorldsLocked(owners, ownership.Downstream, "")
 }
 
 // noteDurableLocked marks a routed record's object if its durable state

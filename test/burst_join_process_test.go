@@ -2,6 +2,8 @@ package test
 
 import (
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,4 +83,85 @@ func TestBurstThenJoin(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBurstInFlightThenJoin: server ← proxy. A client of the proxy sends
+// 20,000 objects in one message and closes a second after sending it,
+// while the burst is still crossing the hop (a level load, then a crash).
+// Right after, 40 2016 clients that do not speak departed, and announce
+// themselves with metadataChange and their one object without waiting to
+// be asked, connect at once, alternating server and proxy: every one must
+// see the 39 others, and every peer's world must equal its node's.
+func TestBurstInFlightThenJoin(t *testing.T) {
+	srv := startProc(t)
+	// The hop from the proxy to the server carries 256 KiB/s: the burst
+	// (about 1.5 MB) is still crossing it when its holder leaves.
+	hop := wiretest.SlowTCP(t, srv.Addr, 256<<10)
+	px := startProc(t, "--role", "proxy", "--upstream", "ws://"+hop+"/ws")
+	waitUntil(t, "the proxy ready", 10*time.Second, func() bool {
+		code, _ := httpGet(t, "http://"+px.Addr+"/readyz")
+		return code == 200
+	})
+	b := wiretest.Dial(t, px.URL(), "burst-AAAAAAAA-AAAAAAAA", wiretest.Options{Forget: true})
+	waitAsked(t, b)
+	time.Sleep(50 * time.Millisecond)
+	recs := make([]map[string]any, 20000)
+	for i := range recs {
+		recs[i] = wiretest.Add(fmt.Sprintf("b-%d", i), b.ID, map[string]any{"i": i, "position": []int{i % 100, 0, i / 100}})
+	}
+	b.Change(recs...)
+	time.Sleep(time.Second)
+	b.Close()
+	_, m := httpGet(t, "http://"+srv.Addr+"/metrics")
+	t.Logf("the server held %v objects when the holder left", metricValue(m, `solipsism_objects{role="server"}`))
+
+	ends := []*proc{srv, px}
+	peers := make([]peerAt, 40)
+	var wg sync.WaitGroup
+	for i := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			node := ends[i%2]
+			id := fmt.Sprintf("client-%08d-eagereag", i)
+			p := wiretest.Dial(t, node.URL(), id, wiretest.Options{Eager: true})
+			p.Change(wiretest.Add("obj-"+id, id, map[string]any{"n": i}))
+			peers[i] = peerAt{p, node}
+		}()
+	}
+	wg.Wait()
+	var missing []string
+	deadline := time.Now().Add(25 * time.Second)
+	for _, pa := range peers {
+		err := pa.peer.WaitErr(time.Until(deadline), func(m map[string]wiretest.Object) bool {
+			return countPrefix(m, "obj-") == 39
+		})
+		if err != nil {
+			missing = append(missing, fmt.Sprintf("%s (on %s) sees %d of the 39 others", pa.peer.ID, pa.node.Addr, countPrefix(pa.peer.Objects(), "obj-")))
+		}
+	}
+	if len(missing) > 0 {
+		for _, n := range ends {
+			t.Logf("%s holds %d objects of clients", n.Addr, countPrefix(worldOf(t, n), "obj-"))
+		}
+		t.Fatalf("%d of 40 clients miss others' objects 25 s on:\n%s", len(missing), strings.Join(missing, "\n"))
+	}
+	waitConverged(t, peers, 30*time.Second)
+	for _, n := range ends {
+		_, m := httpGet(t, "http://"+n.Addr+"/metrics")
+		if r := repairsOf(m); r != 0 {
+			t.Errorf("%s repaired %v objects: a divergence", n.Addr, r)
+		}
+	}
+}
+
+// countPrefix counts the ids in m that start with prefix.
+func countPrefix[V any](m map[string]V, prefix string) int {
+	n := 0
+	for id := range m {
+		if strings.HasPrefix(id, prefix) {
+			n++
+		}
+	}
+	return n
 }

@@ -51,6 +51,10 @@ type Options struct {
 	Features []string
 	// Extra holds more metadata keys (say "rooms").
 	Extra map[string]any
+	// Eager sends metadataChange as soon as the connection is up, before
+	// the node asks (and again when it asks), as a 2016 client that
+	// announces itself does; its first changes may follow at once.
+	Eager bool
 }
 
 // Peer is a raw protocol peer over a real WebSocket connection.
@@ -112,6 +116,14 @@ func TryDial(t testing.TB, url, id string, opts Options) (*Peer, error) {
 	p := &Peer{t: t, ID: id, opts: opts, conn: c, ctx: ctx, objects: map[string]*Object{}, owned: map[string]Object{}}
 	p.cond = sync.NewCond(&p.mu)
 	p.own(opts.Owned)
+	if opts.Eager {
+		p.mdSent = true
+		if err := p.Send("metadataChange", p.metadata()); err != nil {
+			c.CloseNow()
+			cancel()
+			return nil, err
+		}
+	}
 	go p.readLoop()
 	t.Cleanup(func() {
 		p.conn.Close(websocket.StatusNormalClosure, "test done")
@@ -214,6 +226,12 @@ func (p *Peer) handle(m Message) {
 				delete(p.owned, c.ID)
 				continue
 			}
+			if _, mine := p.owned[c.ID]; mine && c.Type != "remove" && slices.Contains(p.opts.Chain, c.Owner) {
+				// The library would take it as the truth about its own
+				// object, and go back to an older value.
+				p.violations = append(p.violations, c.Type+" of the peer's own object "+c.ID)
+				continue
+			}
 			if problem := applyLikeJS(p.objects, c); problem != "" {
 				p.violations = append(p.violations, problem)
 			}
@@ -224,13 +242,7 @@ func (p *Peer) handle(m Message) {
 			if p.opts.DocDialect {
 				name = "metadata"
 			}
-			md := map[string]any{"identifier": p.ID, "identifierChain": p.opts.Chain}
-			if p.opts.Features != nil {
-				md["features"] = p.opts.Features
-			}
-			for k, v := range p.opts.Extra {
-				md[k] = v
-			}
+			md := p.metadata()
 			if p.opts.MetadataDelay > 0 {
 				time.AfterFunc(p.opts.MetadataDelay, func() {
 					p.mu.Lock()
@@ -266,6 +278,18 @@ func (p *Peer) handle(m Message) {
 	}
 	p.cond.Broadcast()
 	p.mu.Unlock()
+}
+
+// metadata is the peer's metadata answer.
+func (p *Peer) metadata() map[string]any {
+	md := map[string]any{"identifier": p.ID, "identifierChain": p.opts.Chain}
+	if p.opts.Features != nil {
+		md["features"] = p.opts.Features
+	}
+	for k, v := range p.opts.Extra {
+		md[k] = v
+	}
+	return md
 }
 
 // Send sends [typ, data].

@@ -1,0 +1,156 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/internal/wiretest"
+)
+
+// TestMeshRollingRestart: three members, each with a data directory of
+// its own, two 2016 clients on each (they announce themselves without
+// waiting to be asked); each client owns 3 persistent and 3 plain objects
+// and bumps a counter on all six every 200 ms. Each member in turn gets
+// SIGTERM and starts again with the same flags and data directory (joining
+// the other two), 8 s apart; the clients of a stopped member reconnect to
+// another one at once. 5 s after the moving stops, every member holds the
+// same world, with every client's last values, and every client's world
+// equals its node's; no client was ever sent a change of its own object.
+func TestMeshRollingRestart(t *testing.T) {
+	secret := strings.Repeat("ab", 32)
+	common := []string{"--mesh-bind", "127.0.0.1:0", "--mesh-secret", secret, "--mesh-label", "rolling", "--mesh-profile", "local"}
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	var mu sync.Mutex // guards members
+	members := make([]*proc, 3)
+	members[0] = startProc(t, append([]string{"--data-dir", dirs[0]}, common...)...)
+	for i := 1; i < 3; i++ {
+		members[i] = startProc(t, append([]string{"--data-dir", dirs[i], "--join", meshAddr(t, members[0])}, common...)...)
+	}
+	waitMesh(t, members)
+	member := func(i int) *proc {
+		mu.Lock()
+		defer mu.Unlock()
+		return members[i]
+	}
+
+	type client struct {
+		mu   sync.Mutex
+		peer *wiretest.Peer
+		at   int // index of its member
+		ids  []string
+	}
+	clients := make([]*client, 6)
+	for i := range clients {
+		c := &client{at: i / 2}
+		id := fmt.Sprintf("client-%08d-rolling0", i)
+		var adds []map[string]any
+		for k := range 6 {
+			oid := fmt.Sprintf("o%d-%d", i, k)
+			c.ids = append(c.ids, oid)
+			adds = append(adds, wiretest.Add(oid, id, map[string]any{"n": 0, "persistent": k < 3}))
+		}
+		c.peer = wiretest.Dial(t, member(c.at).URL(), id, wiretest.Options{Eager: true, Forget: true})
+		c.peer.Change(adds...)
+		clients[i] = c
+	}
+	// The writers: every 200 ms a client bumps n on its six objects; one
+	// whose connection closed connects to the next member at once, as
+	// itself, offering its objects.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var violations []string
+	var vmu sync.Mutex
+	for _, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(200 * time.Millisecond)
+			defer tick.Stop()
+			for n := 1; ; n++ {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				c.mu.Lock()
+				if c.peer.Closed() != nil {
+					vmu.Lock()
+					violations = append(violations, c.peer.Violations()...)
+					vmu.Unlock()
+					next := (c.at + 1) % 3
+					p, err := wiretest.TryDial(t, member(next).URL(), c.peer.ID, wiretest.Options{Eager: true, Forget: true, Owned: c.peer.Owned()})
+					if err == nil {
+						c.peer, c.at = p, next
+					}
+				}
+				var ups []map[string]any
+				for _, oid := range c.ids {
+					ups = append(ups, wiretest.Update(oid, c.peer.ID, map[string]any{"n": n}))
+				}
+				c.peer.TryChange(ups...) // a closed one reconnects at the next tick
+				c.mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	for i := range 3 {
+		old := member(i)
+		old.Stop(t)
+		peers := []string{}
+		for j := range 3 {
+			if j != i {
+				peers = append(peers, meshAddr(t, member(j)))
+			}
+		}
+		next := startProc(t, append([]string{"--data-dir", dirs[i], "--join", strings.Join(peers, ",")}, common...)...)
+		mu.Lock()
+		members[i] = next
+		mu.Unlock()
+		time.Sleep(8 * time.Second)
+	}
+	close(stop)
+	wg.Wait()
+	time.Sleep(5 * time.Second)
+
+	// Every client's last values, on every member.
+	want := map[string]string{}
+	for _, c := range clients {
+		for _, o := range c.peer.Owned() {
+			want[o["id"].(string)] = c.peer.ID + " " + string(o["properties"].(map[string]any)["n"].(json.RawMessage))
+		}
+	}
+	var bad []string
+	for i := range 3 {
+		w := worldOf(t, member(i))
+		for id, v := range want {
+			o, ok := w[id]
+			got := "missing"
+			if ok {
+				got = o.Owner + " " + string(o.Properties["n"])
+			}
+			if got != v {
+				bad = append(bad, fmt.Sprintf("member %d: %s is %s, want %s", i, id, got, v))
+			}
+		}
+	}
+	sort.Strings(bad)
+	if len(bad) > 0 {
+		t.Errorf("%d object-member pairs of %d differ 5 s after the moving stopped:\n%s", len(bad), 3*len(want), strings.Join(bad, "\n"))
+	}
+	var peers []peerAt
+	for _, c := range clients {
+		peers = append(peers, peerAt{c.peer, member(c.at)})
+		violations = append(violations, c.peer.Violations()...)
+	}
+	if len(violations) > 0 {
+		t.Errorf("clients were sent what a 2016 client must never get:\n%s", strings.Join(violations, "\n"))
+	}
+	if d := divergent(t, peers); len(d) > 0 {
+		t.Errorf("%d clients differ from their node:\n%s", len(d), strings.Join(d, "\n"))
+	}
+}
