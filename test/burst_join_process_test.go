@@ -85,73 +85,116 @@ func TestBurstThenJoin(t *testing.T) {
 	}
 }
 
-// TestBurstInFlightThenJoin: server ← proxy. A client of the proxy sends
-// 20,000 objects in one message and closes a second after sending it,
-// while the burst is still crossing the hop (a level load, then a crash).
-// Right after, 40 2016 clients that do not speak departed, and announce
-// themselves with metadataChange and their one object without waiting to
-// be asked, connect at once, alternating server and proxy: every one must
-// see the 39 others, and every peer's world must equal its node's.
+// TestBurstInFlightThenJoin: a client sends 20,000 objects in one message
+// and closes a second after sending it, while the burst is still crossing
+// the hops (a level load, then a crash). Right after, 40 2016 clients that
+// do not speak departed, and announce themselves with metadataChange and
+// their one object without waiting to be asked, connect at once,
+// alternating between the two ends: every one must see the 39 others
+// within 25 s, every peer's world must equal its node's, and no node may
+// have needed a repair. The hops between our nodes carry 256 KiB/s, so
+// the burst is still on its way when its holder leaves; over server ←
+// proxy, server ← proxy ← proxy, a mesh of two, and with the joiners'
+// interest regions on server ← proxy.
 func TestBurstInFlightThenJoin(t *testing.T) {
-	srv := startProc(t)
-	// The hop from the proxy to the server carries 256 KiB/s: the burst
-	// (about 1.5 MB) is still crossing it when its holder leaves.
-	hop := wiretest.SlowTCP(t, srv.Addr, 256<<10)
-	px := startProc(t, "--role", "proxy", "--upstream", "ws://"+hop+"/ws")
-	waitUntil(t, "the proxy ready", 10*time.Second, func() bool {
-		code, _ := httpGet(t, "http://"+px.Addr+"/readyz")
-		return code == 200
-	})
-	b := wiretest.Dial(t, px.URL(), "burst-AAAAAAAA-AAAAAAAA", wiretest.Options{Forget: true})
-	waitAsked(t, b)
-	time.Sleep(50 * time.Millisecond)
-	recs := make([]map[string]any, 20000)
-	for i := range recs {
-		recs[i] = wiretest.Add(fmt.Sprintf("b-%d", i), b.ID, map[string]any{"i": i, "position": []int{i % 100, 0, i / 100}})
-	}
-	b.Change(recs...)
-	time.Sleep(time.Second)
-	b.Close()
-	_, m := httpGet(t, "http://"+srv.Addr+"/metrics")
-	t.Logf("the server held %v objects when the holder left", metricValue(m, `solipsism_objects{role="server"}`))
-
-	ends := []*proc{srv, px}
-	peers := make([]peerAt, 40)
-	var wg sync.WaitGroup
-	for i := range peers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			node := ends[i%2]
-			id := fmt.Sprintf("client-%08d-eagereag", i)
-			p := wiretest.Dial(t, node.URL(), id, wiretest.Options{Eager: true})
-			p.Change(wiretest.Add("obj-"+id, id, map[string]any{"n": i}))
-			peers[i] = peerAt{p, node}
-		}()
-	}
-	wg.Wait()
-	var missing []string
-	deadline := time.Now().Add(25 * time.Second)
-	for _, pa := range peers {
-		err := pa.peer.WaitErr(time.Until(deadline), func(m map[string]wiretest.Object) bool {
-			return countPrefix(m, "obj-") == 39
+	const hopRate = 256 << 10
+	chain := func(t *testing.T, depth int) []*proc {
+		nodes := []*proc{startProc(t)}
+		for range depth {
+			hop := wiretest.SlowTCP(t, nodes[len(nodes)-1].Addr, hopRate)
+			nodes = append(nodes, startProc(t, "--role", "proxy", "--upstream", "ws://"+hop+"/ws"))
+		}
+		waitUntil(t, "the proxies ready", 10*time.Second, func() bool {
+			for _, p := range nodes[1:] {
+				if code, _ := httpGet(t, "http://"+p.Addr+"/readyz"); code != 200 {
+					return false
+				}
+			}
+			return true
 		})
-		if err != nil {
-			missing = append(missing, fmt.Sprintf("%s (on %s) sees %d of the 39 others", pa.peer.ID, pa.node.Addr, countPrefix(pa.peer.Objects(), "obj-")))
-		}
+		return nodes
 	}
-	if len(missing) > 0 {
-		for _, n := range ends {
-			t.Logf("%s holds %d objects of clients", n.Addr, countPrefix(worldOf(t, n), "obj-"))
-		}
-		t.Fatalf("%d of 40 clients miss others' objects 25 s on:\n%s", len(missing), strings.Join(missing, "\n"))
-	}
-	waitConverged(t, peers, 30*time.Second)
-	for _, n := range ends {
-		_, m := httpGet(t, "http://"+n.Addr+"/metrics")
-		if r := repairsOf(m); r != 0 {
-			t.Errorf("%s repaired %v objects: a divergence", n.Addr, r)
-		}
+	for _, tc := range []struct {
+		name  string
+		nodes func(t *testing.T) []*proc // the burst enters at the last
+		extra map[string]any             // the joiners' metadata
+	}{
+		{"server and proxy", func(t *testing.T) []*proc { return chain(t, 1) }, nil},
+		{"chain of two", func(t *testing.T) []*proc { return chain(t, 2) }, nil},
+		{"mesh of two", func(t *testing.T) []*proc {
+			// Members link at the URLs they advertise, so this hop is not
+			// slowed: the burst crosses it at the speed of loopback.
+			common := []string{"--mesh-bind", "127.0.0.1:0", "--mesh-secret", strings.Repeat("fe", 32), "--mesh-label", "inflight", "--mesh-profile", "local"}
+			a := startProc(t, common...)
+			b := startProc(t, append(common, "--join", meshAddr(t, a))...)
+			waitMesh(t, []*proc{a, b})
+			return []*proc{a, b}
+		}, nil},
+		{"interest regions", func(t *testing.T) []*proc { return chain(t, 1) },
+			// The joiners see one another (y = 10), not the burst (y = 0).
+			map[string]any{"interest": map[string]any{"min": []int{-1000, 5, -1000}, "max": []int{1000, 1000, 1000}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := tc.nodes(t)
+			at := nodes[len(nodes)-1]
+			b := wiretest.Dial(t, at.URL(), "burst-AAAAAAAA-AAAAAAAA", wiretest.Options{Forget: true})
+			waitAsked(t, b)
+			time.Sleep(50 * time.Millisecond)
+			recs := make([]map[string]any, 20000)
+			for i := range recs {
+				recs[i] = wiretest.Add(fmt.Sprintf("b-%d", i), b.ID, map[string]any{"i": i, "position": []int{i % 100, 0, i / 100}})
+			}
+			b.Change(recs...)
+			time.Sleep(time.Second)
+			b.Close()
+			_, m := httpGet(t, "http://"+nodes[0].Addr+"/metrics")
+			t.Logf("the first node held %v objects when the holder left", metricValue(m, `solipsism_objects{role="server"}`))
+
+			ends := []*proc{nodes[0], at}
+			peers := make([]peerAt, 40)
+			var wg sync.WaitGroup
+			for i := range peers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					node := ends[i%2]
+					id := fmt.Sprintf("client-%08d-eagereag", i)
+					p := wiretest.Dial(t, node.URL(), id, wiretest.Options{Eager: true, Extra: tc.extra})
+					p.Change(wiretest.Add("obj-"+id, id, map[string]any{"n": i, "position": []int{i, 10, 0}}))
+					peers[i] = peerAt{p, node}
+				}()
+			}
+			wg.Wait()
+			var missing []string
+			deadline := time.Now().Add(25 * time.Second)
+			for _, pa := range peers {
+				err := pa.peer.WaitErr(time.Until(deadline), func(m map[string]wiretest.Object) bool {
+					return countPrefix(m, "obj-") == 39
+				})
+				if err != nil {
+					missing = append(missing, fmt.Sprintf("%s (on %s) sees %d of the 39 others", pa.peer.ID, pa.node.Addr, countPrefix(pa.peer.Objects(), "obj-")))
+				}
+			}
+			if len(missing) > 0 {
+				for _, n := range ends {
+					t.Logf("%s holds %d objects of clients", n.Addr, countPrefix(worldOf(t, n), "obj-"))
+				}
+				t.Fatalf("%d of 40 clients miss others' objects 25 s on:\n%s", len(missing), strings.Join(missing, "\n"))
+			}
+			if tc.extra == nil {
+				waitConverged(t, peers, 30*time.Second)
+			} else {
+				for _, pa := range peers {
+					pa.peer.CheckClean()
+				}
+			}
+			for _, n := range nodes {
+				_, m := httpGet(t, "http://"+n.Addr+"/metrics")
+				if r := repairsOf(m); r != 0 {
+					t.Errorf("%s repaired %v objects: a divergence", n.Addr, r)
+				}
+			}
+		})
 	}
 }
 
