@@ -1,17 +1,16 @@
 package relay
 
 import (
-	"math"
-	"slices"
-	"strconv"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/interest"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 )
 
-// Interest. A downstream or mesh peer may announce a region (metadata key
+// Interest (its geometry and object index are package interest's). A
+// downstream or mesh peer may announce a region (metadata key
 // "interest"): it is then sent only objects whose position is inside it,
 // objects without a position, and removes of what leaves it. Hysteresis:
 // an object enters at the region's boxes and leaves only beyond them
@@ -27,34 +26,13 @@ const (
 	DefaultInterestCell     = 32.0
 )
 
-// maxRegionCells bounds how many grid cells one region registers in;
-// larger regions are checked against every change instead.
-const maxRegionCells = 4096
-
-type cellKey [3]int32
-
-// objAt is where the index has an object.
-type objAt struct {
-	id   string
-	c    cellKey
-	hasP bool
-	// in marks a slot the index holds an object in.
-	in bool
-	// room is the object's room (rooms.go); empty if none.
-	room string
-}
-
 // spatial is the node's interest index. Guarded by Node.mu. It is built
 // when the first link announces a region and dropped with the last.
 type spatial struct {
 	active bool
-	// at holds, by slot, where each object is: slots are dense, and a
-	// slice costs a world of objects half what a map does.
-	at   []objAt
-	objs map[cellKey]map[uint32]struct{}
-	// unplaced holds objects without a position: every region gets them.
-	unplaced map[uint32]struct{}
-	links    map[cellKey][]*linkState
+	// objects are the world's objects by cell.
+	objects  interest.Index
+	links    map[interest.Cell][]*linkState
 	wide     []*linkState
 	regioned []*linkState
 	// boxed are the regions with boxes (in links or wide); roomOnly those
@@ -62,9 +40,6 @@ type spatial struct {
 	boxed     []*linkState
 	roomOnly  []*linkState
 	roomLinks map[string][]*linkState
-	// peak is the most objects without a position since unplaced was
-	// last rebuilt.
-	peak int
 	// unusedSince is when the last region went, while none has come
 	// since: the index lingers (spatialLinger).
 	unusedSince time.Time
@@ -99,7 +74,7 @@ type region struct {
 	// not indexed, so that a node whose only region is an idle bridge's
 	// keeps no spatial index.
 	none  bool
-	cells []cellKey // cells registered, unless wide
+	cells []interest.Cell // cells registered, unless wide
 	wide  bool
 	// sub lists the log entries of this flush the link must consider;
 	// mark dedupes them.
@@ -107,104 +82,13 @@ type region struct {
 	mark int
 }
 
-func (n *Node) cellOf(p [3]float64) cellKey {
-	var c cellKey
-	for i := range 3 {
-		v := math.Floor(p[i] / n.opts.InterestCell)
-		c[i] = int32(max(min(v, math.MaxInt32), math.MinInt32))
-	}
-	return c
-}
-
 // positionOf reads an object's position property.
 func (n *Node) positionOf(props gameworld.Properties) ([3]float64, bool) {
-	return parseVec3(props.Value(n.opts.InterestProperty))
+	return interest.ParseVec3(props.Value(n.opts.InterestProperty))
 }
 
-// parseVec3 reads a JSON array of three finite numbers. It runs for every
-// change routed while regions exist, so it avoids encoding/json.
-func parseVec3(raw []byte) (p [3]float64, ok bool) {
-	i := 0
-	skip := func() {
-		for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
-			i++
-		}
-	}
-	skip()
-	if i >= len(raw) || raw[i] != '[' {
-		return p, false
-	}
-	i++
-	for k := range 3 {
-		skip()
-		j := i
-		for j < len(raw) && (raw[j] == '-' || raw[j] == '+' || raw[j] == '.' || raw[j] == 'e' || raw[j] == 'E' || raw[j] >= '0' && raw[j] <= '9') {
-			j++
-		}
-		v, err := strconv.ParseFloat(string(raw[i:j]), 64)
-		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			return p, false
-		}
-		p[k], i = v, j
-		skip()
-		want := byte(',')
-		if k == 2 {
-			want = ']'
-		}
-		if i >= len(raw) || raw[i] != want {
-			return p, false
-		}
-		i++
-	}
-	skip()
-	return p, i == len(raw)
-}
-
-// cellsOf returns the cells boxes cover when grown by margin, or false if
-// they are too many.
-func (n *Node) cellsOf(boxes []peer.Box, margin float64) ([]cellKey, bool) {
-	seen := map[cellKey]bool{}
-	var out []cellKey
-	for _, b := range boxes {
-		lo := n.cellOfBox(b.Min, -margin)
-		hi := n.cellOfBox(b.Max, margin)
-		count := 1.0
-		for i := range 3 {
-			count *= float64(hi[i]) - float64(lo[i]) + 1
-		}
-		if count > maxRegionCells {
-			return nil, false
-		}
-		for x := lo[0]; x <= hi[0]; x++ {
-			for y := lo[1]; y <= hi[1]; y++ {
-				for z := lo[2]; z <= hi[2]; z++ {
-					c := cellKey{x, y, z}
-					if !seen[c] {
-						seen[c] = true
-						out = append(out, c)
-					}
-				}
-			}
-		}
-	}
-	return out, true
-}
-
-func (n *Node) cellOfBox(p [3]float64, grow float64) cellKey {
-	for i := range p {
-		p[i] = max(min(p[i]+grow, 1e15), -1e15)
-	}
-	return n.cellOf(p)
-}
-
-func inRegion(boxes []peer.Box, p [3]float64, margin float64) bool {
-	for _, b := range boxes {
-		if b.Contains(p, margin) {
-			return true
-		}
-	}
-	return false
-}
+// grid is the node's interest grid.
+func (n *Node) grid() interest.Grid { return interest.Grid{Size: n.opts.InterestCell} }
 
 // activateSpatial builds the object index from the world. n.mu must be
 // held.
@@ -213,8 +97,7 @@ func (n *Node) activateSpatial() {
 	if sp.active {
 		return
 	}
-	*sp = spatial{active: true, objs: map[cellKey]map[uint32]struct{}{},
-		unplaced: map[uint32]struct{}{}, links: map[cellKey][]*linkState{}, roomLinks: map[string][]*linkState{}}
+	*sp = spatial{active: true, links: map[interest.Cell][]*linkState{}, roomLinks: map[string][]*linkState{}}
 	n.world.Range(func(o gameworld.Object) bool {
 		n.placeLocked(o.Slot, o.ID, o.Properties)
 		return true
@@ -223,75 +106,15 @@ func (n *Node) activateSpatial() {
 
 // placeLocked records an object's position (props zero: removed) and
 // returns where it was, and its position now. n.mu must be held.
-func (n *Node) placeLocked(slot uint32, id string, props gameworld.Properties) (old objAt, had bool, p [3]float64) {
-	sp := &n.sp
-	old = sp.get(slot)
-	if had = old.in; had {
-		if old.hasP {
-			if set := sp.objs[old.c]; set != nil {
-				delete(set, slot)
-				if len(set) == 0 {
-					delete(sp.objs, old.c)
-				}
-			}
-		} else {
-			delete(sp.unplaced, slot)
+func (n *Node) placeLocked(slot uint32, id string, props gameworld.Properties) (old interest.Place, p [3]float64) {
+	var now interest.Place
+	if !props.IsZero() {
+		now = interest.Place{ID: id, Room: n.roomOf(props), In: true}
+		if p, now.HasP = n.positionOf(props); now.HasP {
+			now.Cell = n.grid().Of(p)
 		}
-		sp.at[slot] = objAt{}
 	}
-	if props.IsZero() {
-		n := len(sp.at)
-		for n > 0 && !sp.at[n-1].in {
-			n--
-		}
-		sp.at = sp.at[:n]
-		if cap(sp.at) > 1024 && n < cap(sp.at)/4 {
-			sp.at = slices.Clone(sp.at) // after a flood leaves, its memory goes
-		}
-		if sp.peak > 1024 && 4*len(sp.unplaced) < sp.peak {
-			// Go maps keep their buckets when emptied: after a flood
-			// leaves, a fresh map lets its memory go.
-			sp.unplaced = cloneMap(sp.unplaced)
-			sp.peak = len(sp.unplaced)
-		}
-		return old, had, p
-	}
-	now := objAt{id: id, room: n.roomOf(props), in: true}
-	p, now.hasP = n.positionOf(props)
-	if now.hasP {
-		now.c = n.cellOf(p)
-		set := sp.objs[now.c]
-		if set == nil {
-			set = map[uint32]struct{}{}
-			sp.objs[now.c] = set
-		}
-		set[slot] = struct{}{}
-	} else {
-		sp.unplaced[slot] = struct{}{}
-	}
-	for int(slot) >= len(sp.at) {
-		sp.at = append(sp.at, objAt{})
-	}
-	sp.at[slot] = now
-	sp.peak = max(sp.peak, len(sp.unplaced))
-	return old, had, p
-}
-
-// cloneMap copies m into a map sized for what it holds.
-// get returns where the index has the object in slot (not in if none).
-func (sp *spatial) get(slot uint32) objAt {
-	if int(slot) < len(sp.at) {
-		return sp.at[slot]
-	}
-	return objAt{}
-}
-
-func cloneMap[K comparable, V any](m map[K]V) map[K]V {
-	out := make(map[K]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+	return n.sp.objects.Put(slot, now), p
 }
 
 // registerLocked (re)registers ls's region in the grid. n.mu must be held.
@@ -319,7 +142,7 @@ func (n *Node) registerLocked(ls *linkState) {
 		return
 	}
 	sp.boxed = append(sp.boxed, ls)
-	cells, ok := n.cellsOf(ls.region.boxes, n.opts.InterestMargin)
+	cells, ok := n.grid().Cover(ls.region.boxes, n.opts.InterestMargin)
 	ls.region.cells, ls.region.wide = cells, !ok
 	if !ok {
 		sp.wide = append(sp.wide, ls)
@@ -386,7 +209,7 @@ func (n *Node) setRegionLocked(ls *linkState, v wants) {
 		// what the link knows the world.
 		n.flushLocked()
 	}
-	var oldCells []cellKey
+	var oldCells []interest.Cell
 	oldWide := false
 	if old != nil {
 		oldCells, oldWide = old.cells, old.wide
@@ -437,17 +260,17 @@ func (n *Node) setRegionLocked(ls *linkState, v wants) {
 		})
 	default:
 		seen := map[uint32]bool{}
-		for _, cells := range [][]cellKey{oldCells, ls.region.cells} {
+		for _, cells := range [][]interest.Cell{oldCells, ls.region.cells} {
 			for _, c := range cells {
-				for slot := range n.sp.objs[c] {
-					if seen[slot] {
-						continue
+				n.sp.objects.InCell(c, func(slot uint32) bool {
+					if !seen[slot] {
+						seen[slot] = true
+						if o, ok := n.world.Get(n.sp.objects.Get(slot).ID); ok {
+							objs = append(objs, o)
+						}
 					}
-					seen[slot] = true
-					if o, ok := n.world.Get(n.sp.get(slot).id); ok {
-						objs = append(objs, o)
-					}
-				}
+					return true
+				})
 			}
 		}
 	}
@@ -564,9 +387,9 @@ func (n *Node) regionVerdict(ls *linkState, i int, v peer.Verdict) peer.Verdict 
 		return peer.Send
 	}
 	switch {
-	case inRegion(ls.region.boxes, e.p, 0):
+	case interest.Contains(ls.region.boxes, e.p, 0):
 		return peer.Send
-	case inRegion(ls.region.boxes, e.p, n.opts.InterestMargin):
+	case interest.Contains(ls.region.boxes, e.p, n.opts.InterestMargin):
 		return peer.Keep
 	}
 	return peer.Hide
@@ -600,9 +423,9 @@ func (n *Node) indexLog() {
 				props = e.rec.Properties
 			}
 		}
-		old, had, p := n.placeLocked(e.rec.Slot, e.rec.ID, props)
-		now := sp.get(e.rec.Slot)
-		e.p, e.hasP, e.room = p, now.hasP, now.room
+		old, p := n.placeLocked(e.rec.Slot, e.rec.ID, props)
+		now := sp.objects.Get(e.rec.Slot)
+		e.p, e.hasP, e.room = p, now.HasP, now.Room
 		if e.rec.Type == gameworld.Remove {
 			// Every link with a region considers every remove: one may
 			// know the object outside its cells (a sliced hide after its
@@ -616,21 +439,21 @@ func (n *Node) indexLog() {
 			continue
 		}
 		if len(sp.roomOnly) > 0 {
-			n.visitRooms(had, old, !props.IsZero(), now, func(ls *linkState) { visit(ls, i) })
+			n.visitRooms(old, now, func(ls *linkState) { visit(ls, i) })
 		}
-		if (had && !old.hasP) || (!props.IsZero() && !now.hasP) {
+		if (old.In && !old.HasP) || (now.In && !now.HasP) {
 			for _, ls := range sp.boxed {
 				visit(ls, i)
 			}
 			continue
 		}
-		if had {
-			for _, ls := range sp.links[old.c] {
+		if old.In {
+			for _, ls := range sp.links[old.Cell] {
 				visit(ls, i)
 			}
 		}
-		if !props.IsZero() {
-			for _, ls := range sp.links[now.c] {
+		if now.In {
+			for _, ls := range sp.links[now.Cell] {
 				visit(ls, i)
 			}
 		}
@@ -779,18 +602,6 @@ func (n *Node) regionsDue() {
 	}
 }
 
-func sameBoxes(a, b []peer.Box) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // SetInterest sets the region a client node wants of its upstream; nil
 // means everything. The upstream is told at once.
 func (n *Node) SetInterest(boxes []peer.Box) {
@@ -827,20 +638,14 @@ func (a *Attachment) SetInterest(boxes []peer.Box, has bool) {
 func (n *Node) regionObjects(r *region) func(fn func(gameworld.Object) bool) {
 	return func(fn func(gameworld.Object) bool) {
 		visit := func(slot uint32) bool {
-			o, ok := n.world.Get(n.sp.get(slot).id)
+			o, ok := n.world.Get(n.sp.objects.Get(slot).ID)
 			return !ok || fn(o)
 		}
 		for _, c := range r.cells {
-			for slot := range n.sp.objs[c] {
-				if !visit(slot) {
-					return
-				}
-			}
-		}
-		for slot := range n.sp.unplaced {
-			if !visit(slot) {
+			if !n.sp.objects.InCell(c, visit) {
 				return
 			}
 		}
+		n.sp.objects.Unplaced(visit)
 	}
 }

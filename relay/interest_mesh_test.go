@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/interest"
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/peer"
 )
@@ -101,8 +102,8 @@ func TestMeshInterestUnderLoad(t *testing.T) {
 				var missing, extra, stale []string
 				for id, x := range pos {
 					o, seen := c.World().Get(id)
-					inside := inRegion(boxes, [3]float64{x, 0, 0}, 0)
-					near := inRegion(boxes, [3]float64{x, 0, 0}, margin)
+					inside := interest.Contains(boxes, [3]float64{x, 0, 0}, 0)
+					near := interest.Contains(boxes, [3]float64{x, 0, 0}, margin)
 					switch {
 					case inside && !seen:
 						_, in0 := nodes[0].node.World().Get(id)

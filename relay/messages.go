@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/solipsism/mesh/interest"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 )
@@ -174,7 +175,7 @@ func (n *Node) sendMessageLocked(ls *linkState, mm *msgMark) {
 		!ownership.MaySend(n.role, ls.kind, mm.oi.relation(ls)),
 		m.World != "" && !n.towardLocked(ls, m.World),
 		m.Room != "" && !ls.inRoom(m.Room),
-		m.HasAt && ls.region != nil && ls.region.hasBoxes && !inRegion(ls.region.boxes, m.At, n.opts.InterestMargin):
+		m.HasAt && ls.region != nil && ls.region.hasBoxes && !interest.Contains(ls.region.boxes, m.At, n.opts.InterestMargin):
 		return
 	}
 	if !ls.link.SendAppMessage(mm.enc) {

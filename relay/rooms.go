@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/interest"
 	"github.com/solipsism/mesh/peer"
 )
 
@@ -58,7 +59,7 @@ func (v wants) same(r *region) bool {
 }
 
 func (v wants) equal(w wants) bool {
-	return v.hasBoxes == w.hasBoxes && sameBoxes(v.boxes, w.boxes) && (v.rooms == nil) == (w.rooms == nil) && maps.Equal(v.rooms, w.rooms)
+	return v.hasBoxes == w.hasBoxes && interest.SameBoxes(v.boxes, w.boxes) && (v.rooms == nil) == (w.rooms == nil) && maps.Equal(v.rooms, w.rooms)
 }
 
 // roomOf reads an object's room: a JSON string in the room property, or
@@ -93,27 +94,28 @@ func (n *Node) holds(r *region, props gameworld.Properties, margin float64) bool
 		return true
 	}
 	p, ok := n.positionOf(props)
-	return !ok || inRegion(r.boxes, p, margin)
+	return !ok || interest.Contains(r.boxes, p, margin)
 }
 
 // visitRooms calls visit with each region of rooms alone that may see an
-// object that was at old (if had) and is at now (if has). n.mu must be
-// held.
-func (n *Node) visitRooms(had bool, old objAt, has bool, now objAt, visit func(*linkState)) {
+// object that was at old and is at now (either not In if it was not, or is
+// gone). n.mu must be held.
+func (n *Node) visitRooms(old, now interest.Place, visit func(*linkState)) {
 	sp := &n.sp
-	if (had && old.room == "") || (has && now.room == "") {
+	had, has := old.In, now.In
+	if (had && old.Room == "") || (has && now.Room == "") {
 		for _, ls := range sp.roomOnly {
 			visit(ls)
 		}
 		return
 	}
 	if had {
-		for _, ls := range sp.roomLinks[old.room] {
+		for _, ls := range sp.roomLinks[old.Room] {
 			visit(ls)
 		}
 	}
-	if has && (!had || now.room != old.room) {
-		for _, ls := range sp.roomLinks[now.room] {
+	if has && (!had || now.Room != old.Room) {
+		for _, ls := range sp.roomLinks[now.Room] {
 			visit(ls)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/interest"
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/peer"
 )
@@ -42,7 +43,7 @@ func sideView(n *Node, w *gameworld.World, mine func(string) bool, rooms []strin
 			if room := n.roomOf(o.Properties); rooms != nil && room != "" && !slices.Contains(rooms, room) {
 				return true
 			}
-			if p, ok := n.positionOf(o.Properties); boxes != nil && ok && !inRegion(boxes, p, 0) {
+			if p, ok := n.positionOf(o.Properties); boxes != nil && ok && !interest.Contains(boxes, p, 0) {
 				return true
 			}
 		}
