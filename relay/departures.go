@@ -399,7 +399,11 @@ func (n *Node) expireDetached(ls *linkState) {
 		return
 	}
 	if owned := n.claimedBy(ls); len(owned) > 0 {
-		n.log.Info("reclaim grace period over; removing the dropped link's objects", "worlds", len(owned))
+		if ls.kind == ownership.Mesh {
+			n.log.Info("reclaim grace period over; removed the objects of a departed mesh member", "member", ls.member, "worlds", len(owned))
+		} else {
+			n.log.Info("reclaim grace period over; removing the dropped link's objects", "worlds", len(owned))
+		}
 		n.releaseClaims(owned, nil)
 		n.chainChanged()
 	}
