@@ -1,0 +1,196 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+)
+
+// BenchmarkCores drives one node in-process, its clients on in-memory
+// pipes that only count what they are sent, so that nearly all the CPU is
+// the node's; every client updates its object at 20 Hz, more than the node
+// can deliver, and the metric records/s is how many change records the
+// node delivers a second. Run it at several GOMAXPROCS to see
+// how the node's throughput grows with cores:
+//
+//	go test ./relay -run '^$' -bench Cores -benchtime 1x -cpu 1,2
+//
+// Every client owns objs objects and updates each at 20 Hz (an avatar of
+// many parts): all-see-all, 300 clients of 10 objects in one world; rooms,
+// 20 rooms of 10 clients of 50 objects; interest, 300 clients of 50
+// objects on a 20 × 15 grid, 10 apart, each seeing those within 15 (its 8
+// neighbours').
+func BenchmarkCores(b *testing.B) {
+	const window = 3 * time.Second
+	for _, tc := range []struct {
+		name          string
+		clients, objs int
+		meta    func(i int) map[string]any // extra metadata of client i
+		props   func(i int) map[string]any // its object's properties
+	}{
+		{"all-see-all", 300, 10, nil, nil},
+		{"rooms", 200, 50,
+			func(i int) map[string]any { return map[string]any{"rooms": []string{fmt.Sprintf("room-%d", i%20)}} },
+			func(i int) map[string]any { return map[string]any{"room": fmt.Sprintf("room-%d", i%20)} }},
+		{"interest", 300, 50,
+			func(i int) map[string]any {
+				x, z := float64(i%20)*10, float64(i/20)*10
+				return map[string]any{"interest": map[string]any{"min": []float64{x - 15, -1, z - 15}, "max": []float64{x + 15, 1, z + 15}}}
+			},
+			func(i int) map[string]any { return map[string]any{"position": []float64{float64(i%20) * 10, 0, float64(i/20) * 10}} }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			n, err := New(Options{Tick: 50 * time.Millisecond, Quotas: Quotas{MessagesPerSecond: -1, RecordsPerSecond: -1}, DigestInterval: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer n.Close(context.Background())
+			var delivered atomic.Int64
+			clients := make([]*pipeClient, tc.clients)
+			for i := range clients {
+				a, c := peer.Pipe()
+				go n.ServeConn(a, ownership.Downstream)
+				md := map[string]any{}
+				if tc.meta != nil {
+					md = tc.meta(i)
+				}
+				props := map[string]any{"n": 0}
+				if tc.props != nil {
+					for k, v := range tc.props(i) {
+						props[k] = v
+					}
+				}
+				clients[i] = startPipeClient(c, fmt.Sprintf("client-%08d-cores000", i), tc.objs, md, props, &delivered)
+			}
+			for _, c := range clients {
+				<-c.ready
+			}
+			// Everyone's first objects delivered before the count starts.
+			time.Sleep(time.Second)
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for _, c := range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c.updateEvery(50*time.Millisecond, stop)
+				}()
+			}
+			b.ResetTimer()
+			var total int64
+			var took time.Duration
+			for range b.N {
+				start, before := time.Now(), delivered.Load()
+				time.Sleep(window)
+				total += delivered.Load() - before
+				took += time.Since(start)
+			}
+			b.StopTimer()
+			close(stop)
+			wg.Wait()
+			b.ReportMetric(float64(total)/took.Seconds(), "records/s")
+		})
+	}
+}
+
+// pipeClient is a 2016-style client on an in-memory pipe that counts the
+// records it is sent without decoding them.
+type pipeClient struct {
+	conn  peer.Conn
+	id    string
+	objs  int
+	props map[string]any
+	ready chan struct{}
+	wmu   sync.Mutex
+	buf   []byte
+}
+
+func startPipeClient(c peer.Conn, id string, objs int, md, props map[string]any, delivered *atomic.Int64) *pipeClient {
+	pc := &pipeClient{conn: c, id: id, objs: objs, props: props, ready: make(chan struct{})}
+	md["identifier"], md["identifierChain"] = id, []string{id}
+	mdMsg, _ := json.Marshal([]any{"metadataChange", md})
+	idKey := []byte(`"id":`)
+	go func() {
+		ctx := context.Background()
+		once := sync.OnceFunc(func() { close(pc.ready) })
+		for {
+			msg, err := peer.ReadMessage(ctx, c)
+			if err != nil {
+				once()
+				return
+			}
+			switch {
+			case bytes.HasPrefix(msg, []byte(`["requestMetadata"`)):
+				pc.write(mdMsg)
+			case bytes.HasPrefix(msg, []byte(`["requestRefresh"`)):
+				pc.add()
+				once()
+			default:
+				delivered.Add(int64(bytes.Count(msg, idKey)))
+			}
+		}
+	}()
+	return pc
+}
+
+// add sends the client's objects whole: its refresh answer.
+func (pc *pipeClient) add() {
+	var changes []any
+	for k := range pc.objs {
+		changes = append(changes, map[string]any{"type": "add", "id": fmt.Sprintf("o%d-%s", k, pc.id), "owner": pc.id, "properties": pc.props})
+	}
+	b, _ := json.Marshal([]any{"worldChange", map[string]any{"timestamp": time.Now().UnixMilli(), "changes": changes}})
+	pc.write(b)
+}
+
+// update sends an update of every object of the client's, n set to v,
+// written by hand: the clients must cost little beside the node.
+func (pc *pipeClient) update(v int) {
+	b := append(pc.buf[:0], `["worldChange",{"timestamp":`...)
+	b = strconv.AppendInt(b, time.Now().UnixMilli(), 10)
+	b = append(b, `,"changes":[`...)
+	for k := range pc.objs {
+		if k > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":"update","id":"o`...)
+		b = strconv.AppendInt(b, int64(k), 10)
+		b = append(b, '-')
+		b = append(b, pc.id...)
+		b = append(b, `","properties":{"n":`...)
+		b = strconv.AppendInt(b, int64(v), 10)
+		b = append(b, `}}`...)
+	}
+	b = append(b, `]}]`...)
+	pc.buf = b
+	pc.write(b)
+}
+
+func (pc *pipeClient) write(b []byte) {
+	pc.wmu.Lock()
+	defer pc.wmu.Unlock()
+	pc.conn.Write(context.Background(), b)
+}
+
+// updateEvery sends updates every d until stop is closed.
+func (pc *pipeClient) updateEvery(d time.Duration, stop chan struct{}) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for v := 1; ; v++ {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			pc.update(v)
+		}
+	}
+}
