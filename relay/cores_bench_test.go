@@ -34,8 +34,8 @@ func BenchmarkCores(b *testing.B) {
 	for _, tc := range []struct {
 		name          string
 		clients, objs int
-		meta    func(i int) map[string]any // extra metadata of client i
-		props   func(i int) map[string]any // its object's properties
+		meta          func(i int) map[string]any // extra metadata of client i
+		props         func(i int) map[string]any // its object's properties
 	}{
 		{"all-see-all", 300, 10, nil, nil},
 		{"rooms", 200, 50,
@@ -46,7 +46,9 @@ func BenchmarkCores(b *testing.B) {
 				x, z := float64(i%20)*10, float64(i/20)*10
 				return map[string]any{"interest": map[string]any{"min": []float64{x - 15, -1, z - 15}, "max": []float64{x + 15, 1, z + 15}}}
 			},
-			func(i int) map[string]any { return map[string]any{"position": []float64{float64(i%20) * 10, 0, float64(i/20) * 10}} }},
+			func(i int) map[string]any {
+				return map[string]any{"position": []float64{float64(i%20) * 10, 0, float64(i/20) * 10}}
+			}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			n, err := New(Options{Tick: 50 * time.Millisecond, Quotas: Quotas{MessagesPerSecond: -1, RecordsPerSecond: -1}, DigestInterval: -1})
