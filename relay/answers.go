@@ -81,7 +81,7 @@ func (n *Node) upstreamDecidesLocked() (*linkState, bool) {
 	if n.role == ownership.Server {
 		return nil, false
 	}
-	for _, ls := range n.order {
+	for _, ls := range n.hub.order {
 		if ls.kind != ownership.Upstream || !ls.ready {
 			continue
 		}
@@ -163,13 +163,13 @@ func (n *Node) mayAskLocked(ls *linkState, c gameworld.Change) error {
 // last writes), unless one for the same object is in flight. n.mu must be
 // held.
 func (n *Node) askLocked(a asker) {
-	if n.asked == nil {
-		n.asked = map[string]*upRequests{}
+	if n.xfer.asked == nil {
+		n.xfer.asked = map[string]*upRequests{}
 	}
-	q := n.asked[a.req.ID]
+	q := n.xfer.asked[a.req.ID]
 	if q == nil {
 		q = &upRequests{}
-		n.asked[a.req.ID] = q
+		n.xfer.asked[a.req.ID] = q
 	}
 	if a.ls != nil {
 		for _, b := range q.queue {
@@ -187,7 +187,7 @@ func (n *Node) askLocked(a asker) {
 // sendNextLocked puts the first request of q in flight. n.mu must be held.
 func (n *Node) sendNextLocked(id string, q *upRequests) {
 	if len(q.queue) == 0 {
-		delete(n.asked, id)
+		delete(n.xfer.asked, id)
 		return
 	}
 	q.sent = true
@@ -207,7 +207,7 @@ func (n *Node) sendRequestsLocked(up *linkState) {
 		// Not before we know it takes part in transfers (a 2016 server
 		// would not survive one): they go when its metadata arrives.
 		for _, c := range reqs {
-			if q := n.asked[c.ID]; q != nil {
+			if q := n.xfer.asked[c.ID]; q != nil {
 				q.sent = false
 			}
 		}
@@ -229,7 +229,7 @@ func (n *Node) sendRequestsLocked(up *linkState) {
 // answeredLocked takes the upstream's answer for an object: the request in
 // flight is answered, and the next one sent. n.mu must be held.
 func (n *Node) answeredLocked(id string) {
-	q := n.asked[id]
+	q := n.xfer.asked[id]
 	if q == nil || !q.sent || len(q.queue) == 0 {
 		return // an answer to a request of an earlier link, or to none
 	}
@@ -243,11 +243,11 @@ func (n *Node) answeredLocked(id string) {
 // goneLocked answers every request for an object that went away. n.mu
 // must be held.
 func (n *Node) goneLocked(id string) {
-	q := n.asked[id]
+	q := n.xfer.asked[id]
 	if q == nil {
 		return
 	}
-	delete(n.asked, id)
+	delete(n.xfer.asked, id)
 	for _, a := range q.queue {
 		n.tellLocked(a, true)
 	}
@@ -269,7 +269,7 @@ func (n *Node) tellLocked(a asker, gone bool) {
 // requests in flight on it will not be answered, and go again on the next
 // upstream link (resendRequestsLocked). n.mu must be held.
 func (n *Node) requestsLostLocked() {
-	for _, q := range n.asked {
+	for _, q := range n.xfer.asked {
 		q.sent = false
 	}
 	n.fan.requests = n.fan.requests[:0]
@@ -279,10 +279,10 @@ func (n *Node) requestsLostLocked() {
 // arrived: waiting requests go to it, or, if it does not take part in
 // transfers, are answered with the objects as they are. n.mu must be held.
 func (n *Node) resendRequestsLocked(md peer.Metadata) {
-	for id, q := range n.asked {
+	for id, q := range n.xfer.asked {
 		switch {
 		case !md.Has(peer.FeatureOwnership):
-			delete(n.asked, id)
+			delete(n.xfer.asked, id)
 			for _, a := range q.queue {
 				if a.ch != nil {
 					a.ch <- answer{err: ErrNoTransfers}
@@ -299,14 +299,14 @@ func (n *Node) resendRequestsLocked(md peer.Metadata) {
 // forgetAskerLocked drops a departed link from the requests it waits
 // on, and from the answers held for it. n.mu must be held.
 func (n *Node) forgetAskerLocked(ls *linkState) {
-	for _, q := range n.asked {
+	for _, q := range n.xfer.asked {
 		for i := range q.queue {
 			if q.queue[i].ls == ls {
 				q.queue[i].ls = nil
 			}
 		}
 	}
-	for id, h := range n.held {
+	for id, h := range n.xfer.held {
 		for i, a := range h.askers {
 			if a == ls {
 				h.askers[i] = nil
@@ -326,7 +326,7 @@ func (n *Node) forgetAskerLocked(ls *linkState) {
 func (n *Node) ask(ctx context.Context, req gameworld.Change) (answer, error) {
 	ch := make(chan answer, 1)
 	n.mu.Lock()
-	if n.closed {
+	if n.life.closed {
 		n.mu.Unlock()
 		return answer{}, ErrClosed
 	}
@@ -350,7 +350,7 @@ func (n *Node) ask(ctx context.Context, req gameworld.Change) (answer, error) {
 		return a, a.err
 	case <-ctx.Done():
 		n.mu.Lock()
-		if q := n.asked[req.ID]; q != nil {
+		if q := n.xfer.asked[req.ID]; q != nil {
 			for i := range q.queue {
 				if q.queue[i].ch == ch {
 					q.queue[i].ch = nil // its answer is not wanted
@@ -471,7 +471,7 @@ func (n *Node) sendAnswersLocked(ls *linkState) {
 // is no member to wait for. n.mu must be held.
 func (n *Node) holdLocked(ls *linkState, id, owner string, epoch uint64) bool {
 	waiting := map[*linkState]bool{}
-	for _, m := range n.order {
+	for _, m := range n.hub.order {
 		if m.kind == ownership.Mesh && m.ready {
 			waiting[m] = true
 		}
@@ -479,13 +479,13 @@ func (n *Node) holdLocked(ls *linkState, id, owner string, epoch uint64) bool {
 	if len(waiting) == 0 {
 		return false
 	}
-	if n.held == nil {
-		n.held = map[string]*held{}
+	if n.xfer.held == nil {
+		n.xfer.held = map[string]*held{}
 	}
-	h := n.held[id]
+	h := n.xfer.held[id]
 	if h == nil {
 		h = &held{}
-		n.held[id] = h
+		n.xfer.held[id] = h
 	}
 	if !slices.Contains(h.askers, ls) {
 		h.askers = append(h.askers, ls)
@@ -494,7 +494,7 @@ func (n *Node) holdLocked(ls *linkState, id, owner string, epoch uint64) bool {
 	time.AfterFunc(heldTimeout, func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		if n.held[id] == h && h.epoch == epoch && !n.closed {
+		if n.xfer.held[id] == h && h.epoch == epoch && !n.life.closed {
 			n.log.Info("mesh members did not acknowledge a transfer in time; answering with what is known", "id", id, "epoch", epoch, "waiting", len(h.waiting))
 			n.releaseHeldLocked(id)
 		}
@@ -506,7 +506,7 @@ func (n *Node) holdLocked(ls *linkState, id, owner string, epoch uint64) bool {
 // epoch, as its acknowledgement of what this node granted. n.mu must be
 // held.
 func (n *Node) ackLocked(m *linkState, id string, epoch uint64) {
-	h := n.held[id]
+	h := n.xfer.held[id]
 	if h == nil || epoch < h.epoch || !h.waiting[m] {
 		return // not yet seen by the member: its next answer will be
 	}
@@ -522,15 +522,15 @@ func (n *Node) ackLocked(m *linkState, id string, epoch uint64) {
 // claims the same one wins everywhere, so the asker's answer is known
 // without waiting for the members. n.mu must be held.
 func (n *Node) supersededLocked(r *gameworld.Record) {
-	if h := n.held[r.ID]; h != nil && (r.Type == gameworld.Remove || r.Owner != h.owner || r.Epoch != h.epoch) {
+	if h := n.xfer.held[r.ID]; h != nil && (r.Type == gameworld.Remove || r.Owner != h.owner || r.Epoch != h.epoch) {
 		n.releaseHeldLocked(r.ID)
 	}
 }
 
 // releaseHeldLocked sends the answers held about id. n.mu must be held.
 func (n *Node) releaseHeldLocked(id string) {
-	h := n.held[id]
-	delete(n.held, id)
+	h := n.xfer.held[id]
+	delete(n.xfer.held, id)
 	for _, ls := range h.askers {
 		if ls != nil {
 			n.answerLocked(ls, id)

@@ -92,22 +92,22 @@ func (n *Node) Attach(opts AttachOptions) (*Attachment, error) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.closed {
+	if n.life.closed {
 		return nil, ErrClosed
 	}
 	if opts.Identifier != "" {
 		n.settleDepartureLocked(opts.Identifier)
 	}
-	if opts.Identifier == n.id || n.claims[opts.Identifier] != nil {
+	if opts.Identifier == n.id || n.hub.claims[opts.Identifier] != nil {
 		return nil, fmt.Errorf("%w: %s", ErrIdentifierClaimed, opts.Identifier)
 	}
-	n.nextID++
-	a := &Attachment{n: n, id: n.nextID, rx: opts.Receiver}
+	n.hub.nextID++
+	a := &Attachment{n: n, id: n.hub.nextID, rx: opts.Receiver}
 	a.ls = &linkState{att: a, kind: ownership.Downstream, chain: map[string]bool{}, ready: true}
-	n.atts = append(n.atts, a)
+	n.hub.atts = append(n.hub.atts, a)
 	if opts.Identifier != "" {
 		a.ls.chain[opts.Identifier] = true
-		n.claims[opts.Identifier] = a.ls
+		n.hub.claims[opts.Identifier] = a.ls
 		n.chainChanged()
 	}
 	if opts.HasInterest {
@@ -145,7 +145,7 @@ func (a *Attachment) Apply(changes []gameworld.Change) (gameworld.Applied, error
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.closed {
+	if n.life.closed {
 		return gameworld.Applied{}, ErrClosed
 	}
 	if !a.attached() {
@@ -167,7 +167,7 @@ var errDetached = errors.New("relay: attachment detached")
 
 // attached reports whether a is still attached. n.mu must be held.
 func (a *Attachment) attached() bool {
-	for _, b := range a.n.atts {
+	for _, b := range a.n.hub.atts {
 		if b == a {
 			return true
 		}
@@ -181,9 +181,9 @@ func (a *Attachment) Detach() {
 	n := a.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for i, b := range n.atts {
+	for i, b := range n.hub.atts {
 		if b == a {
-			n.atts = append(n.atts[:i:i], n.atts[i+1:]...)
+			n.hub.atts = append(n.hub.atts[:i:i], n.hub.atts[i+1:]...)
 			break
 		}
 	}
@@ -196,7 +196,7 @@ func (a *Attachment) Detach() {
 	n.forgetAskerLocked(a.ls)
 	if owned := n.claimedBy(a.ls); len(owned) > 0 {
 		n.releaseClaims(owned, nil)
-		if !n.closed {
+		if !n.life.closed {
 			n.chainChanged()
 		}
 	}

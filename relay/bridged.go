@@ -49,12 +49,12 @@ type bridgedSet struct {
 // say) from remote; call Done when it leaves.
 func (n *Node) TrackPeer(kind, remote string) *BridgedPeer {
 	p := &BridgedPeer{n: n, kind: kind, addr: remote, since: time.Now()}
-	n.bridged.mu.Lock()
-	if n.bridged.peers == nil {
-		n.bridged.peers = map[*BridgedPeer]struct{}{}
+	n.hub.bridged.mu.Lock()
+	if n.hub.bridged.peers == nil {
+		n.hub.bridged.peers = map[*BridgedPeer]struct{}{}
 	}
-	n.bridged.peers[p] = struct{}{}
-	n.bridged.mu.Unlock()
+	n.hub.bridged.peers[p] = struct{}{}
+	n.hub.bridged.mu.Unlock()
 	return p
 }
 
@@ -67,21 +67,21 @@ func (p *BridgedPeer) SetIdentifier(id string) {
 
 // Done removes the peer. It is safe to call more than once.
 func (p *BridgedPeer) Done() {
-	p.n.bridged.mu.Lock()
-	delete(p.n.bridged.peers, p)
-	p.n.bridged.mu.Unlock()
+	p.n.hub.bridged.mu.Lock()
+	delete(p.n.hub.bridged.peers, p)
+	p.n.hub.bridged.mu.Unlock()
 }
 
 // Bridged returns the bridged peers, oldest first.
 func (n *Node) Bridged() []BridgedInfo {
-	n.bridged.mu.Lock()
-	out := make([]BridgedInfo, 0, len(n.bridged.peers))
-	for p := range n.bridged.peers {
+	n.hub.bridged.mu.Lock()
+	out := make([]BridgedInfo, 0, len(n.hub.bridged.peers))
+	for p := range n.hub.bridged.peers {
 		p.mu.Lock()
 		out = append(out, BridgedInfo{Kind: p.kind, Remote: p.addr, Identifier: p.identifier, Since: p.since})
 		p.mu.Unlock()
 	}
-	n.bridged.mu.Unlock()
+	n.hub.bridged.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Since.Before(out[j].Since) })
 	return out
 }
@@ -92,10 +92,10 @@ func (n *Node) bridgedCounts() map[string]int {
 	for _, k := range bridgedKinds {
 		counts[k] = 0
 	}
-	n.bridged.mu.Lock()
-	for p := range n.bridged.peers {
+	n.hub.bridged.mu.Lock()
+	for p := range n.hub.bridged.peers {
 		counts[p.kind]++
 	}
-	n.bridged.mu.Unlock()
+	n.hub.bridged.mu.Unlock()
 	return counts
 }

@@ -25,7 +25,7 @@ func TestUpstreamCutDuringBurst(t *testing.T) {
 	waitFor(t, "the proxy's resume tokens", 5*time.Second, func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return p.tokens[burster.ID] != ""
+		return p.up.tokens[burster.ID] != ""
 	})
 	next := 0
 	for round := range 6 {

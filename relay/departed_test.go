@@ -138,7 +138,7 @@ func TestDepartedWorldComesBack(t *testing.T) {
 	c := newDepartedChain(t, objects)
 	var once sync.Once
 	returned := make(chan *wiretest.Peer, 1)
-	c.p2.yieldHook = func() {
+	c.p2.deps.yieldHook = func() {
 		// The end of the chain let its lock go mid-departure: the world
 		// comes back now, and its objects reach this node before the
 		// departure goes on.

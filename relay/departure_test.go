@@ -52,7 +52,7 @@ func (f *departureFixture) onFirstYield(fn func()) (heldThen func() int) {
 	var once sync.Once
 	held := -1
 	done := make(chan struct{})
-	f.node.yieldHook = func() {
+	f.node.deps.yieldHook = func() {
 		once.Do(func() {
 			held = f.node.World().CountOf([]string{f.leaverID})
 			fn()
@@ -121,8 +121,8 @@ func TestDepartureLetsOthersIn(t *testing.T) {
 	waitFor(t, "the departure done: the leaver's objects and claim gone", 30*time.Second, func() bool {
 		f.node.mu.Lock()
 		defer f.node.mu.Unlock()
-		_, claimed := f.node.claims[f.leaverID]
-		return !claimed && len(f.node.departing) == 0 && f.node.World().CountOf([]string{f.leaverID}) == 0
+		_, claimed := f.node.hub.claims[f.leaverID]
+		return !claimed && len(f.node.deps.departing) == 0 && f.node.World().CountOf([]string{f.leaverID}) == 0
 	})
 	if kept := f.node.World().CountOf([]string{f.node.Identifier()}); kept != objects/1000+1 {
 		t.Errorf("the node kept %d persistent objects, want %d", kept, objects/1000+1)

@@ -61,10 +61,10 @@ type departedMark struct {
 // departingLocked returns world id's departure, or nil. n.mu must be
 // held.
 func (n *Node) departingLocked(id string) *departure {
-	if len(n.departing) == 0 {
+	if len(n.deps.departing) == 0 {
 		return nil
 	}
-	return n.departing[id]
+	return n.deps.departing[id]
 }
 
 // takesDeparted reports whether ls's peer is told big departures by a
@@ -106,9 +106,9 @@ func (n *Node) releaseClaimsTo(ids []string, from *linkState, heir string) {
 	objects := 0
 	for _, id := range ids {
 		chained = chained || n.chainedLocked(id)
-		d := &departure{claim: n.claims[id], heir: heir, from: from, told: told}
-		n.departing[id], mine[id] = d, d
-		objects += n.owned[id]
+		d := &departure{claim: n.hub.claims[id], heir: heir, from: from, told: told}
+		n.deps.departing[id], mine[id] = d, d
+		objects += n.quota.owned[id]
 	}
 	if objects > departSlice {
 		// Too many to remove in one piece: our nodes downstream are told
@@ -127,13 +127,13 @@ func (n *Node) releaseClaimsTo(ids []string, from *linkState, heir string) {
 		n.chainChanged()
 	}
 	removed, more := n.departSliceLocked(n.departingOf(ids, mine, nil), from, heir, departSlice)
-	if more && !n.closed {
+	if more && !n.life.closed {
 		// The rest goes on its own goroutine: a departure told by
 		// metadata must not hold up the link's reader (the member's or
 		// proxy's other changes come that way).
-		n.wg.Add(1)
+		n.life.wg.Add(1)
 		go func() {
-			defer n.wg.Done()
+			defer n.life.wg.Done()
 			n.mu.Lock()
 			defer n.mu.Unlock()
 			n.departLocked(ids, mine, from, heir, removed)
@@ -147,7 +147,7 @@ func (n *Node) releaseClaimsTo(ids []string, from *linkState, heir string) {
 // letting the lock go before each, then ends it. n.mu must be held.
 func (n *Node) departLocked(ids []string, mine map[string]*departure, from *linkState, heir string, removed int) {
 	var owners []string
-	for !n.closed {
+	for !n.life.closed {
 		n.yieldLocked()
 		owners = n.departingOf(ids, mine, owners[:0])
 		k, more := n.departSliceLocked(owners, from, heir, departSlice)
@@ -164,7 +164,7 @@ func (n *Node) departLocked(ids []string, mine map[string]*departure, from *link
 // held.
 func (n *Node) departingOf(ids []string, mine map[string]*departure, dst []string) []string {
 	for _, id := range ids {
-		if n.departing[id] == mine[id] {
+		if n.deps.departing[id] == mine[id] {
 			dst = append(dst, id)
 		}
 	}
@@ -175,7 +175,7 @@ func (n *Node) departingOf(ids []string, mine map[string]*departure, dst []strin
 // way. n.mu must be held.
 func (n *Node) endDeparturesLocked(ids []string, mine map[string]*departure, removed int) {
 	for _, id := range ids {
-		if d := mine[id]; n.departing[id] == d {
+		if d := mine[id]; n.deps.departing[id] == d {
 			n.endDepartureLocked(id, d)
 		}
 	}
@@ -214,9 +214,9 @@ func (n *Node) departSliceLocked(owners []string, from *linkState, heir string, 
 // endDepartureLocked ends world id's departure d: its claim goes, unless
 // someone else holds it now. n.mu must be held.
 func (n *Node) endDepartureLocked(id string, d *departure) {
-	delete(n.departing, id)
-	if n.claims[id] == d.claim {
-		delete(n.claims, id)
+	delete(n.deps.departing, id)
+	if n.hub.claims[id] == d.claim {
+		delete(n.hub.claims, id)
 	}
 }
 
@@ -224,7 +224,7 @@ func (n *Node) endDepartureLocked(id string, d *departure) {
 // one is under way: what claims the world next starts from nothing, as
 // it would had the departure been done in one piece. n.mu must be held.
 func (n *Node) settleDepartureLocked(id string) {
-	d := n.departing[id]
+	d := n.deps.departing[id]
 	if d == nil {
 		return
 	}
@@ -241,8 +241,8 @@ func (n *Node) settleDepartureLocked(id string) {
 func (n *Node) HandleDeparted(l *peer.Link, d peer.Departed) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ls := n.links[l]
-	if ls == nil || n.closed || !ls.ready {
+	ls := n.hub.links[l]
+	if ls == nil || n.life.closed || !ls.ready {
 		return
 	}
 	if ls.kind != ownership.Upstream {
@@ -252,7 +252,7 @@ func (n *Node) HandleDeparted(l *peer.Link, d peer.Departed) {
 	}
 	var ids []string
 	for _, id := range d.Worlds {
-		if id == n.id || n.claims[id] != nil || n.departing[id] != nil {
+		if id == n.id || n.hub.claims[id] != nil || n.deps.departing[id] != nil {
 			continue // behind us, or leaving already
 		}
 		ids = append(ids, id)
@@ -270,7 +270,7 @@ func (n *Node) settleReturnsLocked(ls *linkState, changes []gameworld.Change) {
 		if changes[i].Type == gameworld.Remove {
 			continue // brings nothing back (a region's edge, say)
 		}
-		if d := n.departing[changes[i].Owner]; d != nil && d.from == ls {
+		if d := n.deps.departing[changes[i].Owner]; d != nil && d.from == ls {
 			n.settleDepartureLocked(changes[i].Owner)
 		}
 	}
@@ -283,8 +283,8 @@ func (n *Node) settleReturnsLocked(ls *linkState, changes []gameworld.Change) {
 func (n *Node) yieldLocked() {
 	n.flushLocked()
 	n.mu.Unlock()
-	if n.yieldHook != nil {
-		n.yieldHook()
+	if n.deps.yieldHook != nil {
+		n.deps.yieldHook()
 	}
 	runtime.Gosched()
 	n.mu.Lock()
@@ -313,17 +313,17 @@ func (n *Node) removeWhere(remove func(gameworld.Object) bool, from *linkState) 
 func (n *Node) HandleClose(l *peer.Link, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ls := n.links[l]
+	ls := n.hub.links[l]
 	if ls == nil {
 		return
 	}
-	delete(n.links, l)
+	delete(n.hub.links, l)
 	if ls.release != nil {
 		go ls.release() // takes n.mu
 	}
-	for i, o := range n.order {
+	for i, o := range n.hub.order {
 		if o == ls {
-			n.order = append(n.order[:i:i], n.order[i+1:]...)
+			n.hub.order = append(n.hub.order[:i:i], n.hub.order[i+1:]...)
 			break
 		}
 	}
@@ -331,11 +331,11 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 		n.unregisterLocked(ls)
 		ls.region = nil
 		n.regionGoneLocked()
-		if !n.closed {
+		if !n.life.closed {
 			n.chainChanged()
 		}
 	}
-	n.totals.add(l)
+	n.hub.totals.add(l)
 	n.forgetAskerLocked(ls)
 	if len(ls.presence) > 0 {
 		n.presenceGoneLocked(ls)
@@ -346,11 +346,11 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 		// it up to date, and downstream clients see no gap.
 		return
 	}
-	if ls.kind == ownership.Mesh && n.mesh != nil && !n.closed && n.mesh.alive(ls.member) {
+	if ls.kind == ownership.Mesh && n.hub.mesh != nil && !n.life.closed && n.hub.mesh.alive(ls.member) {
 		// memberlist still sees the member: keep its objects for the
 		// re-dialed link instead of removing and re-adding them all.
 		ls.detached = true
-		if n.mesh.leaving() {
+		if n.hub.mesh.leaving() {
 			// We left the mesh (shutting down): nothing was lost.
 			n.log.Debug("mesh link closed: this node left the mesh", "member", ls.member)
 			return
@@ -359,7 +359,7 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 		return
 	}
 	owned := n.claimedBy(ls)
-	if len(owned) > 0 && ls.kind == ownership.Downstream && n.opts.ReclaimGrace > 0 && !n.closed && droppedAbnormally(err) {
+	if len(owned) > 0 && ls.kind == ownership.Downstream && n.opts.ReclaimGrace > 0 && !n.life.closed && droppedAbnormally(err) {
 		// The connection broke rather than closed: keep the peer's
 		// objects for a while, so that a flapping link (a proxy whose
 		// upstream connection drops and comes back) does not make them
@@ -372,7 +372,7 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 	}
 	if len(owned) > 0 {
 		n.releaseClaims(owned, nil)
-		if !n.closed {
+		if !n.life.closed {
 			n.chainChanged()
 		}
 	}
@@ -383,7 +383,7 @@ func (n *Node) HandleClose(l *peer.Link, err error) {
 func (n *Node) claimedBy(ls *linkState) []string {
 	var owned []string
 	for id := range ls.chain {
-		if n.claims[id] == ls {
+		if n.hub.claims[id] == ls {
 			owned = append(owned, id)
 		}
 	}
@@ -395,7 +395,7 @@ func (n *Node) claimedBy(ls *linkState) []string {
 func (n *Node) expireDetached(ls *linkState) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.closed {
+	if n.life.closed {
 		return
 	}
 	if owned := n.claimedBy(ls); len(owned) > 0 {
@@ -433,7 +433,7 @@ func droppedAbnormally(err error) bool {
 // n.mu must be held.
 func (n *Node) releaseGhosts(ls *linkState) {
 	var stale []string
-	for id, cl := range n.claims {
+	for id, cl := range n.hub.claims {
 		if cl != ls && cl.detached && cl.member == ls.member {
 			stale = append(stale, id)
 		}
@@ -452,7 +452,7 @@ func (n *Node) releaseGhosts(ls *linkState) {
 func (n *Node) holdWorldsLocked(ids map[string]bool, kind ownership.LinkKind, member string) {
 	held := &linkState{kind: kind, chain: ids, detached: true, member: member}
 	for id := range ids {
-		n.claims[id] = held
+		n.hub.claims[id] = held
 	}
 	time.AfterFunc(n.opts.ReclaimGrace, func() { n.expireDetached(held) })
 }
@@ -469,12 +469,12 @@ func (n *Node) meshMemberGone(member string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	owned := map[string]bool{}
-	for id, cl := range n.claims {
+	for id, cl := range n.hub.claims {
 		if cl.kind == ownership.Mesh && cl.member == member {
 			owned[id] = true
 		}
 	}
-	for _, ls := range n.order {
+	for _, ls := range n.hub.order {
 		if ls.kind == ownership.Mesh && ls.member == member {
 			ls.link.Close(peer.StatusGoingAway, "member left the mesh")
 		}
@@ -482,7 +482,7 @@ func (n *Node) meshMemberGone(member string) {
 	if len(owned) == 0 {
 		return
 	}
-	if n.opts.ReclaimGrace > 0 && !n.closed {
+	if n.opts.ReclaimGrace > 0 && !n.life.closed {
 		n.holdWorldsLocked(owned, ownership.Mesh, member)
 		n.log.Info("a mesh member is gone; keeping its worlds' objects for the reclaim grace period", "member", member, "worlds", len(owned), "grace", n.opts.ReclaimGrace)
 		return
@@ -494,7 +494,7 @@ func (n *Node) meshMemberGone(member string) {
 // MeshStatus returns the node's mesh status, or nil when it is not in one.
 func (n *Node) MeshStatus() *MeshStatus {
 	n.mu.Lock()
-	m := n.mesh
+	m := n.hub.mesh
 	n.mu.Unlock()
 	if m == nil {
 		return nil

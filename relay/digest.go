@@ -53,7 +53,7 @@ func (c *repairCounts) of(kind string) *atomic.Uint64 {
 func (n *Node) Repairs() map[string]uint64 {
 	out := make(map[string]uint64, len(repairKinds))
 	for _, k := range repairKinds {
-		out[k] = n.repairs.of(k).Load()
+		out[k] = n.dig.repairs.of(k).Load()
 	}
 	return out
 }
@@ -114,7 +114,7 @@ const minDigestGap = 100 * time.Millisecond
 // two sides of a link may then see an object on either side of it. n.mu
 // must be held.
 func (n *Node) transfersInFlight(ls *linkState) bool {
-	return len(n.asked) > 0 || len(n.held) > 0 || len(ls.answers) > 0
+	return len(n.xfer.asked) > 0 || len(n.xfer.held) > 0 || len(ls.answers) > 0
 }
 
 // digestBuckets is the number of buckets for a digest of n objects: about
@@ -153,11 +153,11 @@ func (n *Node) sentOver(ls *linkState, owner string) bool {
 
 // digestLoop sends due digests until the node closes.
 func (n *Node) digestLoop() {
-	defer n.wg.Done()
-	Every(n.ctx, min(time.Second, n.opts.DigestInterval/4), func() {
+	defer n.life.wg.Done()
+	Every(n.life.ctx, min(time.Second, n.opts.DigestInterval/4), func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		if !n.closed {
+		if !n.life.closed {
 			n.sendDigestsLocked(time.Now())
 		}
 	})
@@ -168,7 +168,7 @@ func (n *Node) digestLoop() {
 // world holds is what the links were offered. n.mu must be held.
 func (n *Node) sendDigestsLocked(now time.Time) {
 	due := false
-	for _, ls := range n.order {
+	for _, ls := range n.hub.order {
 		if speaksDigest(ls) && !now.Before(ls.digest.next) {
 			due = true
 			break
@@ -179,7 +179,7 @@ func (n *Node) sendDigestsLocked(now time.Time) {
 	}
 	n.flushLocked()
 	defer n.digestTime(time.Now())
-	for _, ls := range n.order {
+	for _, ls := range n.hub.order {
 		if !speaksDigest(ls) || now.Before(ls.digest.next) {
 			continue
 		}
@@ -191,7 +191,7 @@ func (n *Node) sendDigestsLocked(now time.Time) {
 		if n.transfersInFlight(ls) {
 			continue // at the next check, once decided
 		}
-		if len(n.departing) > 0 {
+		if len(n.deps.departing) > 0 {
 			// A departure is going out a slice at a time: the peer's view
 			// lags by what is in flight, as behind a burst.
 			ls.digest.next = now.Add(time.Second)
@@ -207,7 +207,7 @@ func (n *Node) sendDigestsLocked(now time.Time) {
 		// What the link knows, not the whole world: a link that sees a
 		// part of a big world costs what it sees.
 		slots := ls.link.KnownSlots(nil)
-		if !n.digestBudget.AllowN(now, max(1, len(slots))) {
+		if !n.dig.budget.AllowN(now, max(1, len(slots))) {
 			// Over the budget: this link's turn comes a little later.
 			ls.digest.next = now.Add(time.Second)
 			continue
@@ -270,11 +270,11 @@ func (n *Node) heldFrom(ls *linkState, owner string) bool {
 func (n *Node) HandleDigest(l *peer.Link, d peer.Digest) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ls := n.links[l]
+	ls := n.hub.links[l]
 	if ls != nil && ls.digest.repair != nil && time.Since(ls.digest.repair.since) > repairTimeout {
 		ls.digest.repair = nil
 	}
-	if ls == nil || n.closed || !ls.ready || ls.sweep != nil || ls.digest.repair != nil || n.transfersInFlight(ls) || len(n.departing) > 0 {
+	if ls == nil || n.life.closed || !ls.ready || ls.sweep != nil || ls.digest.repair != nil || n.transfersInFlight(ls) || len(n.deps.departing) > 0 {
 		return // a reconnect's sweep, a repair, a transfer or a departure is under way
 	}
 	if now := time.Now(); now.Sub(ls.digest.lastIn) < minDigestGap {
@@ -289,7 +289,7 @@ func (n *Node) HandleDigest(l *peer.Link, d peer.Digest) {
 	rangeHeld, visits := n.world.RangeDigests, n.world.Len()
 	if ls.kind != ownership.Upstream {
 		var owners []string
-		for id, c := range n.claims {
+		for id, c := range n.hub.claims {
 			if c == ls {
 				owners = append(owners, id)
 			}
@@ -297,7 +297,7 @@ func (n *Node) HandleDigest(l *peer.Link, d peer.Digest) {
 		visits = n.world.CountOf(owners) + len(owners)
 		rangeHeld = func(fn func(uint32, string, uint64, uint64) bool) { n.world.RangeDigestsOf(owners, fn) }
 	}
-	if !n.digestBudget.AllowN(time.Now(), max(1, visits)) {
+	if !n.dig.budget.AllowN(time.Now(), max(1, visits)) {
 		return // over the budget: the next digest will tell
 	}
 	mine := make([]uint64, len(d.Buckets))
@@ -351,13 +351,13 @@ func (n *Node) HandleDigest(l *peer.Link, d peer.Digest) {
 func (n *Node) HandleRepair(l *peer.Link, typ string, r peer.Repair) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ls := n.links[l]
-	if ls == nil || n.closed || !ls.ready {
+	ls := n.hub.links[l]
+	if ls == nil || n.life.closed || !ls.ready {
 		return
 	}
 	switch typ {
 	case peer.TypeRequestRepair:
-		if len(n.departing) > 0 {
+		if len(n.deps.departing) > 0 {
 			// Asked from a digest taken while a departure went out: the
 			// peer asks again (repairTimeout) if it still differs.
 			return
@@ -415,7 +415,7 @@ func (n *Node) answerRepairLocked(ls *linkState, r peer.Repair) {
 		recs = append(recs, wholeRecord(o))
 		return true
 	})
-	if n.log.Enabled(n.ctx, slog.LevelDebug) { // (counting what the link knows costs a pass)
+	if n.log.Enabled(n.life.ctx, slog.LevelDebug) { // (counting what the link knows costs a pass)
 		n.log.Debug("answering a repair request", "link", ls.link.ID(), "buckets", len(r.Buckets), "of", r.Of, "records", len(recs), "queued", ls.link.Queued(), "known", len(ls.link.KnownSlots(nil)))
 	}
 	ls.link.SendRepair(peer.TypeRepairing, r)
@@ -496,16 +496,16 @@ func (n *Node) seeLateLocked(ls *linkState, changes []gameworld.Change) {
 // each kind at WARN: in a healthy deployment there are none, so one is a
 // divergence found. n.mu must be held.
 func (n *Node) repaired(ls *linkState, kind string, ids []string) {
-	n.repairs.of(kind).Add(uint64(len(ids)))
-	if n.metrics != nil {
-		n.metrics.repairs.WithLabelValues(kind).Add(float64(len(ids)))
+	n.dig.repairs.of(kind).Add(uint64(len(ids)))
+	if n.life.metrics != nil {
+		n.life.metrics.repairs.WithLabelValues(kind).Add(float64(len(ids)))
 	}
-	if n.repairs.warned == nil {
-		n.repairs.warned = map[string]bool{}
+	if n.dig.repairs.warned == nil {
+		n.dig.repairs.warned = map[string]bool{}
 	}
 	first := slices.Clone(ids[:min(len(ids), 5)])
-	if !n.repairs.warned[kind] {
-		n.repairs.warned[kind] = true
+	if !n.dig.repairs.warned[kind] {
+		n.dig.repairs.warned[kind] = true
 		n.log.Warn("anti-entropy repaired a divergence", "kind", kind, "objects", len(ids), "first", first, "link", ls.link.ID(), "link_kind", ls.kind.String())
 		return
 	}

@@ -38,7 +38,7 @@ func BenchmarkDigest(b *testing.B) {
 	waitFor(b, "the client's copy", 60*time.Second, func() bool { return c.World().Len() == objects })
 	s.mu.Lock()
 	var ls *linkState
-	for _, l := range s.order {
+	for _, l := range s.hub.order {
 		if speaksDigest(l) {
 			ls = l
 		}
@@ -47,7 +47,7 @@ func BenchmarkDigest(b *testing.B) {
 	if ls == nil {
 		b.Fatal("no link speaks digests")
 	}
-	s.digestBudget = rate.NewLimiter(rate.Inf, 0) // measure every digest, not the budget
+	s.dig.budget = rate.NewLimiter(rate.Inf, 0) // measure every digest, not the budget
 	b.ResetTimer()
 	for range b.N {
 		s.mu.Lock()

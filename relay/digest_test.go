@@ -130,7 +130,7 @@ func TestRepairCountsOnlyWhatItRepairs(t *testing.T) {
 	waitFor(t, "the node answers b's refresh request", 5*time.Second, func() bool {
 		srv.mu.Lock()
 		defer srv.mu.Unlock()
-		ls := srv.claims[b.Identifier()]
+		ls := srv.hub.claims[b.Identifier()]
 		return ls != nil && ls.link.Stats().MessagesIn[peer.KindRequestRefresh].Load() > 0 && !ls.refreshWanted
 	})
 	y, _ := a.Create(map[string]any{"n": 2})

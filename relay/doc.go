@@ -40,8 +40,30 @@
 // deltas ride in the records (client_scopes.go has the Client's side), and
 // quotas bound them (quota.go).
 //
-// Concurrency: a Node serialises applying and routing under one mutex, so
-// every link sees changes in the same order the world applied them. Links
-// write on goroutines of their own, started while they have something to
-// write, so a slow link never delays the others.
+// Plugging in a capability. A new capability joins the node through one
+// of its seams, never as another branch in the handlers of HandleWorldChange,
+// HandleMetadata or the flush, nor as another field of Node:
+//
+//   - data riding in records: what a peer writes travels inside the change
+//     records, which the node routes without looking inside (scope/'s
+//     deltas; quotas bound them);
+//   - a checker in Options: a Validator refuses writes, and the node tells
+//     the writer why (schema/);
+//   - an attachment: Attach joins a view of the world that is not a
+//     Solipsism link (the Alloverse and snapshot bridges), routed by the
+//     same rules as a downstream peer, with its own region;
+//   - the node's own changes and messages: Apply, Publish,
+//     SubscribeMessages and the world's Subscribe, as any program running
+//     beside the node uses them.
+//
+// Where a capability needs state of its own, that state is a type of the
+// capability's file (Node groups it by concern: hub, fan, sp, deps, xfer,
+// up, quota, dig), and spatial geometry lives in package interest.
+//
+// Concurrency: a Node serialises applying and routing under one mutex,
+// Node.mu, so every link sees changes in the same order the world applied
+// them; a method whose name ends in Locked must be called with it held,
+// and one without that suffix takes it itself. Links write on goroutines
+// of their own, started while they have something to write, so a slow
+// link never delays the others.
 package relay

@@ -72,6 +72,11 @@ type fanout struct {
 	// msgAt lists the ephemeral messages posted since the last flush, at
 	// their positions in the log (messages.go).
 	msgAt []msgMark
+	// kick asks the tick loop for a flush now (a refresh answer's next
+	// slice).
+	kick chan struct{}
+	// subs receive the messages that reach this node (messages.go).
+	subs msgSubs
 }
 
 // route appends applied records to the shared log. from is the link whose
@@ -94,16 +99,16 @@ func (n *Node) route(recs []gameworld.Record, from *linkState) {
 				f.removed = map[string]bool{}
 			}
 			f.removed[r.ID] = true
-			if len(n.asked) > 0 {
+			if len(n.xfer.asked) > 0 {
 				n.goneLocked(r.ID)
 			}
 		case r.Type == gameworld.Add && f.removed[r.ID]:
 			f.unique = false // back in another slot
 		}
-		if n.persist != nil {
-			n.persist.noteLocked(n, r)
+		if n.life.persist != nil {
+			n.life.persist.noteLocked(n, r)
 		}
-		if len(n.held) > 0 && (r.Type == gameworld.Transfer || r.Type == gameworld.Remove) {
+		if len(n.xfer.held) > 0 && (r.Type == gameworld.Transfer || r.Type == gameworld.Remove) {
 			n.supersededLocked(r)
 		}
 		if j, ok := f.bySlot[r.Slot]; ok {
@@ -169,22 +174,22 @@ func (n *Node) chainChanged() {
 // be held.
 func (n *Node) kickLocked() {
 	select {
-	case n.kick <- struct{}{}:
+	case n.fan.kick <- struct{}{}:
 	default:
 	}
 }
 
 // tickLoop flushes the shared log once per tick until the node closes.
 func (n *Node) tickLoop() {
-	defer n.wg.Done()
+	defer n.life.wg.Done()
 	t := time.NewTicker(n.opts.Tick)
 	defer t.Stop()
 	for {
 		select {
-		case <-n.ctx.Done():
+		case <-n.life.ctx.Done():
 			return
 		case <-t.C:
-		case <-n.kick:
+		case <-n.fan.kick:
 		}
 		n.mu.Lock()
 		n.flushLocked()
@@ -216,12 +221,12 @@ func (n *Node) flushLocked() {
 	if len(f.mdAt) > 0 {
 		mdUp, mdMesh = n.localMetadataLocked(ownership.Upstream), n.localMetadataLocked(ownership.Mesh)
 		mdUpAll = mdUp
-		if len(n.departing) > 0 {
+		if len(n.deps.departing) > 0 {
 			mdUpAll = n.chainMetadataLocked(ownership.Upstream, true)
 		}
 	}
 	n.indexLog()
-	for _, ls := range n.order {
+	for _, ls := range n.hub.order {
 		announces := len(f.mdAt) > 0 && (ls.kind == ownership.Upstream || ls.kind == ownership.Mesh)
 		md := mdUp
 		switch {
@@ -267,7 +272,7 @@ func (n *Node) flushLocked() {
 			n.sendRequestsLocked(ls)
 		}
 	}
-	for _, a := range n.atts {
+	for _, a := range n.hub.atts {
 		if a.ls.region != nil {
 			n.offerSubset(a.ls, a.ls.region.sub, false, peer.Metadata{}, full)
 		} else {
@@ -292,11 +297,11 @@ func (n *Node) flushLocked() {
 	if cap(f.log) > 4096 { // after a burst, let the memory go
 		f.log, f.recs, f.bySlot = nil, nil, nil
 	}
-	if n.persist != nil {
-		n.persist.flushLocked(n)
+	if n.life.persist != nil {
+		n.life.persist.flushLocked(n)
 	}
-	if n.metrics != nil {
-		n.metrics.tick.Observe(time.Since(start).Seconds())
+	if n.life.metrics != nil {
+		n.life.metrics.tick.Observe(time.Since(start).Seconds())
 	}
 }
 
@@ -428,8 +433,8 @@ func (n *Node) departsOnMetadata(ls *linkState) bool {
 // node announces to its upstream and mesh peers: claimed here, and not
 // departing. n.mu must be held.
 func (n *Node) chainedLocked(id string) bool {
-	c := n.claims[id]
-	return c != nil && c.kind == ownership.Downstream && (len(n.departing) == 0 || n.departing[id] == nil)
+	c := n.hub.claims[id]
+	return c != nil && c.kind == ownership.Downstream && (len(n.deps.departing) == 0 || n.deps.departing[id] == nil)
 }
 
 // refreshSlice is how many objects a refresh answer takes from the world
@@ -507,13 +512,13 @@ func (n *Node) continueRefreshLocked(ls *linkState) {
 // written what it was offered, or ctx is done.
 func (n *Node) drain(ctx context.Context) {
 	n.mu.Lock()
-	if n.closed {
+	if n.life.closed {
 		n.mu.Unlock()
 		return
 	}
 	n.flushLocked()
-	links := make([]*peer.Link, 0, len(n.order))
-	for _, ls := range n.order {
+	links := make([]*peer.Link, 0, len(n.hub.order))
+	for _, ls := range n.hub.order {
 		if ls.link != nil {
 			links = append(links, ls.link)
 		}

@@ -105,7 +105,7 @@ func TestFlappingProxyDoesNotFlicker(t *testing.T) {
 	waitFor(t, "the proxy's resume tokens", 5*time.Second, func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return p.tokens[p1ID] != "" && p.tokens[c1ID] != ""
+		return p.up.tokens[p1ID] != "" && p.up.tokens[c1ID] != ""
 	})
 	for i := 1; i <= 4; i++ {
 		before := upstreamLinkID(p)
@@ -152,10 +152,10 @@ func TestProxyReconnectsWithoutAClientsToken(t *testing.T) {
 	waitFor(t, "the proxy's resume tokens", 5*time.Second, func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return p.tokens[p1ID] != "" && p.tokens[c2ID] != ""
+		return p.up.tokens[p1ID] != "" && p.up.tokens[c2ID] != ""
 	})
 	p.mu.Lock()
-	delete(p.tokens, c2ID) // as if c2 had joined just before the break
+	delete(p.up.tokens, c2ID) // as if c2 had joined just before the break
 	p.mu.Unlock()
 	before := upstreamLinkID(p)
 	wire.cut()

@@ -22,8 +22,8 @@ import (
 func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ls := n.links[l]
-	if ls == nil || n.closed {
+	ls := n.hub.links[l]
+	if ls == nil || n.life.closed {
 		return
 	}
 	if !ls.ready {
@@ -59,7 +59,7 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 		for i := range wc.Changes {
 			wc.Changes[i].Stated = wc.Changes[i].Type == gameworld.Transfer
 		}
-		if len(n.departing) > 0 {
+		if len(n.deps.departing) > 0 {
 			n.settleReturnsLocked(ls, wc.Changes)
 		}
 	}
@@ -129,7 +129,7 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 func (n *Node) HandleRequestRefresh(l *peer.Link) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ls := n.links[l]
+	ls := n.hub.links[l]
 	if ls == nil {
 		return
 	}
@@ -144,8 +144,8 @@ func (n *Node) HandleRequestRefresh(l *peer.Link) {
 func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ls := n.links[l]
-	if ls == nil || n.closed {
+	ls := n.hub.links[l]
+	if ls == nil || n.life.closed {
 		return
 	}
 	if ls.kind == ownership.Upstream {
@@ -159,8 +159,8 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 			ls.askedRefresh = true
 			l.RequestRefresh()
 			n.resendRequestsLocked(md)
-			if n.onUpstreamReady != nil {
-				n.onUpstreamReady()
+			if n.up.onReady != nil {
+				n.up.onReady()
 			}
 		}
 		return
@@ -243,7 +243,7 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 			continue
 		}
 		n.settleDepartureLocked(id)
-		other := n.claims[id]
+		other := n.hub.claims[id]
 		if ls.kind == ownership.Mesh && other != nil && other.kind == ownership.Downstream && !heldLocked(other) || other != nil && other.att != nil {
 			// A client connected here speaks for itself; a mesh peer's
 			// stale view of it does not override that. Nor does anyone
@@ -275,12 +275,12 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 				n.log.Info("identifier moved to newer link", "identifier", id, "from", other.link.ID(), "to", l.ID())
 			}
 		}
-		n.claims[id] = ls
+		n.hub.claims[id] = ls
 		ls.chain[id] = true
 		gained = true
 		joined = append(joined, id)
 	}
-	if (gained || len(gone) > 0) && n.log.Enabled(n.ctx, slog.LevelDebug) {
+	if (gained || len(gone) > 0) && n.log.Enabled(n.life.ctx, slog.LevelDebug) {
 		n.log.Debug("chain changed", "link", l.ID(), "kind", ls.kind.String(), "gained", firstOf(joined), "gone", firstOf(gone))
 	}
 	if len(gone) > 0 {
@@ -321,7 +321,7 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 func (n *Node) LocalMetadata(l *peer.Link) peer.Metadata {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if ls := n.links[l]; ls != nil && ls.kind == ownership.Downstream {
+	if ls := n.hub.links[l]; ls != nil && ls.kind == ownership.Downstream {
 		return n.tokenMetadataLocked(ls)
 	}
 	return n.localMetadataLocked(l.Kind())
@@ -341,26 +341,26 @@ func (n *Node) chainMetadataLocked(kind ownership.LinkKind, departing bool) peer
 	if kind == ownership.Downstream {
 		return md
 	}
-	if kind == ownership.Upstream && len(n.tokens) > 0 {
+	if kind == ownership.Upstream && len(n.up.tokens) > 0 {
 		// A copy: the link encodes it later, while an upstream's next
-		// metadata may add tokens to n.tokens.
-		md.ResumeTokens = maps.Clone(n.tokens)
+		// metadata may add tokens to n.up.tokens.
+		md.ResumeTokens = maps.Clone(n.up.tokens)
 	}
 	switch {
 	case kind == ownership.Upstream && n.opts.Interest != nil:
 		md.Interest, md.HasInterest = n.opts.Interest, true
 	case n.role == ownership.Client:
-		md.Interest, md.HasInterest = n.interest, n.interest != nil
+		md.Interest, md.HasInterest = n.up.interest, n.up.interest != nil
 	default:
 		md.Interest, md.HasInterest = n.unionInterestLocked()
 	}
 	if n.role == ownership.Client {
-		md.Rooms, md.HasRooms = n.rooms, n.rooms != nil
+		md.Rooms, md.HasRooms = n.up.rooms, n.up.rooms != nil
 	} else {
 		md.Rooms, md.HasRooms = n.unionRoomsLocked()
 	}
-	for id, ls := range n.claims {
-		if ls.kind == ownership.Downstream && !heldLocked(ls) && (departing || len(n.departing) == 0 || n.departing[id] == nil) {
+	for id, ls := range n.hub.claims {
+		if ls.kind == ownership.Downstream && !heldLocked(ls) && (departing || len(n.deps.departing) == 0 || n.deps.departing[id] == nil) {
 			md.IdentifierChain = append(md.IdentifierChain, id)
 		}
 	}

@@ -98,7 +98,7 @@ func startProxy(t testing.TB, upstreamURL string, opts Options) (*Node, string) 
 func chainOf(n *Node, id string) []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ls := n.claims[id]
+	ls := n.hub.claims[id]
 	if ls == nil {
 		return nil
 	}

@@ -21,7 +21,7 @@ import (
 
 // resumeToken returns the token for id.
 func (n *Node) resumeToken(id string) string {
-	m := hmac.New(sha256.New, n.resumeSecret)
+	m := hmac.New(sha256.New, n.hub.resumeSecret)
 	m.Write([]byte("solipsism-resume:" + id))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:18])
 }
@@ -44,13 +44,13 @@ func (n *Node) takenClaims(ls *linkState, md peer.Metadata) []string {
 	// held for it: the worlds behind it, some of whose tokens it may not
 	// have had yet.
 	var earlier *linkState
-	if own := n.claims[md.Identifier]; own != nil && own != ls && n.mayTakeOver(md.Identifier, md) {
+	if own := n.hub.claims[md.Identifier]; own != nil && own != ls && n.mayTakeOver(md.Identifier, md) {
 		earlier = own
 	}
 	var taken []string
 	for _, id := range md.IdentifierChain {
-		other := n.claims[id]
-		if other == nil || other == ls || other == earlier || other.att != nil || other.kind != ownership.Downstream || n.departing[id] != nil {
+		other := n.hub.claims[id]
+		if other == nil || other == ls || other == earlier || other.att != nil || other.kind != ownership.Downstream || n.deps.departing[id] != nil {
 			// (A departing world's connection is gone; what is left of
 			// it goes before the world is claimed again.)
 			continue
@@ -94,7 +94,7 @@ func (n *Node) upstreamRefusedLocked(refused, taken []string) {
 		{taken, "identity_taken", "another connection holds the identifier upstream", peer.StatusIdentityTaken, "identifier %s is held by another connection upstream; present its resume token"},
 	} {
 		for _, id := range r.ids {
-			ls := n.claims[id]
+			ls := n.hub.claims[id]
 			if ls == nil || ls.kind != ownership.Downstream {
 				continue
 			}
@@ -129,10 +129,10 @@ func (n *Node) keepTokensLocked(md peer.Metadata) {
 	if len(md.ResumeTokens) == 0 {
 		return
 	}
-	if n.tokens == nil {
-		n.tokens = map[string]string{}
+	if n.up.tokens == nil {
+		n.up.tokens = map[string]string{}
 	}
 	for id, tok := range md.ResumeTokens {
-		n.tokens[id] = tok
+		n.up.tokens[id] = tok
 	}
 }

@@ -74,7 +74,7 @@ func TestIdentityCannotBeStolen(t *testing.T) {
 
 	t.Run("our client reconnects with its token", func(t *testing.T) {
 		holder.node.mu.Lock()
-		for l, ls := range holder.node.links {
+		for l, ls := range holder.node.hub.links {
 			if ls.kind == 2 { // upstream
 				l.Close(4999, "cut") // an abnormal close: the server keeps the claim through the grace
 			}

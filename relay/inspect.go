@@ -58,8 +58,8 @@ type RegionBox struct {
 func (n *Node) Links() []LinkInfo {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	out := make([]LinkInfo, 0, len(n.order))
-	for _, ls := range n.order {
+	out := make([]LinkInfo, 0, len(n.hub.order))
+	for _, ls := range n.hub.order {
 		l := ls.link
 		md, _ := l.Metadata()
 		s := l.Stats()
@@ -141,7 +141,7 @@ type State struct {
 func (n *Node) State(limit int, filter string) State {
 	now := time.Now()
 	objs := n.world.Objects()
-	st := State{Identifier: n.id, Role: n.role.String(), Started: n.started, Now: now,
+	st := State{Identifier: n.id, Role: n.role.String(), Started: n.life.started, Now: now,
 		Revision: n.world.Revision(), ObjectCount: len(objs), Objects: []ObjectInfo{},
 		Links: n.Links(), Bridged: n.Bridged(), Mesh: n.MeshStatus()}
 	for _, o := range objs {

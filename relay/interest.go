@@ -26,6 +26,21 @@ const (
 	DefaultInterestCell     = 32.0
 )
 
+// space is the node's interest state: the index, and when regions
+// announced too soon after their last change are applied.
+type space struct {
+	spatial
+	// timer applies the regions links announced too soon after their
+	// last change and drops an unused index (regionsDue); it fires at
+	// timerAt, zero when it is not set.
+	timer   *time.Timer
+	timerAt time.Time
+	// revealHook, if set (by tests), runs with n.mu held after each
+	// slice of a region change taken a slice at a time
+	// (continueRevealLocked).
+	revealHook func(done bool)
+}
+
 // spatial is the node's interest index. Guarded by Node.mu. It is built
 // when the first link announces a region and dropped with the last.
 type spatial struct {
@@ -97,7 +112,7 @@ func (n *Node) activateSpatial() {
 	if sp.active {
 		return
 	}
-	*sp = spatial{active: true, links: map[interest.Cell][]*linkState{}, roomLinks: map[string][]*linkState{}}
+	sp.spatial = spatial{active: true, links: map[interest.Cell][]*linkState{}, roomLinks: map[string][]*linkState{}}
 	n.world.Range(func(o gameworld.Object) bool {
 		n.placeLocked(o.Slot, o.ID, o.Properties)
 		return true
@@ -339,8 +354,8 @@ func (n *Node) continueRevealLocked(ls *linkState) {
 	})
 	ls.revealAt = next
 	n.revealLocked(ls, objs)
-	if n.revealHook != nil {
-		n.revealHook(done)
+	if n.sp.revealHook != nil {
+		n.sp.revealHook(done)
 	}
 	if done {
 		ls.revealing = false
@@ -485,14 +500,14 @@ func (n *Node) unionInterestLocked() (boxes []peer.Box, has bool) {
 // count (links and attachments), until fn returns false, and reports
 // whether none did. n.mu must be held.
 func (n *Node) eachDownstreamLocked(fn func(*linkState) bool) bool {
-	for _, ls := range n.order {
+	for _, ls := range n.hub.order {
 		// A peer that has not said who it is wants nothing yet: its
 		// region (or lack of one) counts once its metadata arrives.
 		if ls.kind == ownership.Downstream && ls.ready && !fn(ls) {
 			return false
 		}
 	}
-	for _, a := range n.atts {
+	for _, a := range n.hub.atts {
 		if a.rx != nil && !fn(a.ls) {
 			return false
 		}
@@ -554,15 +569,15 @@ func (n *Node) applyRegionLocked(ls *linkState, v wants) {
 // index, on a timer of its own rather than the tick loop, which a node
 // that sends at once (peer.Immediate) has not. n.mu must be held.
 func (n *Node) regionTimerLocked(at time.Time) {
-	if n.regionTimer != nil && !n.regionAt.IsZero() && !at.Before(n.regionAt) {
+	if n.sp.timer != nil && !n.sp.timerAt.IsZero() && !at.Before(n.sp.timerAt) {
 		return // it fires soon enough
 	}
-	n.regionAt = at
-	if n.regionTimer == nil {
-		n.regionTimer = time.AfterFunc(time.Until(at), n.regionsDue)
+	n.sp.timerAt = at
+	if n.sp.timer == nil {
+		n.sp.timer = time.AfterFunc(time.Until(at), n.regionsDue)
 		return
 	}
-	n.regionTimer.Reset(time.Until(at))
+	n.sp.timer.Reset(time.Until(at))
 }
 
 // regionsDue runs on the region timer: it applies the kept regions whose
@@ -571,13 +586,13 @@ func (n *Node) regionTimerLocked(at time.Time) {
 func (n *Node) regionsDue() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.regionAt = time.Time{}
-	if n.closed {
+	n.sp.timerAt = time.Time{}
+	if n.life.closed {
 		return
 	}
 	now := time.Now()
 	changed := false
-	for _, ls := range n.order {
+	for _, ls := range n.hub.order {
 		w := ls.wanted
 		if w == nil {
 			continue
@@ -597,7 +612,7 @@ func (n *Node) regionsDue() {
 		if drop := sp.unusedSince.Add(spatialLinger); now.Before(drop) {
 			n.regionTimerLocked(drop)
 		} else {
-			n.sp = spatial{}
+			n.sp.spatial = spatial{}
 		}
 	}
 }
@@ -610,7 +625,7 @@ func (n *Node) SetInterest(boxes []peer.Box) {
 	if boxes != nil {
 		boxes = append([]peer.Box{}, boxes...)
 	}
-	n.interest = boxes
+	n.up.interest = boxes
 	n.chainChanged()
 }
 

@@ -281,7 +281,7 @@ func TestRegionChangeSliced(t *testing.T) {
 	slices, probed := 0, false
 	var probeErr error
 	n.mu.Lock()
-	n.revealHook = func(done bool) {
+	n.sp.revealHook = func(done bool) {
 		slices++
 		if !probed {
 			// The node's lock is let go after this slice: the probe
@@ -295,7 +295,7 @@ func TestRegionChangeSliced(t *testing.T) {
 	sameWorld(t, "the viewer holds the node's world", n, viewer)
 	n.mu.Lock()
 	got := slices
-	n.revealHook = nil
+	n.sp.revealHook = nil
 	n.mu.Unlock()
 	if probeErr != nil {
 		t.Fatal(probeErr)
@@ -369,7 +369,7 @@ func TestRegionRemovedWhileHiding(t *testing.T) {
 	waitFor(t, "the viewer holds the world", 30*time.Second, func() bool { return viewer.World().Len() == objects })
 	removed := false
 	n.mu.Lock()
-	n.revealHook = func(done bool) {
+	n.sp.revealHook = func(done bool) {
 		if removed {
 			return
 		}
@@ -386,7 +386,7 @@ func TestRegionRemovedWhileHiding(t *testing.T) {
 	viewer.SetInterest([]peer.Box{})
 	waitFor(t, "the viewer holds nothing", 30*time.Second, func() bool { return viewer.World().Len() == 0 })
 	n.mu.Lock()
-	n.revealHook = nil
+	n.sp.revealHook = nil
 	ok := removed
 	n.mu.Unlock()
 	if !ok {

@@ -184,7 +184,7 @@ func (n *Node) JoinMesh(opts MeshOptions) (*Mesh, error) {
 	}
 	m.list = list
 	n.mu.Lock()
-	n.mesh = m
+	n.hub.mesh = m
 	n.mu.Unlock()
 	m.wg.Add(1)
 	go m.loop()
@@ -258,7 +258,7 @@ func (m *Mesh) Close() error {
 	m.cancel()
 	m.wg.Wait()
 	m.n.mu.Lock()
-	for _, ls := range m.n.order {
+	for _, ls := range m.n.hub.order {
 		if ls.kind == ownership.Mesh {
 			ls.link.Close(peer.StatusGoingAway, "leaving the mesh")
 		}
@@ -474,7 +474,7 @@ func (m *Mesh) Status() MeshStatus {
 	m.mu.Unlock()
 	linked := map[string]bool{}
 	m.n.mu.Lock()
-	for _, ls := range m.n.order {
+	for _, ls := range m.n.hub.order {
 		if ls.kind == ownership.Mesh && ls.ready {
 			linked[ls.member] = true
 		}

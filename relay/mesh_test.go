@@ -343,7 +343,7 @@ func TestMeshLinkCut(t *testing.T) {
 	cut := func() {
 		a.node.mu.Lock()
 		defer a.node.mu.Unlock()
-		for _, ls := range a.node.order {
+		for _, ls := range a.node.hub.order {
 			if ls.kind == ownership.Mesh && ls.member == b.mesh.Name() {
 				ls.link.Close(websocketGoingAway, "cut for test")
 			}

@@ -53,15 +53,15 @@ type msgSubs struct {
 func (n *Node) SubscribeMessages(fn MessageHandler) (cancel func()) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.subs.fns == nil {
-		n.subs.fns = map[int]MessageHandler{}
+	if n.fan.subs.fns == nil {
+		n.fan.subs.fns = map[int]MessageHandler{}
 	}
-	id := n.subs.next
-	n.subs.next++
-	n.subs.fns[id] = fn
+	id := n.fan.subs.next
+	n.fan.subs.next++
+	n.fan.subs.fns[id] = fn
 	return func() {
 		n.mu.Lock()
-		delete(n.subs.fns, id)
+		delete(n.fan.subs.fns, id)
 		n.mu.Unlock()
 	}
 }
@@ -79,7 +79,7 @@ func (n *Node) Publish(m peer.AppMessage) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.closed {
+	if n.life.closed {
 		return ErrClosed
 	}
 	n.postLocked(m, nil, n.ownerInfo(m.From))
@@ -102,8 +102,8 @@ func checkAppMessage(m peer.AppMessage) error {
 func (n *Node) HandleAppMessage(l *peer.Link, m peer.AppMessage) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ls := n.links[l]
-	if ls == nil || n.closed {
+	ls := n.hub.links[l]
+	if ls == nil || n.life.closed {
 		return
 	}
 	if m.From == "" {
@@ -131,7 +131,7 @@ func (n *Node) HandleAppMessage(l *peer.Link, m peer.AppMessage) {
 func (n *Node) postLocked(m peer.AppMessage, from *linkState, oi ownerInfo) {
 	n.countMessage("relayed")
 	if n.forMeLocked(m) {
-		for _, fn := range n.subs.fns {
+		for _, fn := range n.fan.subs.fns {
 			fn(m)
 		}
 	}
@@ -186,7 +186,7 @@ func (n *Node) sendMessageLocked(ls *linkState, mm *msgMark) {
 // towardLocked reports whether world lies beyond ls: behind it, or, for
 // an upstream link, anywhere not behind this node. n.mu must be held.
 func (n *Node) towardLocked(ls *linkState, world string) bool {
-	c := n.claims[world]
+	c := n.hub.claims[world]
 	if ls.kind == ownership.Upstream {
 		return c == nil && world != n.id
 	}
@@ -195,8 +195,8 @@ func (n *Node) towardLocked(ls *linkState, world string) bool {
 
 // countMessage counts a message by what became of it.
 func (n *Node) countMessage(outcome string) {
-	if n.metrics != nil {
-		n.metrics.messages.WithLabelValues(outcome).Inc()
+	if n.life.metrics != nil {
+		n.life.metrics.messages.WithLabelValues(outcome).Inc()
 	}
 }
 

@@ -80,7 +80,7 @@ func newMessageNet(t *testing.T) *messageNet {
 	waitFor(t, "every client known everywhere", 10*time.Second, func() bool {
 		for _, m := range mn.mesh {
 			m.node.mu.Lock()
-			ok := m.node.claims[mn.onProxy.Identifier()] != nil && m.node.claims[mn.onS1.Identifier()] != nil && m.node.claims[mn.onS2.Identifier()] != nil
+			ok := m.node.hub.claims[mn.onProxy.Identifier()] != nil && m.node.hub.claims[mn.onS1.Identifier()] != nil && m.node.hub.claims[mn.onS2.Identifier()] != nil
 			m.node.mu.Unlock()
 			if !ok {
 				return false
@@ -202,7 +202,7 @@ func TestMessagesSenderStamped(t *testing.T) {
 	waitFor(t, "mallory's metadata", 5*time.Second, func() bool {
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		return n.claims[p.ID] != nil
+		return n.hub.claims[p.ID] != nil
 	})
 	p.Send("message", map[string]any{"from": victim.Identifier(), "type": "chat", "data": "I am the victim"})
 	p.Send("message", map[string]any{"from": "server-AAAAAAAA-AAAAAAAA", "type": "chat", "data": "I am the server"})

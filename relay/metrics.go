@@ -78,8 +78,8 @@ func newNodeMetrics(role string) *nodeMetrics {
 
 // digestTime adds the time since t0 to solipsism_digest_seconds_total.
 func (n *Node) digestTime(t0 time.Time) {
-	if n.metrics != nil {
-		n.metrics.digest.Add(time.Since(t0).Seconds())
+	if n.life.metrics != nil {
+		n.life.metrics.digest.Add(time.Since(t0).Seconds())
 	}
 }
 
@@ -110,8 +110,8 @@ func limitedCounter(labels prometheus.Labels) *prometheus.CounterVec {
 
 // limited counts an action stopped by a limit.
 func (n *Node) limited(limit string) {
-	if n.metrics != nil {
-		n.metrics.limited.WithLabelValues(limit).Inc()
+	if n.life.metrics != nil {
+		n.life.metrics.limited.WithLabelValues(limit).Inc()
 	}
 }
 
@@ -160,18 +160,18 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	n := c.n
 	n.mu.Lock()
-	t := n.totals
+	t := n.hub.totals
 	byKind := map[ownership.LinkKind]int{ownership.Downstream: 0, ownership.Upstream: 0, ownership.Mesh: 0}
 	queued := 0
-	for _, ls := range n.order {
+	for _, ls := range n.hub.order {
 		byKind[ls.kind]++
 		t.add(ls.link)
 		queued += ls.link.Queued()
 	}
-	m := n.mesh
-	ps, stored := n.persistStats, 0
-	if n.persist != nil {
-		stored = len(n.persist.stored)
+	m := n.hub.mesh
+	ps, stored := n.life.persistStats, 0
+	if n.life.persist != nil {
+		stored = len(n.life.persist.stored)
 	}
 	n.mu.Unlock()
 	if ps != nil {

@@ -28,6 +28,11 @@ var ErrClosed = errors.New("relay: node closed")
 
 // Node is one world shared over many links. Its methods are safe for
 // concurrent use.
+//
+// Its state is grouped by concern, each group a type of the file that
+// owns the concern: the links (hub), the shared log (fan), interest (sp),
+// departures (deps), transfers (xfer), the upstream (up), quotas and
+// digests. Unless a group says otherwise, all of it is guarded by mu.
 type Node struct {
 	opts  Options
 	role  ownership.Role
@@ -35,90 +40,114 @@ type Node struct {
 	log   *slog.Logger
 	world *gameworld.World
 
+	// mu serialises the node: every change to the world and its routing
+	// (applying, the shared log, flushes) and the groups below. Links'
+	// handlers take it for a whole message, so one link's messages apply
+	// in order and all links see one order. Held, the node only queues on
+	// links (peer.Link.Offer never blocks) and calls Receivers, which must
+	// not call back; it never waits on the network or the disk (the store
+	// writes on its own goroutine). Methods named ...Locked must be called
+	// with it held.
+	mu sync.Mutex
+
+	life  lifecycle
+	hub   hub
+	fan   fanout
+	sp    space
+	deps  departures
+	xfer  transfers
+	up    upstreamLink
+	quota quotaState
+	dig   digests
+}
+
+// lifecycle is what runs the node and what it writes: its context and
+// goroutines, its store, its metrics.
+type lifecycle struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	started time.Time
-
-	// mu serialises the node: every change to the world and its routing
-	// (applying, the shared log, flushes), the links and claims, and the
-	// fields below. Links' handlers take it for a whole message, so one
-	// link's messages apply in order and all links see one order. Held,
-	// the node only queues on links (peer.Link.Offer never blocks) and
-	// calls Receivers, which must not call back; it never waits on the
-	// network or the disk (the store writes on its own goroutine).
-	mu     sync.Mutex
-	closed bool
-	links  map[*peer.Link]*linkState
-	order  []*linkState // links in accept order, for routing without map iteration
-	atts   []*Attachment
-	// claims maps a world identifier to the downstream or mesh link whose
-	// identifierChain holds it.
-	claims map[string]*linkState
-	// regionTimer applies the regions links announced too soon after their
-	// last change and drops an unused spatial index (regionsDue); it fires
-	// at regionAt, zero when it is not set.
-	regionTimer *time.Timer
-	regionAt    time.Time
-	// kick asks the tick loop for a flush now (a refresh answer's next
-	// slice).
-	kick chan struct{}
-	// departing are the worlds whose objects are being removed a slice
-	// at a time (departures.go).
-	departing map[string]*departure
-	// yieldHook, if set (by tests), runs whenever a long task lets the
-	// lock go (yieldLocked).
-	yieldHook func()
-	// revealHook, if set (by tests), runs with n.mu held after each slice
-	// of a region change taken a slice at a time (continueRevealLocked).
-	revealHook func(done bool)
-	nextID     uint64
-	totals     closedTotals
-	mesh       *Mesh
-	fan        fanout
-	sp         spatial
-	// subs receive the messages that reach this node (messages.go).
-	subs msgSubs
-	// rooms are the rooms a client node is in (SetRooms); nil means all.
-	rooms []string
-	// onUpstreamReady is UpstreamOptions.OnReady.
-	onUpstreamReady func()
-	// interest is what a client node wants of its upstream (SetInterest);
-	// nil means everything.
-	interest []peer.Box
-	// resumeSecret keys the resume tokens this node hands out; tokens
-	// holds those its upstream handed it.
-	resumeSecret []byte
-	tokens       map[string]string
-	// owned counts objects per owner, for Quotas.ObjectsPerOwner; perIP
-	// counts downstream connections per address.
-	owned map[string]int
-	// batchAdds counts the adds a batch being applied has let in so far,
-	// per owner (quota.go).
-	batchAdds map[string]int
-	// repairs counts what anti-entropy repaired (digest.go), and
-	// digestBudget bounds what digests cost.
-	repairs      repairCounts
-	digestBudget *rate.Limiter
-	// worldWarned is when a write over the world's bounds was last logged.
-	worldWarned time.Time
-	perIP       map[string]int
-	// asked are the transfer requests waiting for the upstream's answer,
-	// and held the answers a mesh server holds for its members'
-	// acknowledgements, by object (answers.go).
-	asked map[string]*upRequests
-	held  map[string]*held
-	// bridged are the peers bridges serve (bridged.go).
-	bridged bridgedSet
-	// upstream is what RunUpstream knows of the upstream (ready.go).
-	upstream upstreamState
-	// persist keeps durable objects in Options.Store (persist.go); nil
-	// without one, and once closing. persistStats stays for metrics.
-	persist, persistStats *persist
+	closed  bool
 	// workers run the links' writers and message handling.
 	workers peer.Workers
 	// metrics is nil unless Options.Registerer is set.
 	metrics *nodeMetrics
+	// persist keeps durable objects in Options.Store (persist.go); nil
+	// without one, and once closing. persistStats stays for metrics.
+	persist, persistStats *persist
+}
+
+// hub is the registry of the node's peers: links, attachments, the peers
+// bridges serve, and which link claims which world.
+type hub struct {
+	links map[*peer.Link]*linkState
+	order []*linkState // links in accept order, for routing without map iteration
+	atts  []*Attachment
+	// claims maps a world identifier to the downstream or mesh link whose
+	// identifierChain holds it.
+	claims map[string]*linkState
+	nextID uint64
+	totals closedTotals
+	// perIP counts downstream connections per address.
+	perIP map[string]int
+	// bridged are the peers bridges serve (bridged.go).
+	bridged bridgedSet
+	// mesh is the mesh the node joined, if any (mesh.go).
+	mesh *Mesh
+	// resumeSecret keys the resume tokens this node hands out.
+	resumeSecret []byte
+}
+
+// departures are the worlds whose objects are being removed a slice at a
+// time (departures.go).
+type departures struct {
+	departing map[string]*departure
+	// yieldHook, if set (by tests), runs whenever a long task lets the
+	// lock go (yieldLocked).
+	yieldHook func()
+}
+
+// transfers are the transfer requests waiting for the upstream's answer,
+// and the answers a mesh server holds for its members' acknowledgements,
+// by object (answers.go).
+type transfers struct {
+	asked map[string]*upRequests
+	held  map[string]*held
+}
+
+// upstreamLink is what the node asks of its upstream and was given by it
+// (upstream.go, ready.go).
+type upstreamLink struct {
+	// status is what RunUpstream knows of the upstream, under a mutex of
+	// its own.
+	status upstreamState
+	// onReady is UpstreamOptions.OnReady.
+	onReady func()
+	// rooms are the rooms a client node is in (SetRooms), interest what
+	// it wants to see (SetInterest); nil means all.
+	rooms    []string
+	interest []peer.Box
+	// tokens are the resume tokens the upstream handed us.
+	tokens map[string]string
+}
+
+// quotaState is what quotas count (quota.go).
+type quotaState struct {
+	// owned counts objects per owner, for Quotas.ObjectsPerOwner.
+	owned map[string]int
+	// batchAdds counts the adds a batch being applied has let in so
+	// far, per owner.
+	batchAdds map[string]int
+	// worldWarned is when a write over the world's bounds was last
+	// logged.
+	worldWarned time.Time
+}
+
+// digests is what anti-entropy counted and may spend (digest.go).
+type digests struct {
+	repairs repairCounts
+	budget  *rate.Limiter
 }
 
 // linkState is the node's view of one link; guarded by Node.mu.
@@ -244,27 +273,23 @@ func New(opts Options) (*Node, error) {
 		rand.Read(secret)
 	}
 	n := &Node{
-		resumeSecret: secret,
-		opts:         opts, role: opts.Role, id: opts.Identifier,
-		log:       log.With("node", opts.Identifier),
-		world:     gameworld.New(opts.Identifier),
-		ctx:       ctx,
-		cancel:    cancel,
-		links:     make(map[*peer.Link]*linkState),
-		claims:    make(map[string]*linkState),
-		departing: make(map[string]*departure),
-		kick:      make(chan struct{}, 1),
-		started:   time.Now(),
+		opts: opts, role: opts.Role, id: opts.Identifier,
+		log:   log.With("node", opts.Identifier),
+		world: gameworld.New(opts.Identifier),
+		life:  lifecycle{ctx: ctx, cancel: cancel, started: time.Now()},
+		hub:   hub{links: make(map[*peer.Link]*linkState), claims: make(map[string]*linkState), resumeSecret: secret},
+		fan:   fanout{kick: make(chan struct{}, 1)},
+		deps:  departures{departing: make(map[string]*departure)},
 		// A burst as large as the largest world a digest may cover.
-		digestBudget: rate.NewLimiter(digestVisitsPerSecond, 10_000_000),
+		dig: digests{budget: rate.NewLimiter(digestVisitsPerSecond, 10_000_000)},
 	}
 	if opts.Store != nil {
 		n.openStoreLocked(opts.Store, stored)
-		n.persistStats = n.persist
+		n.life.persistStats = n.life.persist
 	}
 	if opts.Registerer != nil {
-		n.metrics = newNodeMetrics(n.role.String())
-		for _, c := range []prometheus.Collector{newCollector(n), n.metrics.tick, n.metrics.delivery, n.metrics.limited, n.metrics.repairs, n.metrics.digest, n.metrics.messages} {
+		n.life.metrics = newNodeMetrics(n.role.String())
+		for _, c := range []prometheus.Collector{newCollector(n), n.life.metrics.tick, n.life.metrics.delivery, n.life.metrics.limited, n.life.metrics.repairs, n.life.metrics.digest, n.life.metrics.messages} {
 			if err := opts.Registerer.Register(c); err != nil {
 				cancel()
 				return nil, fmt.Errorf("relay: registering metrics: %w", err)
@@ -272,11 +297,11 @@ func New(opts Options) (*Node, error) {
 		}
 	}
 	if opts.Tick != peer.Immediate {
-		n.wg.Add(1)
+		n.life.wg.Add(1)
 		go n.tickLoop()
 	}
 	if n.opts.DigestInterval > 0 {
-		n.wg.Add(1)
+		n.life.wg.Add(1)
 		go n.digestLoop()
 	}
 	return n, nil
@@ -296,17 +321,17 @@ func (n *Node) World() *gameworld.World { return n.world }
 func (n *Node) Close(ctx context.Context) error {
 	n.mu.Lock()
 	w := n.closeStoreLocked()
-	n.closed = true
-	if n.regionTimer != nil {
-		n.regionTimer.Stop()
+	n.life.closed = true
+	if n.sp.timer != nil {
+		n.sp.timer.Stop()
 	}
-	for l := range n.links {
+	for l := range n.hub.links {
 		l.Close(peer.StatusGoingAway, "node shutting down")
 	}
 	n.mu.Unlock()
-	n.cancel()
+	n.life.cancel()
 	done := make(chan struct{})
-	go func() { n.wg.Wait(); close(done) }()
+	go func() { n.life.wg.Wait(); close(done) }()
 	var err error
 	select {
 	case <-done:
@@ -327,7 +352,7 @@ func (n *Node) Close(ctx context.Context) error {
 func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(meshNameHeader) != "" {
 		n.mu.Lock()
-		m := n.mesh
+		m := n.hub.mesh
 		n.mu.Unlock()
 		if m == nil {
 			http.Error(w, "this node is not in a mesh", http.StatusNotFound)
@@ -367,14 +392,14 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		release()
 	} else {
 		n.mu.Lock()
-		if ls := n.links[l]; ls != nil {
+		if ls := n.hub.links[l]; ls != nil {
 			ls.release = release
 		}
 		n.mu.Unlock()
 	}
 	if l != nil && grant != nil {
 		n.mu.Lock()
-		if ls := n.links[l]; ls != nil {
+		if ls := n.hub.links[l]; ls != nil {
 			ls.grant = grant
 		}
 		n.mu.Unlock()
@@ -406,8 +431,8 @@ func (n *Node) run(l *peer.Link) error {
 	if l == nil {
 		return ErrClosed
 	}
-	defer n.wg.Done()
-	// Not n.ctx: Close closes every link itself, and a link registered with
+	defer n.life.wg.Done()
+	// Not n.life.ctx: Close closes every link itself, and a link registered with
 	// the node's context would cost every idle connection a registration.
 	return l.Run(context.Background())
 }
@@ -417,33 +442,33 @@ func (n *Node) run(l *peer.Link) error {
 // is closed.
 func (n *Node) attach(conn peer.Conn, kind ownership.LinkKind, remoteURL, member string) *peer.Link {
 	n.mu.Lock()
-	if n.closed {
+	if n.life.closed {
 		n.mu.Unlock()
 		conn.Close(peer.StatusGoingAway, "node shutting down")
 		return nil
 	}
-	n.nextID++
+	n.hub.nextID++
 	lopts := peer.LinkOptions{
-		ID: n.nextID, Kind: kind, Tick: n.opts.Tick,
+		ID: n.hub.nextID, Kind: kind, Tick: n.opts.Tick,
 		StallTimeout: n.opts.StallTimeout, PingInterval: n.opts.PingInterval,
 		MaxFrameBytes: n.opts.MaxFrameBytes, Limits: n.opts.Limits,
 		ReadRate: n.opts.ReadRate, ReadBurst: n.opts.ReadBurst,
-		Logger: n.log, Workers: &n.workers, AwaitMetadata: true,
+		Logger: n.log, Workers: &n.life.workers, AwaitMetadata: true,
 	}
 	if kind == ownership.Downstream {
 		lopts.MessageRate, lopts.RecordRate = n.opts.Quotas.MessagesPerSecond, n.opts.Quotas.RecordsPerSecond
 	}
-	if n.metrics != nil {
-		lopts.Delivered = func(age time.Duration) { n.metrics.delivery.Observe(age.Seconds()) }
+	if n.life.metrics != nil {
+		lopts.Delivered = func(age time.Duration) { n.life.metrics.delivery.Observe(age.Seconds()) }
 	}
 	if kind != ownership.Upstream && n.opts.MetadataTimeout > 0 {
 		lopts.MetadataTimeout = n.opts.MetadataTimeout
 	}
 	l := peer.NewLink(conn, n, lopts)
 	ls := &linkState{link: l, kind: kind, chain: map[string]bool{}, remoteURL: remoteURL, member: member}
-	n.links[l] = ls
-	n.order = append(n.order, ls)
-	n.wg.Add(1)
+	n.hub.links[l] = ls
+	n.hub.order = append(n.hub.order, ls)
+	n.life.wg.Add(1)
 	switch kind {
 	case ownership.Upstream:
 		// Introduce ourselves first so the upstream accepts our objects,
@@ -486,7 +511,7 @@ func (n *Node) Apply(changes []gameworld.Change) (gameworld.Applied, error) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.closed {
+	if n.life.closed {
 		return gameworld.Applied{}, ErrClosed
 	}
 	res := n.world.Apply(changes, func(c gameworld.Change, existing *gameworld.Object) error {
@@ -541,7 +566,7 @@ type ownerInfo struct {
 }
 
 func (n *Node) ownerInfo(owner string) ownerInfo {
-	claim := n.claims[owner]
+	claim := n.hub.claims[owner]
 	return ownerInfo{owner: owner, claim: claim, local: owner == n.id || (claim != nil && claim.kind == ownership.Downstream),
 		dep: n.departingLocked(owner)}
 }

@@ -55,7 +55,7 @@ func (n *Node) openStoreLocked(s store.Store, st store.State) {
 		p.writes.Add(1)
 		p.written.Add(uint64(puts + deletes))
 	}})
-	n.persist = p
+	n.life.persist = p
 	// The identity first: a restored object must stay this node's.
 	var ident store.Batch
 	if st.Identifier != n.id {
@@ -64,8 +64,8 @@ func (n *Node) openStoreLocked(s store.Store, st store.State) {
 			n.log.Warn("the configured identifier differs from the stored one; objects the node owned under the old one are held for it like a departed peer's", "stored", st.Identifier, "identifier", n.id)
 		}
 	}
-	if string(st.ResumeSecret) != string(n.resumeSecret) {
-		ident.ResumeSecret = n.resumeSecret
+	if string(st.ResumeSecret) != string(n.hub.resumeSecret) {
+		ident.ResumeSecret = n.hub.resumeSecret
 	}
 	p.w.Queue(ident)
 	if len(st.Objects) == 0 {
@@ -170,10 +170,10 @@ func (p *persist) flushLocked(n *Node) {
 func (n *Node) StoredValue(key string) []byte {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.persist == nil {
+	if n.life.persist == nil {
 		return nil
 	}
-	return n.persist.meta[key]
+	return n.life.persist.meta[key]
 }
 
 // StoreValue sets a named value of the node's store, written with the
@@ -181,15 +181,15 @@ func (n *Node) StoredValue(key string) []byte {
 func (n *Node) StoreValue(key string, v []byte) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.persist == nil {
+	if n.life.persist == nil {
 		return
 	}
-	if n.persist.meta == nil {
-		n.persist.meta = map[string][]byte{}
+	if n.life.persist.meta == nil {
+		n.life.persist.meta = map[string][]byte{}
 	}
 	v = append([]byte(nil), v...)
-	n.persist.meta[key] = v
-	n.persist.w.Queue(store.Batch{Meta: map[string][]byte{key: v}})
+	n.life.persist.meta[key] = v
+	n.life.persist.w.Queue(store.Batch{Meta: map[string][]byte{key: v}})
 }
 
 // closeStoreLocked writes the last changes and stops recording: what
@@ -197,12 +197,12 @@ func (n *Node) StoreValue(key string, v []byte) {
 // so that a restart finds the world as it was while the node ran. It
 // returns the writer to close once n.mu is released. n.mu must be held.
 func (n *Node) closeStoreLocked() *store.Writer {
-	p := n.persist
+	p := n.life.persist
 	if p == nil {
 		return nil
 	}
 	p.flushLocked(n)
-	n.persist = nil
+	n.life.persist = nil
 	return p.w
 }
 

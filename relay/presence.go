@@ -35,7 +35,7 @@ func presenceID(room, world string) string {
 // announced in md. n.mu must be held.
 func (n *Node) presenceLocked(ls *linkState, md peer.Metadata) {
 	var want []string
-	if ls.kind == ownership.Downstream && md.HasRooms && md.Role != ownership.Proxy.String() && n.claims[md.Identifier] == ls {
+	if ls.kind == ownership.Downstream && md.HasRooms && md.Role != ownership.Proxy.String() && n.hub.claims[md.Identifier] == ls {
 		want = md.Rooms
 	}
 	keep := make(map[string]string, len(want))
@@ -76,7 +76,7 @@ func (n *Node) presenceGoneLocked(ls *linkState) {
 // applyOwnLocked applies changes to objects of this node's own and routes
 // them. n.mu must be held.
 func (n *Node) applyOwnLocked(changes []gameworld.Change) {
-	if len(changes) == 0 || n.closed {
+	if len(changes) == 0 || n.life.closed {
 		return
 	}
 	res := n.world.Apply(changes, func(c gameworld.Change, existing *gameworld.Object) error {

@@ -24,14 +24,14 @@ func (n *Node) checkQuota(c gameworld.Change, existing *gameworld.Object, owner 
 	if existing == nil {
 		// Adds earlier in the same batch count too (a refresh answer
 		// brings all of a peer's objects in one message).
-		if have := n.owned[owner] + n.batchAdds[owner]; have >= q.ObjectsPerOwner {
+		if have := n.quota.owned[owner] + n.quota.batchAdds[owner]; have >= q.ObjectsPerOwner {
 			n.limited("objects_per_owner")
 			return fmt.Errorf("%w: %s owns %d objects (limit %d)", ErrQuota, owner, have, q.ObjectsPerOwner)
 		}
-		if n.batchAdds == nil {
-			n.batchAdds = map[string]int{}
+		if n.quota.batchAdds == nil {
+			n.quota.batchAdds = map[string]int{}
 		}
-		n.batchAdds[owner]++
+		n.quota.batchAdds[owner]++
 	}
 	return n.checkObjectSize(c, existing)
 }
@@ -66,8 +66,8 @@ func (n *Node) checkTrusted(ls *linkState, c gameworld.Change, existing *gamewor
 // world's bounds, and returns err. n.mu must be held.
 func (n *Node) overWorld(ls *linkState, limit string, err error) error {
 	n.limited(limit)
-	if now := time.Now(); now.Sub(n.worldWarned) > 10*time.Second {
-		n.worldWarned = now
+	if now := time.Now(); now.Sub(n.quota.worldWarned) > 10*time.Second {
+		n.quota.worldWarned = now
 		n.log.Warn("refusing objects from a trusted link: the world is at its bound (--max-world-objects, --max-world-bytes); serving what it has",
 			"kind", ls.kind.String(), "err", err)
 	}
@@ -144,22 +144,22 @@ func (n *Node) checkScopeSize(c gameworld.Change, existing *gameworld.Object) er
 // countOwners keeps the objects per owner up to date with applied records.
 // n.mu must be held.
 func (n *Node) countOwners(recs []gameworld.Record) {
-	clear(n.batchAdds) // the batch is applied: its adds are in recs
-	if n.owned == nil {
-		n.owned = map[string]int{}
+	clear(n.quota.batchAdds) // the batch is applied: its adds are in recs
+	if n.quota.owned == nil {
+		n.quota.owned = map[string]int{}
 	}
 	for i := range recs {
 		switch recs[i].Type {
 		case gameworld.Add:
-			n.owned[recs[i].Owner]++
+			n.quota.owned[recs[i].Owner]++
 		case gameworld.Remove:
-			if n.owned[recs[i].Owner]--; n.owned[recs[i].Owner] <= 0 {
-				delete(n.owned, recs[i].Owner)
+			if n.quota.owned[recs[i].Owner]--; n.quota.owned[recs[i].Owner] <= 0 {
+				delete(n.quota.owned, recs[i].Owner)
 			}
 		case gameworld.Transfer:
-			n.owned[recs[i].Owner]++
-			if n.owned[recs[i].PrevOwner]--; n.owned[recs[i].PrevOwner] <= 0 {
-				delete(n.owned, recs[i].PrevOwner)
+			n.quota.owned[recs[i].Owner]++
+			if n.quota.owned[recs[i].PrevOwner]--; n.quota.owned[recs[i].PrevOwner] <= 0 {
+				delete(n.quota.owned, recs[i].PrevOwner)
 			}
 		}
 	}
@@ -174,21 +174,21 @@ func (n *Node) admitIP(w http.ResponseWriter, r *http.Request) (release func(), 
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.perIP == nil {
-		n.perIP = map[string]int{}
+	if n.hub.perIP == nil {
+		n.hub.perIP = map[string]int{}
 	}
-	if n.perIP[ip] >= n.opts.Quotas.ConnectionsPerIP {
+	if n.hub.perIP[ip] >= n.opts.Quotas.ConnectionsPerIP {
 		n.log.Info("refused a connection over the per-address limit", "ip", ip, "limit", n.opts.Quotas.ConnectionsPerIP)
 		n.limited("connections_per_ip")
 		http.Error(w, "too many connections from this address", http.StatusTooManyRequests)
 		return nil, false
 	}
-	n.perIP[ip]++
+	n.hub.perIP[ip]++
 	return func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		if n.perIP[ip]--; n.perIP[ip] <= 0 {
-			delete(n.perIP, ip)
+		if n.hub.perIP[ip]--; n.hub.perIP[ip] <= 0 {
+			delete(n.hub.perIP, ip)
 		}
 	}, true
 }

@@ -20,7 +20,7 @@ type upstreamState struct {
 // upstreamFailed records a failed attempt or a lost link, and logs it at
 // WARN once per outage, with its cause.
 func (n *Node) upstreamFailed(url string, err error) {
-	s := &n.upstream
+	s := &n.up.status
 	s.mu.Lock()
 	s.up = false
 	if err != nil {
@@ -36,7 +36,7 @@ func (n *Node) upstreamFailed(url string, err error) {
 
 // upstreamConnected records a connected upstream link.
 func (n *Node) upstreamConnected(url string) {
-	s := &n.upstream
+	s := &n.up.status
 	s.mu.Lock()
 	wasDown := s.warned
 	s.up, s.warned, s.lastErr = true, false, ""
@@ -51,20 +51,20 @@ func (n *Node) upstreamConnected(url string) {
 // metadata received; a mesh member needs to have joined; a node with a
 // store needs it open. Safe for concurrent use.
 func (n *Node) Readiness() (ready bool, reasons []string) {
-	s := &n.upstream
+	s := &n.up.status
 	s.mu.Lock()
 	wanted, lastErr := s.wanted, s.lastErr
 	s.mu.Unlock()
 	n.mu.Lock()
-	closed := n.closed
+	closed := n.life.closed
 	upReady := false
-	for _, ls := range n.order {
+	for _, ls := range n.hub.order {
 		if ls.kind == ownership.Upstream {
 			_, upReady = ls.link.Metadata()
 		}
 	}
-	storeWanted, storeOpen := n.opts.Store != nil, n.persist != nil
-	m := n.mesh
+	storeWanted, storeOpen := n.opts.Store != nil, n.life.persist != nil
+	m := n.hub.mesh
 	n.mu.Unlock()
 	if closed {
 		reasons = append(reasons, "node shutting down")

@@ -88,7 +88,7 @@ func TestProxyReconnect(t *testing.T) {
 	t.Run("upstream outage, server keeps its world", func(t *testing.T) {
 		rs.stop()
 		s.mu.Lock()
-		s.claims[p1ID].link.Close(peer.StatusGoingAway, "simulated outage")
+		s.hub.claims[p1ID].link.Close(peer.StatusGoingAway, "simulated outage")
 		s.mu.Unlock()
 		waitFor(t, "proxy notices", 5*time.Second, func() bool { return !upstreamConnected(p) })
 

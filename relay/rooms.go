@@ -130,7 +130,7 @@ func (ls *linkState) inRoom(room string) bool {
 // inRoomLocked reports whether this node is in room: a client node in
 // those it set (SetRooms), any other node in all. n.mu must be held.
 func (n *Node) inRoomLocked(room string) bool {
-	return n.rooms == nil || slices.Contains(n.rooms, room)
+	return n.up.rooms == nil || slices.Contains(n.up.rooms, room)
 }
 
 // SetRooms sets the rooms a client node is in (see Client.SetRooms); nil
@@ -141,7 +141,7 @@ func (n *Node) SetRooms(rooms []string) {
 	if rooms != nil {
 		rooms = slices.Compact(slices.Sorted(slices.Values(rooms)))
 	}
-	n.rooms = rooms
+	n.up.rooms = rooms
 	n.chainChanged()
 }
 

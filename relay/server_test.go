@@ -17,7 +17,7 @@ func readyLinks(n *Node) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	c := 0
-	for _, ls := range n.order {
+	for _, ls := range n.hub.order {
 		if ls.ready && ls.kind != ownership.Upstream {
 			c++
 		}
@@ -102,7 +102,7 @@ func TestServerThreeClients(t *testing.T) {
 func dialectOf(n *Node, id string) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if ls := n.claims[id]; ls != nil {
+	if ls := n.hub.claims[id]; ls != nil {
 		return ls.link.Dialect()
 	}
 	return ""
@@ -195,7 +195,7 @@ func refusedCount(n *Node) uint64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var c uint64
-	for _, ls := range n.order {
+	for _, ls := range n.hub.order {
 		c += ls.link.Stats().Refused.Load()
 	}
 	return c

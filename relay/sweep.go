@@ -58,9 +58,9 @@ func (n *Node) finishSweep(ls *linkState) {
 		case s.seen[o.ID]:
 			return false
 		case ls.kind == ownership.Mesh:
-			return n.claims[o.Owner] == ls
+			return n.hub.claims[o.Owner] == ls
 		case ls.kind == ownership.Downstream:
-			return s.owners[o.Owner] && n.claims[o.Owner] == ls
+			return s.owners[o.Owner] && n.hub.claims[o.Owner] == ls
 		default:
 			return !n.relation(ls, o.Owner).Local
 		}

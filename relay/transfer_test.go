@@ -323,7 +323,7 @@ func TestTransfersAcrossFlappingMesh(t *testing.T) {
 	cut := func() {
 		a.node.mu.Lock()
 		defer a.node.mu.Unlock()
-		for _, ls := range a.node.order {
+		for _, ls := range a.node.hub.order {
 			if ls.kind == ownership.Mesh {
 				ls.link.Close(websocketGoingAway, "cut for test")
 			}

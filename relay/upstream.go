@@ -63,14 +63,14 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(n.ctx, cancel)
+	stop := context.AfterFunc(n.life.ctx, cancel)
 	defer stop()
 
-	n.upstream.mu.Lock()
-	n.upstream.wanted = true
-	n.upstream.mu.Unlock()
+	n.up.status.mu.Lock()
+	n.up.status.wanted = true
+	n.up.status.mu.Unlock()
 	n.mu.Lock()
-	n.onUpstreamReady = opts.OnReady
+	n.up.onReady = opts.OnReady
 	n.mu.Unlock()
 	urls := append([]string{opts.URL}, opts.FailoverURLs...)
 	failures := 0
@@ -104,7 +104,7 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 			}
 		}
 		if ctx.Err() != nil {
-			if n.ctx.Err() != nil {
+			if n.life.ctx.Err() != nil {
 				return ErrClosed
 			}
 			return ctx.Err()
@@ -115,7 +115,7 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			if n.ctx.Err() != nil {
+			if n.life.ctx.Err() != nil {
 				return ErrClosed
 			}
 			return ctx.Err()
