@@ -232,13 +232,14 @@ func (n *Node) settleDepartureLocked(id string) {
 	n.endDepartureLocked(id, d)
 }
 
-// HandleDeparted implements peer.DepartedHandler: the upstream tells that
+// handleDeparted is the node's side of peer.DepartedHandler (wire.go):
+// the upstream tells that
 // worlds left it, and is not sending their removes; this node removes
 // their objects itself, as it would have had it been sent every remove
 // (its own downstream peers are sent the removes, or told the same way).
 // Worlds behind this node are not the upstream's to depart, and a
 // departed message from any other peer is ignored.
-func (n *Node) HandleDeparted(l *peer.Link, d peer.Departed) {
+func (n *Node) handleDeparted(l *peer.Link, d peer.Departed) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]
@@ -309,8 +310,8 @@ func (n *Node) removeWhere(remove func(gameworld.Object) bool, from *linkState) 
 	return len(res.Records)
 }
 
-// HandleClose implements peer.Handler.
-func (n *Node) HandleClose(l *peer.Link, err error) {
+// handleClose is the node's side of peer.Handler (wire.go).
+func (n *Node) handleClose(l *peer.Link, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]

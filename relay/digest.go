@@ -264,10 +264,11 @@ func (n *Node) heldFrom(ls *linkState, owner string) bool {
 	return rel.InLinkChain
 }
 
-// HandleDigest implements peer.DigestHandler: the peer's digest of what it
+// handleDigest is the node's side of peer.DigestHandler (wire.go): the
+// peer's digest of what it
 // sent us is compared with what we hold from it, and the buckets that
 // differ are asked for.
-func (n *Node) HandleDigest(l *peer.Link, d peer.Digest) {
+func (n *Node) handleDigest(l *peer.Link, d peer.Digest) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]
@@ -347,8 +348,8 @@ func (n *Node) HandleDigest(l *peer.Link, d peer.Digest) {
 	l.SendRepair(peer.TypeRequestRepair, r)
 }
 
-// HandleRepair implements peer.DigestHandler.
-func (n *Node) HandleRepair(l *peer.Link, typ string, r peer.Repair) {
+// handleRepair is the node's side of peer.DigestHandler (wire.go).
+func (n *Node) handleRepair(l *peer.Link, typ string, r peer.Repair) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]

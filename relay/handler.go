@@ -18,8 +18,8 @@ import (
 // method takes n.mu for its whole run, so a link's messages apply in the
 // order they came, and every link sees the world's changes in one order.
 
-// HandleWorldChange implements peer.Handler.
-func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
+// handleWorldChange is the node's side of peer.Handler (wire.go).
+func (n *Node) handleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]
@@ -125,8 +125,8 @@ func (n *Node) HandleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	}
 }
 
-// HandleRequestRefresh implements peer.Handler.
-func (n *Node) HandleRequestRefresh(l *peer.Link) {
+// handleRequestRefresh is the node's side of peer.Handler (wire.go).
+func (n *Node) handleRequestRefresh(l *peer.Link) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]
@@ -140,8 +140,8 @@ func (n *Node) HandleRequestRefresh(l *peer.Link) {
 	n.wantRefresh(ls)
 }
 
-// HandleMetadata implements peer.Handler.
-func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
+// handleMetadata is the node's side of peer.Handler (wire.go).
+func (n *Node) handleMetadata(l *peer.Link, md peer.Metadata) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]
@@ -316,9 +316,9 @@ func (n *Node) HandleMetadata(l *peer.Link, md peer.Metadata) {
 	}
 }
 
-// LocalMetadata implements peer.Handler: toward upstream and mesh links a
+// localMetadata is the node's side of peer.Handler (wire.go): toward upstream and mesh links a
 // node advertises itself and every world behind its downstream links.
-func (n *Node) LocalMetadata(l *peer.Link) peer.Metadata {
+func (n *Node) localMetadata(l *peer.Link) peer.Metadata {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if ls := n.hub.links[l]; ls != nil && ls.kind == ownership.Downstream {

@@ -98,8 +98,8 @@ func checkAppMessage(m peer.AppMessage) error {
 	return nil
 }
 
-// HandleAppMessage implements peer.AppMessageHandler.
-func (n *Node) HandleAppMessage(l *peer.Link, m peer.AppMessage) {
+// handleAppMessage is the node's side of peer.AppMessageHandler (wire.go).
+func (n *Node) handleAppMessage(l *peer.Link, m peer.AppMessage) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]

@@ -464,7 +464,7 @@ func (n *Node) attach(conn peer.Conn, kind ownership.LinkKind, remoteURL, member
 	if kind != ownership.Upstream && n.opts.MetadataTimeout > 0 {
 		lopts.MetadataTimeout = n.opts.MetadataTimeout
 	}
-	l := peer.NewLink(conn, n, lopts)
+	l := peer.NewLink(conn, (*wire)(n), lopts)
 	ls := &linkState{link: l, kind: kind, chain: map[string]bool{}, remoteURL: remoteURL, member: member}
 	n.hub.links[l] = ls
 	n.hub.order = append(n.hub.order, ls)
