@@ -94,8 +94,9 @@ func TestBurstThenJoin(t *testing.T) {
 // within 25 s, every peer's world must equal its node's, and no node may
 // have needed a repair. The hops between our nodes carry 256 KiB/s, so
 // the burst is still on its way when its holder leaves; over server ←
-// proxy, server ← proxy ← proxy, a mesh of two, and with the joiners'
-// interest regions on server ← proxy.
+// proxy (the holder closing, or its connection breaking: its objects then
+// wait the reclaim grace), server ← proxy ← proxy, a mesh of two, and with
+// the joiners' interest regions on server ← proxy.
 func TestBurstInFlightThenJoin(t *testing.T) {
 	const hopRate = 256 << 10
 	chain := func(t *testing.T, depth int) []*proc {
@@ -118,13 +119,15 @@ func TestBurstInFlightThenJoin(t *testing.T) {
 		name  string
 		nodes func(t *testing.T) []*proc // the burst enters at the last
 		extra map[string]any             // the joiners' metadata
+		crash bool                       // the holder's connection breaks, rather than closes
 	}{
-		{"server and proxy", func(t *testing.T) []*proc { return chain(t, 1) }, nil},
-		{"chain of two", func(t *testing.T) []*proc { return chain(t, 2) }, nil},
+		{"server and proxy", func(t *testing.T) []*proc { return chain(t, 1) }, nil, false},
+		{"server and proxy, the holder crashes", func(t *testing.T) []*proc { return chain(t, 1) }, nil, true},
+		{"chain of two", func(t *testing.T) []*proc { return chain(t, 2) }, nil, false},
 		{"at the server, chain of two", func(t *testing.T) []*proc {
 			n := chain(t, 2)
 			return []*proc{n[2], n[1], n[0]}
-		}, nil},
+		}, nil, false},
 		{"mesh of two", func(t *testing.T) []*proc {
 			// Members link at the URLs they advertise, so this hop is not
 			// slowed: the burst crosses it at the speed of loopback.
@@ -133,10 +136,10 @@ func TestBurstInFlightThenJoin(t *testing.T) {
 			b := startProc(t, append(common, "--join", meshAddr(t, a))...)
 			waitMesh(t, []*proc{a, b})
 			return []*proc{a, b}
-		}, nil},
+		}, nil, false},
 		{"interest regions", func(t *testing.T) []*proc { return chain(t, 1) },
 			// The joiners see one another (y = 10), not the burst (y = 0).
-			map[string]any{"interest": map[string]any{"min": []int{-1000, 5, -1000}, "max": []int{1000, 1000, 1000}}}},
+			map[string]any{"interest": map[string]any{"min": []int{-1000, 5, -1000}, "max": []int{1000, 1000, 1000}}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes := tc.nodes(t)
@@ -150,7 +153,11 @@ func TestBurstInFlightThenJoin(t *testing.T) {
 			}
 			b.Change(recs...)
 			time.Sleep(time.Second)
-			b.Close()
+			if tc.crash {
+				b.Drop()
+			} else {
+				b.Close()
+			}
 			_, m := httpGet(t, "http://"+nodes[0].Addr+"/metrics")
 			held := metricValue(m, `solipsism_objects{role="server"}`)
 			if held < 0 {
