@@ -1,15 +1,13 @@
 package relay
 
 import (
-	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"sync/atomic"
 	"time"
 
-	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
+	"golang.org/x/time/rate"
 )
 
 // Anti-entropy (see peer/digest.go for the messages). Every link whose peer
@@ -348,167 +346,8 @@ func (n *Node) handleDigest(l *peer.Link, d peer.Digest) {
 	l.SendRepair(peer.TypeRequestRepair, r)
 }
 
-// handleRepair is the node's side of peer.DigestHandler (wire.go).
-func (n *Node) handleRepair(l *peer.Link, typ string, r peer.Repair) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ls := n.hub.links[l]
-	if ls == nil || n.life.closed || !ls.ready {
-		return
-	}
-	switch typ {
-	case peer.TypeRequestRepair:
-		if len(n.deps.departing) > 0 {
-			// Asked from a digest taken while a departure went out: the
-			// peer asks again (repairTimeout) if it still differs.
-			return
-		}
-		if now := time.Now(); now.Sub(ls.digest.lastAsked) >= minDigestGap {
-			ls.digest.lastAsked = now
-			n.answerRepairLocked(ls, r)
-		}
-	case peer.TypeRepairing:
-		// Our request's answer begins; its records follow, and only
-		// they, until "repaired" (the peer sends its live changes after).
-		if rs := ls.digest.repair; rs != nil && rs.r.Of == r.Of && slices.Equal(rs.r.Buckets, r.Buckets) {
-			rs.answering = true
-		}
-	case peer.TypeRepaired:
-		rs := ls.digest.repair
-		if rs == nil || !rs.answering {
-			return
-		}
-		ls.digest.repair = nil
-		defer n.digestTime(time.Now())
-		var extra []string
-		n.world.Range(func(o gameworld.Object) bool {
-			if r.Has(o.IDHash()) && rs.r.Has(o.IDHash()) && !rs.seen[o.ID] && n.heldFrom(ls, o.Owner) {
-				extra = append(extra, o.ID)
-			}
-			return true
-		})
-		if len(extra) > 0 {
-			n.repaired(ls, RepairExtra, extra)
-			set := make(map[string]bool, len(extra))
-			for _, id := range extra {
-				set[id] = true
-			}
-			n.removeWhere(func(o gameworld.Object) bool { return set[o.ID] }, nil)
-		}
-	}
-}
-
-// answerRepairLocked sends ls's peer every object of the buckets asked for
-// that it should hold from us, between repairing and repaired. n.mu must
-// be held.
-func (n *Node) answerRepairLocked(ls *linkState, r peer.Repair) {
-	n.flushLocked()
-	defer n.digestTime(time.Now())
-	known := ls.link.KnownSet()
-	var recs []*peer.Record
-	n.world.Range(func(o gameworld.Object) bool {
-		if !r.Has(o.IDHash()) || !n.sentOver(ls, o.Owner) {
-			return true
-		}
-		if ls.region != nil && !known(o.Slot) && !n.holds(ls.region, o.Properties, 0) {
-			return true
-		}
-		recs = append(recs, wholeRecord(o))
-		return true
-	})
-	if n.log.Enabled(n.life.ctx, slog.LevelDebug) { // (counting what the link knows costs a pass)
-		n.log.Debug("answering a repair request", "link", ls.link.ID(), "buckets", len(r.Buckets), "of", r.Of, "records", len(recs), "queued", ls.link.Queued(), "known", len(ls.link.KnownSlots(nil)))
-	}
-	ls.link.SendRepair(peer.TypeRepairing, r)
-	if len(recs) > 0 {
-		ls.link.Offer(recs, func(int) peer.Verdict { return peer.Send }, nil, false)
-	}
-	ls.link.SendRepair(peer.TypeRepaired, r)
-}
-
-// seeRepairLocked notes the records of a repair answer before they are
-// applied, counting what they repair. The peer sends nothing else between
-// "repairing" and "repaired", so every add there is the answer's. n.mu
-// must be held.
-func (n *Node) seeRepairLocked(ls *linkState, changes []gameworld.Change) {
-	rs := ls.digest.repair
-	if rs == nil || !rs.answering {
-		return // live changes sent before the peer had our request
-	}
-	var missing, stale []string
-	for _, c := range changes {
-		if c.Type != gameworld.Add || !rs.r.Has(gameworld.IDHash(c.ID)) {
-			continue
-		}
-		rs.seen[c.ID] = true
-		o, ok := n.world.Get(c.ID)
-		switch {
-		case !ok:
-			missing = append(missing, c.ID)
-		case o.Digest != gameworld.ChangeDigest(c):
-			stale = append(stale, c.ID)
-		}
-	}
-	if len(missing) > 0 {
-		n.repaired(ls, RepairMissing, missing)
-		ls.noteRepairedMissing(missing)
-	}
-	if len(stale) > 0 {
-		n.repaired(ls, RepairStale, stale)
-	}
-}
-
-// maxRepairedMissing bounds digestState.repairedMissing.
-const maxRepairedMissing = 4096
-
-// noteRepairedMissing remembers ids a repair brought as missing. n.mu must
-// be held.
-func (ls *linkState) noteRepairedMissing(ids []string) {
-	if ls.digest.repairedMissing == nil {
-		ls.digest.repairedMissing = map[string]bool{}
-	}
-	for _, id := range ids {
-		if len(ls.digest.repairedMissing) >= maxRepairedMissing {
-			return
-		}
-		ls.digest.repairedMissing[id] = true
-	}
-}
-
-// seeLateLocked looks for the peer's own adds of objects a repair brought
-// as missing, among live changes: each is an object that was on its way
-// when the digest said it was missing. n.mu must be held.
-func (n *Node) seeLateLocked(ls *linkState, changes []gameworld.Change) {
-	late, first := 0, ""
-	for _, c := range changes {
-		if c.Type == gameworld.Add && ls.digest.repairedMissing[c.ID] {
-			delete(ls.digest.repairedMissing, c.ID)
-			if late++; first == "" {
-				first = c.ID
-			}
-		}
-	}
-	if late > 0 {
-		n.log.Info("objects a repair brought as missing arrived afterwards: the digest overtook them", "link", ls.link.ID(), "objects", late, "first", first)
-	}
-}
-
-// repaired counts repaired objects of a kind, and logs the first repair of
-// each kind at WARN: in a healthy deployment there are none, so one is a
-// divergence found. n.mu must be held.
-func (n *Node) repaired(ls *linkState, kind string, ids []string) {
-	n.dig.repairs.of(kind).Add(uint64(len(ids)))
-	if n.life.metrics != nil {
-		n.life.metrics.repairs.WithLabelValues(kind).Add(float64(len(ids)))
-	}
-	if n.dig.repairs.warned == nil {
-		n.dig.repairs.warned = map[string]bool{}
-	}
-	first := slices.Clone(ids[:min(len(ids), 5)])
-	if !n.dig.repairs.warned[kind] {
-		n.dig.repairs.warned[kind] = true
-		n.log.Warn("anti-entropy repaired a divergence", "kind", kind, "objects", len(ids), "first", first, "link", ls.link.ID(), "link_kind", ls.kind.String())
-		return
-	}
-	n.log.Info("anti-entropy repaired a divergence", "kind", kind, "objects", len(ids), "first", first, "link", ls.link.ID())
+// digests is what anti-entropy counted and may spend (digest.go).
+type digests struct {
+	repairs repairCounts
+	budget  *rate.Limiter
 }

@@ -148,18 +148,6 @@ func (n *Node) newRecord(c gameworld.Change, slot uint32, born int64) *peer.Reco
 	return r
 }
 
-// wantRefresh makes the next flush send ls every object it may receive, as
-// full adds, then mark the answer complete. Answering in the flush, after
-// the log, keeps what the link knows in order with what it is sent. n.mu
-// must be held.
-func (n *Node) wantRefresh(ls *linkState) {
-	ls.refreshWanted = true
-	n.fan.refreshes = true
-	if n.opts.Tick == peer.Immediate {
-		n.flushLocked()
-	}
-}
-
 // chainChanged tells upstream and mesh links, at this point of the log,
 // that the set of worlds behind this node changed. n.mu must be held.
 func (n *Node) chainChanged() {
@@ -435,77 +423,6 @@ func (n *Node) departsOnMetadata(ls *linkState) bool {
 func (n *Node) chainedLocked(id string) bool {
 	c := n.hub.claims[id]
 	return c != nil && c.kind == ownership.Downstream && (len(n.deps.departing) == 0 || n.deps.departing[id] == nil)
-}
-
-// refreshSlice is how many objects a refresh answer takes from the world
-// per turn of the node's lock, when the world is bigger: a peer joining a
-// world of 100,000 objects would otherwise hold the node for a tenth of a
-// second or more, everyone else's changes and handshakes waiting.
-const refreshSlice = 8192
-
-// sendRefreshLocked offers ls every object it may receive as a full add,
-// then marks the refresh complete: at once, or a slice at a time in a big
-// world (continueRefreshLocked). n.mu must be held.
-func (n *Node) sendRefreshLocked(ls *linkState) {
-	ls.refreshing = false
-	if ls.att == nil && ls.region == nil && n.opts.Tick != peer.Immediate && n.world.Len() > refreshSlice {
-		ls.refreshing, ls.refreshAt = true, 0
-		n.continueRefreshLocked(ls)
-		return
-	}
-	var recs []*peer.Record
-	each := n.world.Range
-	if ls.region != nil && !ls.region.wide && n.sp.active {
-		each = n.regionObjects(ls.region)
-	}
-	each(func(o gameworld.Object) bool {
-		if ls.region != nil && !n.holds(ls.region, o.Properties, 0) {
-			return true
-		}
-		if n.departingLocked(o.Owner) != nil {
-			return true // as good as gone (departures.go)
-		}
-		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
-			recs = append(recs, wholeRecord(o))
-		}
-		return true
-	})
-	if ls.att != nil {
-		ls.att.offer(recs, nil, nil)
-		return
-	}
-	ls.link.Offer(recs, func(int) peer.Verdict { return peer.Send }, nil, false)
-	ls.link.MarkRefreshed()
-}
-
-// continueRefreshLocked offers ls the next slice of its refresh answer,
-// from the world as it is now (what changed in slots passed already went
-// with the log, as to any peer; what changed in slots to come goes in its
-// slice, current), and asks for the next flush at once if there is more;
-// the last slice marks the answer complete. n.mu must be held.
-func (n *Node) continueRefreshLocked(ls *linkState) {
-	recs := make([]*peer.Record, 0, refreshSlice)
-	next, done := n.world.RangeFrom(ls.refreshAt, func(o gameworld.Object) bool {
-		if n.departingLocked(o.Owner) != nil {
-			return true // as good as gone (departures.go)
-		}
-		if ls.region != nil && !n.holds(ls.region, o.Properties, 0) {
-			return true // (a region that came meanwhile)
-		}
-		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
-			recs = append(recs, wholeRecord(o))
-		}
-		return len(recs) < refreshSlice
-	})
-	ls.refreshAt = next
-	ls.link.Offer(recs, func(int) peer.Verdict { return peer.Send }, nil, false)
-	if done {
-		ls.refreshing = false
-		ls.link.MarkRefreshed()
-		return
-	}
-	n.fan.moreRefresh = true
-	n.kickLocked()
 }
 
 // drain flushes the shared log now and waits until every link has

@@ -192,3 +192,15 @@ func (n *Node) admitIP(w http.ResponseWriter, r *http.Request) (release func(), 
 		}
 	}, true
 }
+
+// quotaState is what quotas count (quota.go).
+type quotaState struct {
+	// owned counts objects per owner, for Quotas.ObjectsPerOwner.
+	owned map[string]int
+	// batchAdds counts the adds a batch being applied has let in so
+	// far, per owner.
+	batchAdds map[string]int
+	// worldWarned is when a write over the world's bounds was last
+	// logged.
+	worldWarned time.Time
+}

@@ -149,3 +149,19 @@ func backoff(failures int, min, max time.Duration) time.Duration {
 	half := d / 2
 	return half + rand.N(half+1)
 }
+
+// upstreamLink is what the node asks of its upstream and was given by it
+// (upstream.go, ready.go).
+type upstreamLink struct {
+	// status is what RunUpstream knows of the upstream, under a mutex of
+	// its own.
+	status upstreamState
+	// onReady is UpstreamOptions.OnReady.
+	onReady func()
+	// rooms are the rooms a client node is in (SetRooms), interest what
+	// it wants to see (SetInterest); nil means all.
+	rooms    []string
+	interest []peer.Box
+	// tokens are the resume tokens the upstream handed us.
+	tokens map[string]string
+}
