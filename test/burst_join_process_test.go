@@ -212,14 +212,3 @@ func TestBurstInFlightThenJoin(t *testing.T) {
 		})
 	}
 }
-
-// countPrefix counts the ids in m that start with prefix.
-func countPrefix[V any](m map[string]V, prefix string) int {
-	n := 0
-	for id := range m {
-		if strings.HasPrefix(id, prefix) {
-			n++
-		}
-	}
-	return n
-}

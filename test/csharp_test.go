@@ -2,14 +2,12 @@ package test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -401,37 +399,6 @@ func TestCSharpWorldClient(t *testing.T) {
 	if _, ok := goc.World().Get(ball); !ok {
 		t.Fatal("the released ball went with C#")
 	}
-}
-
-// viewDiff compares a client's whole world, as its test program prints it
-// (a JSON object of ids to properties, or with owned to {owner,
-// properties}), with a node's; numbers compare as numbers. It describes
-// the first difference, or returns "".
-func viewDiff(t testing.TB, view string, node map[string]wiretest.Object, owned bool) string {
-	var objs map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(view), &objs); err != nil {
-		t.Fatalf("a world that is not JSON: %v: %s", err, view)
-	}
-	if len(objs) != len(node) {
-		return fmt.Sprintf("the client holds %d objects, the node %d", len(objs), len(node))
-	}
-	for id, o := range node {
-		var v struct {
-			Owner      string          `json:"owner"`
-			Properties json.RawMessage `json:"properties"`
-		}
-		if v.Properties = objs[id]; owned {
-			json.Unmarshal(objs[id], &v) //nolint:errcheck // checked below
-		}
-		if v.Properties == nil {
-			return "the client lacks " + id
-		}
-		props, _ := json.Marshal(o.Properties)
-		if (owned && v.Owner != o.Owner) || !reflect.DeepEqual(canonical(t, v.Properties), canonical(t, props)) {
-			return fmt.Sprintf("object %s: the client has %s %s, the node %s %s", id, v.Owner, v.Properties, o.Owner, props)
-		}
-	}
-	return ""
 }
 
 // TestCSharpReadmeCompiles: the C# README's examples compile against the

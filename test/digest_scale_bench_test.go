@@ -118,14 +118,6 @@ func fillGrid(tb testing.TB, url string, n int) {
 	}
 }
 
-func gridSide(n int) int {
-	s := 1
-	for s*s < n {
-		s++
-	}
-	return s
-}
-
 // dialMovers connects n Go clients spread over the grid of fillGrid, each
 // with an interest box of 30 × 30 (about 100 grid objects) around its own
 // object, which it moves at 5 Hz until stop is closed.

@@ -2,127 +2,12 @@ package test
 
 import (
 	"bufio"
-	"encoding/hex"
 	"fmt"
-	"github.com/solipsism/mesh/auth"
-	"io"
 	"os"
-	"os/exec"
 	"regexp"
-	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
-
-// relayProc is a relay running as a process of its own, so that its CPU
-// time and resident memory can be read from /proc: what users pay.
-type relayProc struct {
-	pid  int
-	addr string // host:port
-	node *proc  // nil for the bare relay
-}
-
-func (r relayProc) url() string { return "ws://" + r.addr + "/ws" }
-
-// pinned prefixes a command with taskset when it is available, so that the
-// relay and the load each have a core of their own.
-func pinned(cpu string, name string, args ...string) *exec.Cmd {
-	if path, err := exec.LookPath("taskset"); err == nil && os.Getenv("SOLIPSISM_BENCH_NOPIN") == "" {
-		return exec.Command(path, append([]string{"-c", cpu, name}, args...)...)
-	}
-	return exec.Command(name, args...)
-}
-
-// startBareRelay runs the test binary as the bare relay (see TestMain).
-func startBareRelay(tb testing.TB, tick time.Duration) relayProc {
-	tb.Helper()
-	cmd := pinned("0", os.Args[0])
-	cmd.Env = append(os.Environ(), "SOLIPSISM_BARE_RELAY=1", fmt.Sprintf("SOLIPSISM_BARE_RELAY_TICK=%d", tick.Milliseconds()))
-	stdin, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() {
-		tb.Fatal("bare relay did not start")
-	}
-	go io.Copy(io.Discard, out)
-	return relayProc{pid: cmd.Process.Pid, addr: sc.Text()}
-}
-
-// startNodeProc runs solipsism-node, pinned like the bare relay.
-func startNodeProc(tb testing.TB, args ...string) relayProc {
-	tb.Helper()
-	p := startProcEnv(tb, []string{"SOLIPSISM_LOG_LEVEL=info"}, args...)
-	if path, err := exec.LookPath("taskset"); err == nil && os.Getenv("SOLIPSISM_BENCH_NOPIN") == "" {
-		// -a: every thread the runtime has started so far; later ones
-		// inherit the mask.
-		if out, err := exec.Command(path, "-a", "-cp", "0", fmt.Sprint(p.cmd.Process.Pid)).CombinedOutput(); err != nil {
-			tb.Fatalf("taskset: %v: %s", err, out)
-		}
-	}
-	return relayProc{pid: p.cmd.Process.Pid, addr: p.Addr, node: p}
-}
-
-// startRelay starts the bare relay ("bare") or the node ("node", with its
-// pprof listener for heap readings), both with a 50 ms tick.
-func startRelay(tb testing.TB, which string) relayProc {
-	if which == "bare" {
-		return startBareRelay(tb, 50*time.Millisecond)
-	}
-	// Every load client comes from 127.0.0.1: no per-address limit.
-	return startNodeProc(tb, "--tick", "50ms", "--debug-listen", "127.0.0.1:0", "--max-conns-per-ip", "-1")
-}
-
-// procUsage reads a process's CPU time (user+system) and RSS from /proc.
-func procUsage(tb testing.TB, pid int) (time.Duration, int64) {
-	tb.Helper()
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	// Fields after the command name, which is in parentheses.
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	m := regexp.MustCompile(`VmRSS:\s+(\d+) kB`).FindSubmatch(status)
-	rss, _ := strconv.ParseInt(string(m[1]), 10, 64)
-	const clkTck = 100 // USER_HZ on Linux
-	return time.Duration((utime + stime) * int64(time.Second) / clkTck), rss << 10
-}
-
-// loadOn runs the load tool (pinned to the other core) against r and
-// returns its report and r's CPU time over the measured window.
-func loadOn(tb testing.TB, r relayProc, args ...string) (loadReport, time.Duration) {
-	tb.Helper()
-	cmd := pinned("1", loadBinary(tb), append([]string{"--url", r.url(), "--json"}, args...)...)
-	return measureLoad(tb, cmd, func() time.Duration { c, _ := procUsage(tb, r.pid); return c }, nil)
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-// benchRounds is how many interleaved rounds a comparison runs
-// (SOLIPSISM_BENCH_ROUNDS, default 3): the machine is shared and noisy, so
-// the node and the baseline take turns and medians are compared.
-func benchRounds() int {
-	if n, err := strconv.Atoi(os.Getenv("SOLIPSISM_BENCH_ROUNDS")); err == nil && n > 0 {
-		return n
-	}
-	return 3
-}
 
 // BenchmarkFanout: N clients each update one object at 20 Hz, tick 50 ms,
 // through the node and, in the same run and taking turns with it, through
@@ -164,18 +49,6 @@ func BenchmarkFanout(b *testing.B) {
 			}
 		})
 	}
-}
-
-// nodeMetric reads an unlabelled metric from a node's /metrics.
-func nodeMetric(tb testing.TB, r relayProc, name string) float64 {
-	tb.Helper()
-	_, body := httpGet(tb, "http://"+r.addr+"/metrics")
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)`).FindStringSubmatch(body)
-	if m == nil {
-		tb.Fatalf("no %s in /metrics", name)
-	}
-	v, _ := strconv.ParseFloat(m[1], 64)
-	return v
 }
 
 var downstreamLinksRE = regexp.MustCompile(`(?m)^solipsism_links\{kind="downstream",role="server"\} (\d+)`)
@@ -286,33 +159,6 @@ var (
 	debugAddrRE = regexp.MustCompile(`msg="serving debug endpoints" addr=(\S+)`)
 )
 
-// debugAddr returns the host:port of a node's --debug-listen server.
-func debugAddr(tb testing.TB, r relayProc) string {
-	tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if m := debugAddrRE.FindStringSubmatch(r.node.Log()); m != nil {
-			return m[1]
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("node did not log its debug address:\n%s", r.node.Log())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// nodeHeap reads the node's live heap after a GC, from its pprof listener.
-func nodeHeap(tb testing.TB, r relayProc) int64 {
-	tb.Helper()
-	_, body := httpGet(tb, "http://"+debugAddr(tb, r)+"/debug/pprof/heap?gc=1&debug=1")
-	m := heapAllocRE.FindStringSubmatch(body)
-	if m == nil {
-		tb.Fatal("no HeapAlloc in the heap profile")
-	}
-	n, _ := strconv.ParseInt(m[1], 10, 64)
-	return n
-}
-
 // BenchmarkGuardedFanout: the fan-out of BenchmarkFanout (200 clients × 20
 // Hz) through a node with authentication and every limit on, and, taking
 // turns with it in the same run, through one with them off. Reports node
@@ -348,21 +194,4 @@ func BenchmarkGuardedFanout(b *testing.B) {
 		b.ReportMetric(median(open), "open-records/cpu-s")
 		b.ReportMetric(median(guarded)/median(open), "guarded/open")
 	}
-}
-
-// guards returns node flags with authentication off and every limit
-// lifted, flags with authentication and the default limits on (at most
-// maxConns connections from the load tool's one address), and a token for
-// the load tool's clients.
-func guards(b *testing.B, maxConns int) (off, on []string, token string) {
-	secret := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-	key, _ := hex.DecodeString(secret)
-	token, err := auth.Issue(key, nil, []string{"load"}, time.Now().Add(time.Hour))
-	if err != nil {
-		b.Fatal(err)
-	}
-	off = []string{"--max-conns-per-ip", "-1", "--max-msgs-per-sec", "-1", "--max-records-per-sec", "-1",
-		"--max-objects-per-owner", "-1", "--max-props-per-object", "-1", "--max-value-bytes", "-1", "--max-object-bytes", "-1"}
-	on = []string{"--auth-key", secret, "--max-conns-per-ip", fmt.Sprint(maxConns)}
-	return off, on, token
 }

@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -88,13 +87,6 @@ func BenchmarkFloodLatency(b *testing.B) {
 	}
 }
 
-// benchTopo is a deployment under test: where changes enter, where they
-// are watched, and the hops between.
-type benchTopo struct {
-	entry, mid, far *proc
-	hops            int
-}
-
 // stop kills the topology's processes: an iteration's nodes must not
 // take the next one's CPU (a flood's 99,000 objects stay in them).
 func (tp benchTopo) stop() {
@@ -123,81 +115,6 @@ func (tp benchTopo) cpu(tb testing.TB) time.Duration {
 		sum += c
 	}
 	return sum
-}
-
-// startTopo starts a single node ("node"), a server with a proxy chain of
-// depth 2 ("chain", far = the last proxy) or a 3-member mesh ("mesh", far
-// = the third member).
-func startTopo(tb testing.TB, name string) benchTopo {
-	tb.Helper()
-	switch name {
-	case "node":
-		s := startProc(tb)
-		return benchTopo{entry: s, mid: s, far: s}
-	case "chain":
-		s := startProc(tb)
-		p1 := startProc(tb, "--role", "proxy", "--upstream", s.URL())
-		p2 := startProc(tb, "--role", "proxy", "--upstream", p1.URL())
-		waitUntil(tb, "the chain ready", 10*time.Second, func() bool { c, _ := httpGet(tb, "http://"+p2.Addr+"/readyz"); return c == 200 })
-		return benchTopo{entry: s, mid: p1, far: p2, hops: 2}
-	default:
-		secret := strings.Repeat("ef", 32)
-		common := []string{"--mesh-bind", "127.0.0.1:0", "--mesh-secret", secret, "--mesh-label", "bench", "--mesh-profile", "local"}
-		a := startProc(tb, common...)
-		m2 := startProc(tb, append(common, "--join", meshAddr(tb, a))...)
-		m3 := startProc(tb, append(common, "--join", meshAddr(tb, a))...)
-		waitMesh(tb, []*proc{a, m2, m3})
-		return benchTopo{entry: a, mid: m2, far: m3, hops: 1}
-	}
-}
-
-// floodClient connects a raw client that answers the handshake and reads
-// (and drops) whatever it is sent.
-func floodClient(tb testing.TB, url, id string) *websocket.Conn { return rawClient(tb, url, id, nil) }
-
-// rawClient connects a minimal client: it answers the handshake as id,
-// passes every other message to seen (if not nil; on the reading
-// goroutine) and returns once it has answered. It decodes nothing, so a
-// benchmark's clients cost little beside the node they measure.
-func rawClient(tb testing.TB, url, id string, seen func(msg []byte)) *websocket.Conn {
-	tb.Helper()
-	return rawClientWith(tb, url, id, "", seen)
-}
-
-// rawClientWith is rawClient with more metadata: extra is inserted in its
-// JSON object (`,"features":["scopes"]`, say).
-func rawClientWith(tb testing.TB, url, id, extra string, seen func(msg []byte)) *websocket.Conn {
-	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	tb.Cleanup(cancel)
-	c, _, err := websocket.Dial(ctx, url, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c.SetReadLimit(-1)
-	tb.Cleanup(func() { c.CloseNow() })
-	ready := make(chan struct{})
-	go func() {
-		for {
-			_, b, err := c.Read(ctx)
-			if err != nil {
-				return
-			}
-			switch {
-			case bytes.HasPrefix(b, []byte(`["requestMetadata"`)):
-				c.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `["metadataChange",{"identifier":%[1]q,"identifierChain":[%[1]q]%[2]s}]`, id, extra))
-				close(ready)
-			case seen != nil:
-				seen(b)
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(10 * time.Second):
-		tb.Fatal("no handshake")
-	}
-	return c
 }
 
 // floodMessage is one worldChange adding n objects of owner.

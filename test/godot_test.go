@@ -2,7 +2,6 @@ package test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
@@ -15,22 +14,6 @@ import (
 // godotPath finds Debian's headless Godot 3.
 func godotPath(t testing.TB) string {
 	return toolPath(t, "Godot 3", "godot3-server", "godot3-server", "godot3", "godot")
-}
-
-// startGodot runs a script of clients/godot headless against a node.
-func startGodot(t testing.TB, script string, env ...string) *lineProc {
-	t.Helper()
-	return startLineProc(t, env, godotPath(t), "--path", "../clients/godot", "-s", script)
-}
-
-// canonical decodes JSON into Go values, numbers as float64, so that
-// Godot's floats and the node's numbers compare.
-func canonical(t testing.TB, b []byte) any {
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("%v: %s", err, b)
-	}
-	return v
 }
 
 // TestGodotClient: a headless Godot 3 process with the addon

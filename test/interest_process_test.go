@@ -2,7 +2,6 @@ package test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,22 +10,6 @@ import (
 	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
 )
-
-// objectsOf returns the ids of a node process's objects, from its
-// inspector API.
-func objectsOf(t testing.TB, p *proc) map[string]bool {
-	t.Helper()
-	_, body := httpGet(t, "http://"+p.Addr+"/api/state")
-	var st relay.State
-	if err := json.Unmarshal([]byte(body), &st); err != nil {
-		t.Fatalf("/api/state: %v", err)
-	}
-	out := map[string]bool{}
-	for _, o := range st.Objects {
-		out[o.ID] = true
-	}
-	return out
-}
 
 // TestMeshInterest: three node processes in a mesh, each with a client in
 // its own third of the world. A node receives no changes of objects

@@ -3,7 +3,6 @@ package test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -134,49 +133,3 @@ func TestLoadConsistencyAllSeeAll(t *testing.T) {
 
 // waitLinks waits until the node has n links.
 func waitLinks(t *testing.T, r relayProc, n int) { waitMetric(t, r, "solipsism_links{", n) }
-
-// waitMetric waits until the node's metric samples whose line starts
-// with prefix sum to n.
-func waitMetric(t *testing.T, r relayProc, prefix string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, m := httpGet(t, "http://"+r.addr+"/metrics")
-		v := 0.0
-		for _, line := range strings.Split(m, "\n") {
-			if strings.HasPrefix(line, prefix) {
-				var x float64
-				fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &x)
-				v += x
-			}
-		}
-		if v == float64(n) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s…: %v, want %d", prefix, v, n)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// snapshotAddr reads the UDP address a node serves snapshots on from its
-// log.
-func snapshotAddr(t *testing.T, p *proc) string {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		for _, line := range strings.Split(p.Log(), "\n") {
-			if strings.Contains(line, `msg="serving snapshots"`) {
-				var addr string
-				if _, err := fmt.Sscanf(line[strings.Index(line, "udp="):], "udp=%s", &addr); err == nil {
-					return addr
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no snapshot address in the node's log")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}

@@ -1,49 +1,13 @@
 package test
 
 import (
-	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/solipsism/mesh/internal/wiretest"
 )
-
-var meshAddrRE = regexp.MustCompile(`msg="mesh started" .*bind=(\S+)`)
-
-// meshAddr waits for the node's memberlist address in its log.
-func meshAddr(t testing.TB, p *proc) string {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := meshAddrRE.FindStringSubmatch(p.Log()); m != nil {
-			return m[1]
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no mesh address in log:\n%s", p.Log())
-	return ""
-}
-
-type health struct {
-	Mesh struct {
-		Joined  bool `json:"joined"`
-		Members []struct {
-			Linked bool `json:"linked"`
-		} `json:"members"`
-	} `json:"mesh"`
-}
-
-func meshHealth(t testing.TB, p *proc) health {
-	_, body := httpGet(t, "http://"+p.Addr+"/healthz")
-	var h health
-	if err := json.Unmarshal([]byte(body), &h); err != nil {
-		t.Fatalf("/healthz: %v: %s", err, body)
-	}
-	return h
-}
 
 // Three solipsism-node processes joined with --join; kill -9 one; the
 // survivors clean up after it.
@@ -124,29 +88,5 @@ func TestMeshProcessWrongSecret(t *testing.T) {
 	}
 	if _, err := runBinary(nodeBinary(t), []string{"--data-dir", "", "--mesh-bind", "127.0.0.1:0", "--mesh-secret", "tooshort"}, nil); err == nil {
 		t.Fatal("a malformed secret was accepted")
-	}
-}
-
-// waitMesh waits until every member of procs links to every other.
-func waitMesh(t testing.TB, procs []*proc) {
-	t.Helper()
-	want := len(procs) * (len(procs) - 1)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		linked := 0
-		for _, p := range procs {
-			for _, m := range meshHealth(t, p).Mesh.Members {
-				if m.Linked {
-					linked++
-				}
-			}
-		}
-		if linked == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mesh did not form: %d of %d member links", linked, want)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -225,23 +225,6 @@ s.addEventListener("close", (e) => closes.push(e.detail));
 	waitJS(t, q, "refused on the page", `window.s && s.status === "reconnecting" && closes.some(c => c.code === 4005 && c.retry)`)
 }
 
-// startWebNode serves a node at /ws and the web pages at / behind a test
-// server; handlers for other paths may be added to mux before the first
-// request.
-func startWebNode(tb testing.TB, opts relay.Options) (*relay.Node, *httptest.Server, *http.ServeMux) {
-	tb.Helper()
-	node, err := relay.New(opts)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/ws", node)
-	mux.Handle("/", web.Handler())
-	front := httptest.NewServer(mux)
-	tb.Cleanup(func() { node.Close(context.Background()); front.Close() })
-	return node, front, mux
-}
-
 // TestBrowserPagesWithTokens: a node that requires tokens and names a
 // token endpoint (--token-url; here auth.TokenEndpoint at /token): its
 // 3D demo (in a WebWorker) and networked-aframe example connect. Without

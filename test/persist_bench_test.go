@@ -3,13 +3,14 @@ package test
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/solipsism/mesh/gameworld"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/gameworld"
 
 	"github.com/solipsism/mesh/store"
 )

@@ -18,17 +18,6 @@ import (
 	"github.com/solipsism/mesh/relay"
 )
 
-// stateOf returns a node process's /api/state.
-func stateOf(t testing.TB, p *proc) relay.State {
-	t.Helper()
-	_, body := httpGet(t, "http://"+p.Addr+"/api/state?limit=100000")
-	var st relay.State
-	if err := json.Unmarshal([]byte(body), &st); err != nil {
-		t.Fatalf("/api/state: %v", err)
-	}
-	return st
-}
-
 // objectOf returns one object of a node process's world.
 func objectOf(t testing.TB, p *proc, id string) (relay.ObjectInfo, bool) {
 	t.Helper()
@@ -38,27 +27,6 @@ func objectOf(t testing.TB, p *proc, id string) (relay.ObjectInfo, bool) {
 		}
 	}
 	return relay.ObjectInfo{}, false
-}
-
-func waitUntil(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func dialNode(t testing.TB, ctx context.Context, url, prefix string) *relay.Client {
-	t.Helper()
-	c, err := relay.Dial(ctx, url, relay.ClientOptions{Prefix: prefix, Tick: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // TestRestartKeepsTheWorld: a persistent object falls to the node when

@@ -2,7 +2,6 @@ package test
 
 import (
 	"context"
-	"encoding/json"
 	"net"
 	"strings"
 	"testing"
@@ -15,16 +14,6 @@ import (
 type readiness struct {
 	Ready   bool     `json:"ready"`
 	Reasons []string `json:"reasons"`
-}
-
-func readyz(t testing.TB, p *proc) (int, readiness) {
-	t.Helper()
-	code, body := httpGet(t, "http://"+p.Addr+"/readyz")
-	var r readiness
-	if err := json.Unmarshal([]byte(body), &r); err != nil {
-		t.Fatalf("/readyz: %v: %s", err, body)
-	}
-	return code, r
 }
 
 // TestProxyReadiness: a proxy whose upstream is down serves (/healthz 200)

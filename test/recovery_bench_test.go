@@ -1,10 +1,7 @@
 package test
 
 import (
-	"bytes"
 	"fmt"
-	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,18 +55,3 @@ func BenchmarkRecovery(b *testing.B) {
 }
 
 var watchers atomic.Int64
-
-// watchFor connects a minimal client (rawClient) and signals once a
-// message mentions the object id.
-func watchFor(tb testing.TB, url, id string) <-chan struct{} {
-	tb.Helper()
-	seen := make(chan struct{})
-	key := []byte(`"id":"` + id + `"`)
-	var once sync.Once
-	rawClient(tb, url, fmt.Sprintf("watch-%08d-%08d", watchers.Add(1), os.Getpid()), func(b []byte) {
-		if bytes.Contains(b, key) {
-			once.Do(func() { close(seen) })
-		}
-	})
-	return seen
-}

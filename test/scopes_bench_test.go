@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -344,15 +343,4 @@ func BenchmarkScopesFanout(b *testing.B) {
 		b.ReportMetric(median(m["objects-node-cpu-ms/s"])/median(m["scope-node-cpu-ms/s"]), "cpu-objects/scope")
 		b.ReportMetric(median(m["objects-bytes/s/client"])/median(m["scope-bytes/s/client"]), "bytes-objects/scope")
 	}
-}
-
-// freeUDPAddr returns a loopback UDP address no one listens on now.
-func freeUDPAddr(tb testing.TB) string {
-	tb.Helper()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().String()
 }

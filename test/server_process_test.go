@@ -1,8 +1,6 @@
 package test
 
 import (
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,16 +58,6 @@ func TestServerProcess(t *testing.T) {
 	}
 	a.CheckClean()
 	b.CheckClean()
-}
-
-func metricValue(text, name string) float64 {
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)`)
-	m := re.FindStringSubmatch(text)
-	if m == nil {
-		return -1
-	}
-	v, _ := strconv.ParseFloat(m[1], 64)
-	return v
 }
 
 // Flags can be set from the environment, and bad ones are refused with a

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -69,17 +68,6 @@ func (sp *soakPeer) revive(t *testing.T) bool {
 	}
 	sp.p = p
 	return true
-}
-
-// localPort returns a free 127.0.0.1 port (TCP; memberlist takes UDP on
-// the same number too), for a node that must come back on its address.
-func localPort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestSoak: chaos on busy cores. A mesh of three members, a proxy chain of

@@ -102,3 +102,9 @@ func (p *lineProc) send(t testing.TB, line string) {
 		t.Fatal(err)
 	}
 }
+
+// startGodot runs a script of clients/godot headless against a node.
+func startGodot(t testing.TB, script string, env ...string) *lineProc {
+	t.Helper()
+	return startLineProc(t, env, godotPath(t), "--path", "../clients/godot", "-s", script)
+}

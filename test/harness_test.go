@@ -3,19 +3,29 @@ package test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 )
+
+// The harness: node processes (startProc, proc), the binaries they run,
+// HTTP reads of their endpoints and metrics, and waiting for a condition.
+// Every test of this package shares these; a helper more than one test
+// file needs belongs in a harness file.
 
 type built struct {
 	once sync.Once
@@ -234,4 +244,198 @@ func runBinary(bin string, args, env []string) (string, error) {
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// stateOf returns a node process's /api/state.
+func stateOf(t testing.TB, p *proc) relay.State {
+	t.Helper()
+	_, body := httpGet(t, "http://"+p.Addr+"/api/state?limit=100000")
+	var st relay.State
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatalf("/api/state: %v", err)
+	}
+	return st
+}
+
+func waitUntil(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func dialNode(t testing.TB, ctx context.Context, url, prefix string) *relay.Client {
+	t.Helper()
+	c, err := relay.Dial(ctx, url, relay.ClientOptions{Prefix: prefix, Tick: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+var meshAddrRE = regexp.MustCompile(`msg="mesh started" .*bind=(\S+)`)
+
+// meshAddr waits for the node's memberlist address in its log.
+func meshAddr(t testing.TB, p *proc) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := meshAddrRE.FindStringSubmatch(p.Log()); m != nil {
+			return m[1]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no mesh address in log:\n%s", p.Log())
+	return ""
+}
+
+type health struct {
+	Mesh struct {
+		Joined  bool `json:"joined"`
+		Members []struct {
+			Linked bool `json:"linked"`
+		} `json:"members"`
+	} `json:"mesh"`
+}
+
+// waitMesh waits until every member of procs links to every other.
+func waitMesh(t testing.TB, procs []*proc) {
+	t.Helper()
+	want := len(procs) * (len(procs) - 1)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		linked := 0
+		for _, p := range procs {
+			for _, m := range meshHealth(t, p).Mesh.Members {
+				if m.Linked {
+					linked++
+				}
+			}
+		}
+		if linked == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mesh did not form: %d of %d member links", linked, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func metricValue(text, name string) float64 {
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)`)
+	m := re.FindStringSubmatch(text)
+	if m == nil {
+		return -1
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
+
+func readyz(t testing.TB, p *proc) (int, readiness) {
+	t.Helper()
+	code, body := httpGet(t, "http://"+p.Addr+"/readyz")
+	var r readiness
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatalf("/readyz: %v: %s", err, body)
+	}
+	return code, r
+}
+
+// objectsOf returns the ids of a node process's objects, from its
+// inspector API.
+func objectsOf(t testing.TB, p *proc) map[string]bool {
+	t.Helper()
+	_, body := httpGet(t, "http://"+p.Addr+"/api/state")
+	var st relay.State
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatalf("/api/state: %v", err)
+	}
+	out := map[string]bool{}
+	for _, o := range st.Objects {
+		out[o.ID] = true
+	}
+	return out
+}
+
+// waitMetric waits until the node's metric samples whose line starts
+// with prefix sum to n.
+func waitMetric(t *testing.T, r relayProc, prefix string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, m := httpGet(t, "http://"+r.addr+"/metrics")
+		v := 0.0
+		for _, line := range strings.Split(m, "\n") {
+			if strings.HasPrefix(line, prefix) {
+				var x float64
+				fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &x)
+				v += x
+			}
+		}
+		if v == float64(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s…: %v, want %d", prefix, v, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// snapshotAddr reads the UDP address a node serves snapshots on from its
+// log.
+func snapshotAddr(t *testing.T, p *proc) string {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		for _, line := range strings.Split(p.Log(), "\n") {
+			if strings.Contains(line, `msg="serving snapshots"`) {
+				var addr string
+				if _, err := fmt.Sscanf(line[strings.Index(line, "udp="):], "udp=%s", &addr); err == nil {
+					return addr
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no snapshot address in the node's log")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func meshHealth(t testing.TB, p *proc) health {
+	_, body := httpGet(t, "http://"+p.Addr+"/healthz")
+	var h health
+	if err := json.Unmarshal([]byte(body), &h); err != nil {
+		t.Fatalf("/healthz: %v: %s", err, body)
+	}
+	return h
+}
+
+// freeUDPAddr returns a loopback UDP address no one listens on now.
+func freeUDPAddr(tb testing.TB) string {
+	tb.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().String()
+}
+
+// localPort returns a free 127.0.0.1 port (TCP; memberlist takes UDP on
+// the same number too), for a node that must come back on its address.
+func localPort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
