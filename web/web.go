@@ -4,12 +4,19 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"strings"
 )
 
-//go:embed *.html *.js vendor/*.js vendor/LICENSES.txt
+//go:embed *.js lib/*.js vendor/*.js vendor/LICENSES.txt
 var files embed.FS
+
+// demoFiles are the demos and the inspector, apart from the library but
+// served at the root beside it (/demo3d.js, /naf.html).
+//
+//go:embed demos
+var demoFiles embed.FS
 
 // Options configure Handler. The zero value serves pages for a node
 // without authentication.
@@ -76,6 +83,8 @@ func Handler() http.Handler { return HandlerWith(Options{}) }
 // each key only if set.
 func HandlerWith(opts Options) http.Handler {
 	static := http.FileServerFS(files)
+	demos, _ := fs.Sub(demoFiles, "demos")
+	demoStatic := http.FileServerFS(demos)
 	config, _ := json.Marshal(struct {
 		TokenURL   string      `json:"tokenURL,omitempty"`
 		ICEServers []ICEServer `json:"iceServers,omitempty"`
@@ -87,14 +96,18 @@ func HandlerWith(opts Options) http.Handler {
 			w.Header().Set("Cache-Control", "no-store")
 			w.Write(config) //nolint:errcheck // a short answer
 		case "/", "/index.html":
-			http.ServeFileFS(w, r, files, "index.html")
+			http.ServeFileFS(w, r, demos, "index.html")
 		case "/2d", "/2d/":
-			http.ServeFileFS(w, r, files, "2d.html")
+			http.ServeFileFS(w, r, demos, "2d.html")
 		case "/voxel", "/voxel/":
-			http.ServeFileFS(w, r, files, "voxel.html")
+			http.ServeFileFS(w, r, demos, "voxel.html")
 		case "/inspect", "/inspect/":
-			http.ServeFileFS(w, r, files, "inspect.html")
+			http.ServeFileFS(w, r, demos, "inspect.html")
 		default:
+			if st, err := fs.Stat(demos, strings.TrimPrefix(r.URL.Path, "/")); err == nil && !st.IsDir() {
+				demoStatic.ServeHTTP(w, r)
+				return
+			}
 			static.ServeHTTP(w, r)
 		}
 	})
