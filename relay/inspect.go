@@ -1,11 +1,8 @@
 package relay
 
 import (
-	"encoding/json"
 	"maps"
-	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -172,36 +169,4 @@ func propsContain(p gameworld.Properties, s string) bool {
 		}
 	}
 	return false
-}
-
-// StateHandler serves State as JSON, read-only: GET /api/state?limit=N&q=text.
-// limit defaults to 1000 objects.
-func (n *Node) StateHandler() http.Handler {
-	return ReadOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		limit := 1000
-		if v := r.URL.Query().Get("limit"); v != "" {
-			l, err := strconv.Atoi(v)
-			if err != nil {
-				http.Error(w, "limit: want a number", http.StatusBadRequest)
-				return
-			}
-			limit = l
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		json.NewEncoder(w).Encode(n.State(limit, r.URL.Query().Get("q")))
-	}))
-}
-
-// ReadOnly passes GET and HEAD requests to h and answers any other method
-// with 405: for endpoints that show state and change none.
-func ReadOnly(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "read-only endpoint", http.StatusMethodNotAllowed)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }

@@ -1,11 +1,8 @@
 package relay
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -303,48 +300,5 @@ func TestMessagesSlowReader(t *testing.T) {
 	})
 	if err := slow.Closed(); err != nil {
 		t.Errorf("the slow peer's link failed: %v", err)
-	}
-}
-
-// TestMessagesHandler: a backend publishes over HTTP; the message comes
-// from the node's world.
-func TestMessagesHandler(t *testing.T) {
-	n, url := startNode(t, Options{Tick: 5 * time.Millisecond})
-	c := dialClient(t, url, "c")
-	in := listen(c)
-	// Messages are not state: one published before the node knows the
-	// client (its metadata, which says it takes messages) is not for it.
-	waitFor(t, "the node to know the client", 5*time.Second, func() bool { return chainOf(n, c.Identifier()) != nil })
-	srv := httptest.NewServer(n.MessagesHandler())
-	defer srv.Close()
-	for _, tc := range []struct {
-		method, body string
-		want         int
-	}{
-		{"POST", `{"type":"notice","data":{"text":"server restarts at noon"}}`, 202},
-		{"POST", `{"type":"notice","world":"` + c.Identifier() + `","data":"just you"}`, 202},
-		{"POST", `{"data":1}`, 400},
-		{"POST", `not json`, 400},
-		{"GET", ``, 405},
-		{"POST text", `{"type":"notice"}`, 415},
-	} {
-		req, _ := http.NewRequest(strings.Fields(tc.method)[0], srv.URL, bytes.NewBufferString(tc.body))
-		if tc.method == "POST" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != tc.want {
-			t.Errorf("%s %s: %d, want %d", tc.method, tc.body, resp.StatusCode, tc.want)
-		}
-	}
-	waitFor(t, "the notices", 5*time.Second, func() bool { return len(in.ofType("notice")) == 2 })
-	for _, m := range in.ofType("notice") {
-		if m.From != n.Identifier() {
-			t.Errorf("a published message from %q, want the node %q", m.From, n.Identifier())
-		}
 	}
 }

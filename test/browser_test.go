@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
 
+	"github.com/solipsism/mesh/api"
 	"github.com/solipsism/mesh/relay"
 	"github.com/solipsism/mesh/web"
 )
@@ -119,7 +120,7 @@ func TestBrowserDemo(t *testing.T) {
 	inj := &injector{target: "ws" + strings.TrimPrefix(inner.URL, "http"), conns: map[*websocket.Conn]*sync.Mutex{}}
 	mux := http.NewServeMux()
 	mux.Handle("/ws", inj)
-	mux.Handle("/api/state", node.StateHandler())
+	mux.Handle("/api/state", api.StateHandler(node))
 	mux.Handle("/", web.Handler())
 	front := httptest.NewServer(mux)
 	t.Cleanup(front.Close)

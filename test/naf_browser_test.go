@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/solipsism/mesh/api"
 	"github.com/solipsism/mesh/auth"
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/relay"
@@ -172,7 +173,7 @@ func TestBrowserDemo3D(t *testing.T) {
 func TestInspectorCrowd(t *testing.T) {
 	browser := newBrowser(t)
 	node, front, mux := startWebNode(t, relay.Options{})
-	mux.Handle("/api/state", node.StateHandler())
+	mux.Handle("/api/state", api.StateHandler(node))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for k := range 110 {

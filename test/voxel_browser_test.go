@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/solipsism/mesh/api"
 	"github.com/solipsism/mesh/relay"
 	"github.com/solipsism/mesh/schema"
 	"github.com/solipsism/mesh/store"
@@ -32,7 +33,7 @@ func TestBrowserVoxelBuilder(t *testing.T) {
 		t.Fatal(err)
 	}
 	node, front, mux := startWebNode(t, relay.Options{Validator: v, Store: st})
-	mux.Handle("/api/state", node.StateHandler())
+	mux.Handle("/api/state", api.StateHandler(node))
 	defer func() {
 		if n, first := v.refusals(); n > 0 {
 			t.Errorf("the builder's writes broke the demo's schemas %d times; first: %v", n, first)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/solipsism/mesh/api"
 	"github.com/solipsism/mesh/auth"
 	"github.com/solipsism/mesh/relay"
 )
@@ -212,7 +213,7 @@ func (b *Bridge) Revision() uint64 {
 // endpoint (every entity of the world): mount it behind the same access
 // control as the node's state.
 func (b *Bridge) StateHandler() http.Handler {
-	return relay.ReadOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return api.ReadOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.mu.Lock()
 		revs := make([][2]uint64, 0, len(b.sessions))
 		for s := range b.sessions {

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/solipsism/mesh/api"
 	"github.com/solipsism/mesh/bridge/alloverse"
 	"github.com/solipsism/mesh/bridge/snapshot"
 	"github.com/solipsism/mesh/enet"
@@ -194,8 +195,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		}{ready, reasons, node.Identifier(), node.Role().String()})
 	})
 	mux.Handle("/metrics", adminOnly(authn, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	mux.Handle("/api/state", adminOnly(authn, node.StateHandler()))
-	mux.Handle("/api/messages", adminOnly(authn, node.MessagesHandler()))
+	mux.Handle("/api/state", adminOnly(authn, api.StateHandler(node)))
+	mux.Handle("/api/messages", adminOnly(authn, api.MessagesHandler(node)))
 	mux.Handle("/api/alloverse", adminOnly(authn, allo.StateHandler()))
 	pages := web.HandlerWith(web.Options{TokenURL: cfg.tokenURL, ICEServers: cfg.iceServers})
 	mux.Handle("/inspect", adminOnly(authn, pages))
