@@ -1,0 +1,180 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/relay"
+)
+
+// serve runs n behind a real HTTP server on 127.0.0.1 and returns its
+// ws:// URL and a function that stops both.
+func serve(n *relay.Node) (url string, stop func()) {
+	srv := httptest.NewServer(n)
+	return "ws" + strings.TrimPrefix(srv.URL, "http"), func() {
+		srv.Close()
+		n.Close(context.Background())
+	}
+}
+
+// until polls cond every 10 ms for up to 10 s.
+func until(cond func() bool) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return false
+}
+
+// A backend tells everyone something through the node (ephemeral
+// messages: nothing is kept). The node stamps it as its own.
+func ExampleNode_Publish() {
+	node, _ := relay.New(relay.Options{})
+	url, stop := serve(node)
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	alice, err := relay.Dial(ctx, url, relay.ClientOptions{Prefix: "alice"})
+	if err != nil {
+		panic(err)
+	}
+	defer alice.Close()
+	got := make(chan peer.AppMessage, 1)
+	alice.SubscribeMessages(func(m peer.AppMessage) { got <- m })
+	// A message goes to the peers the node knows now: wait until it
+	// knows alice.
+	until(func() bool {
+		for _, l := range node.Links() {
+			if l.Identifier == alice.Identifier() && l.Ready {
+				return true
+			}
+		}
+		return false
+	})
+	node.Publish(peer.AppMessage{Type: "notice", Data: json.RawMessage(`"doors close at ten"`)})
+	m := <-got
+	fmt.Println(m.Type, string(m.Data), "from the node:", m.From == node.Identifier())
+	// Output: notice "doors close at ten" from the node: true
+}
+
+// Rooms narrow what a client sees: alice, in the lobby, sees the lobby's
+// chair and not the hall's lamp.
+func ExampleClient_SetRooms() {
+	node, _ := relay.New(relay.Options{})
+	url, stop := serve(node)
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	alice, err := relay.Dial(ctx, url, relay.ClientOptions{Prefix: "alice", Rooms: []string{"lobby"}})
+	if err != nil {
+		panic(err)
+	}
+	defer alice.Close()
+	bob, err := relay.Dial(ctx, url, relay.ClientOptions{Prefix: "bob"})
+	if err != nil {
+		panic(err)
+	}
+	defer bob.Close()
+	lamp, _ := bob.Create(map[string]any{"kind": "lamp", "room": "hall"})
+	until(func() bool { _, ok := node.World().Get(lamp); return ok })
+	chair, _ := bob.Create(map[string]any{"kind": "chair", "room": "lobby"})
+	until(func() bool { _, ok := alice.World().Get(chair); return ok })
+	_, seesLamp := alice.World().Get(lamp)
+	fmt.Println("alice sees the chair; the lamp:", seesLamp)
+	// Output: alice sees the chair; the lamp: false
+}
+
+// Two servers in a mesh (memberlist on loopback): a client of each sees
+// what the other's creates.
+func ExampleNode_JoinMesh() {
+	a, _ := relay.New(relay.Options{})
+	urlA, stopA := serve(a)
+	defer stopA()
+	b, _ := relay.New(relay.Options{})
+	urlB, stopB := serve(b)
+	defer stopB()
+	ma, err := a.JoinMesh(relay.MeshOptions{BindAddr: "127.0.0.1:0", AdvertiseURL: urlA, Profile: "local"})
+	if err != nil {
+		panic(err)
+	}
+	defer ma.Close()
+	mb, err := b.JoinMesh(relay.MeshOptions{BindAddr: "127.0.0.1:0", AdvertiseURL: urlB, Profile: "local", Join: []string{ma.Addr()}})
+	if err != nil {
+		panic(err)
+	}
+	defer mb.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	alice, err := relay.Dial(ctx, urlA, relay.ClientOptions{Prefix: "alice"})
+	if err != nil {
+		panic(err)
+	}
+	defer alice.Close()
+	bob, err := relay.Dial(ctx, urlB, relay.ClientOptions{Prefix: "bob"})
+	if err != nil {
+		panic(err)
+	}
+	defer bob.Close()
+	ball, _ := bob.Create(map[string]any{"kind": "ball"})
+	seen := until(func() bool { _, ok := alice.World().Get(ball); return ok })
+	fmt.Println("alice, on the other member, sees bob's ball:", seen)
+	// Output: alice, on the other member, sees bob's ball: true
+}
+
+// deliveries is a Receiver that hands what it is routed to a channel: it
+// is called with the node's lock held, so it only queues.
+type deliveries chan relay.Delivery
+
+func (d deliveries) Receive(ds []relay.Delivery) {
+	for _, x := range ds {
+		select {
+		case d <- x:
+		default: // a real bridge would note that it fell behind
+		}
+	}
+}
+
+// An attachment is a peer inside the process (a bridge to another
+// protocol): it is routed changes by the same rules as a link, and writes
+// through the same checks.
+func ExampleNode_Attach() {
+	node, _ := relay.New(relay.Options{})
+	url, stop := serve(node)
+	defer stop()
+	got := make(deliveries, 16)
+	bridge, err := node.Attach(relay.AttachOptions{Identifier: "bridge-AAAAAAAA-AAAAAAAA", Receiver: got})
+	if err != nil {
+		panic(err)
+	}
+	defer bridge.Detach()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	alice, err := relay.Dial(ctx, url, relay.ClientOptions{Prefix: "alice"})
+	if err != nil {
+		panic(err)
+	}
+	defer alice.Close()
+	ball, _ := alice.Create(map[string]any{"kind": "ball"})
+	for d := range got {
+		if d.ID == ball && d.Type == gameworld.Add {
+			fmt.Println("the bridge is given alice's", string(d.After.Value("kind")))
+			break
+		}
+	}
+	// The bridge's own objects reach the clients like anyone's.
+	bridge.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "portal-1", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"kind": json.RawMessage(`"portal"`)})}})
+	seen := until(func() bool { o, ok := alice.World().Get("portal-1"); return ok && o.Owner == "bridge-AAAAAAAA-AAAAAAAA" })
+	fmt.Println("alice sees the bridge's portal:", seen)
+	// Output:
+	// the bridge is given alice's "ball"
+	// alice sees the bridge's portal: true
+}
