@@ -172,7 +172,10 @@ func ExampleNode_Attach() {
 	}
 	// The bridge's own objects reach the clients like anyone's.
 	bridge.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "portal-1", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"kind": json.RawMessage(`"portal"`)})}})
-	seen := until(func() bool { o, ok := alice.World().Get("portal-1"); return ok && o.Owner == "bridge-AAAAAAAA-AAAAAAAA" })
+	seen := until(func() bool {
+		o, ok := alice.World().Get("portal-1")
+		return ok && o.Owner == "bridge-AAAAAAAA-AAAAAAAA"
+	})
 	fmt.Println("alice sees the bridge's portal:", seen)
 	// Output:
 	// the bridge is given alice's "ball"
