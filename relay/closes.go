@@ -43,9 +43,7 @@ func (n *Node) handleClose(l *peer.Link, err error) {
 	}
 	n.hub.totals.add(l)
 	n.forgetAskerLocked(ls)
-	if len(ls.presence) > 0 {
-		n.presenceGoneLocked(ls)
-	}
+	n.peerLeftLocked(ls)
 	if ls.kind == ownership.Upstream {
 		n.requestsLostLocked()
 		// Keep what the upstream told us: on reconnect a refresh brings

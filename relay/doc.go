@@ -33,7 +33,7 @@
 // Beyond objects: ephemeral messages (messages.go) are routed by the same
 // rules from the log, stamped with their sender where they enter; rooms
 // (rooms.go) narrow what a peer sees like an interest region, with the
-// node's presence objects (presence.go); a Validator (validate.go, the
+// node's presence objects (package presence, a PeerWatcher); a Validator (validate.go, the
 // operator's property schemas) refuses writes that would break an
 // object, telling the writer why. Scopes (an object's keyed
 // sub-collections, a grid's blocks) need no rule of their own: their
@@ -52,6 +52,9 @@
 //   - an attachment: Attach joins a view of the world that is not a
 //     Solipsism link (the Alloverse and snapshot bridges), routed by the
 //     same rules as a downstream peer, with its own region;
+//   - peer events: a PeerWatcher (peerwatch.go) is told when a downstream
+//     peer's metadata arrives or changes and when it leaves, and answers
+//     with changes to the node's own objects (package presence);
 //   - the node's own changes and messages: Apply, Publish,
 //     SubscribeMessages and the world's Subscribe, as any program running
 //     beside the node uses them.

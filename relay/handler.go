@@ -295,7 +295,7 @@ func (n *Node) handleMetadata(l *peer.Link, md peer.Metadata) {
 	if n.interestChangedLocked(ls, md) {
 		changed = true // the union announced upstream and to the mesh
 	}
-	n.presenceLocked(ls, md)
+	n.peerChangedLocked(ls, md)
 	if gained || len(refused) > 0 || len(taken) > 0 {
 		n.sendTokensLocked(ls, refused, taken)
 	}

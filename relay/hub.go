@@ -32,6 +32,8 @@ type hub struct {
 	mesh *Mesh
 	// resumeSecret keys the resume tokens this node hands out.
 	resumeSecret []byte
+	// watchers follow the downstream peers (peerwatch.go).
+	watchers []PeerWatcher
 }
 
 // linkState is the node's view of one link; guarded by Node.mu.
@@ -84,9 +86,6 @@ type linkState struct {
 	release func()
 	// digest is the link's anti-entropy schedule (digest.go).
 	digest digestState
-	// presence holds the ids of the presence objects this node made for
-	// the peer, by room (presence.go).
-	presence map[string]string
 }
 
 // ServeHTTP accepts a downstream WebSocket link. It returns once the link

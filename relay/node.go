@@ -147,7 +147,7 @@ func New(opts Options) (*Node, error) {
 		log:   log.With("node", opts.Identifier),
 		world: gameworld.New(opts.Identifier),
 		life:  lifecycle{ctx: ctx, cancel: cancel, started: time.Now()},
-		hub:   hub{links: make(map[*peer.Link]*linkState), claims: make(map[string]*linkState), resumeSecret: secret},
+		hub:   hub{links: make(map[*peer.Link]*linkState), claims: make(map[string]*linkState), resumeSecret: secret, watchers: peerWatchers(opts)},
 		fan:   fanout{kick: make(chan struct{}, 1)},
 		deps:  departures{departing: make(map[string]*departure)},
 		// A burst as large as the largest world a digest may cover.

@@ -73,6 +73,10 @@ type Options struct {
 	// RoomProperty is the property that holds an object's room (a
 	// string; rooms.go). Empty means DefaultRoomProperty ("room").
 	RoomProperty string
+	// PeerWatchers follow the node's downstream peers (peerwatch.go),
+	// after the node's own presence tracker (package presence). Nil adds
+	// none.
+	PeerWatchers []PeerWatcher
 	// InterestCell is the side of the grid cells that index objects and
 	// regions. Zero means DefaultInterestCell.
 	InterestCell float64
