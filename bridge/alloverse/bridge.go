@@ -182,6 +182,11 @@ const (
 // the heartbeat then numbers the document afresh, so that no client is
 // ever sent the same revision twice. b.mu must be held.
 func (b *Bridge) resendsLocked() bool {
+	if b.st.rev == 0 && len(b.sessions) > 0 {
+		// Every client lacks a state (revision 0 is never sent), an
+		// empty place's first ones too.
+		return true
+	}
 	beat := b.beats.Load()
 	resend := false
 	for s := range b.sessions {
@@ -193,7 +198,6 @@ func (b *Bridge) resendsLocked() bool {
 			s.wait = min(2*wait, maxResendBeats)
 			resend = true
 		}
-		resend = resend || b.st.rev == 0
 	}
 	return resend
 }

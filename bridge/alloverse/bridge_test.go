@@ -574,3 +574,24 @@ func TestStateHandler(t *testing.T) {
 		t.Errorf("POST: %d, want 405", resp.StatusCode)
 	}
 }
+
+// TestEmptyPlaceSendsItsFirstState: a client of a place whose world has
+// never changed is sent its first state (an empty set) at once, as it is
+// once anything changed: it can tell "empty" from "not yet synced". The
+// node runs a while first, and several clients come, one after the other.
+func TestEmptyPlaceSendsItsFirstState(t *testing.T) {
+	p := startPlace(t, Options{})
+	time.Sleep(200 * time.Millisecond) // 20 heartbeats of an empty place
+	var revs []uint64
+	for range 3 {
+		c := p.agent(t, ClientOptions{})
+		waitFor(t, "the first state", 5*time.Second, func() bool { _, _, ok := c.Document(); return ok })
+		doc, rev, _ := c.Document()
+		if ents := entities(t, doc); len(ents) != 0 || rev == 0 {
+			t.Fatalf("first state: revision %d, %d entities: %s", rev, len(ents), doc)
+		}
+		revs = append(revs, rev)
+		caughtUp(t, p, c)
+	}
+	t.Logf("first revisions %v", revs)
+}
