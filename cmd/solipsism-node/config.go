@@ -316,6 +316,11 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 			return c, fmt.Errorf("--token-url: want an http(s) URL or a path on this node, got %q", c.tokenURL)
 		}
 	}
+	if c.tokenURL != "" && c.authKey == "" {
+		// The pages would fetch tokens that nothing checks, and a
+		// misplaced flag (meant for another node) would go unnoticed.
+		return c, errors.New("--token-url is for a node that requires tokens: give --auth-key (or --auth-key-file) too, or drop --token-url")
+	}
 	if c.role == ownership.Proxy && c.upstream == "" {
 		return c, errors.New("--role proxy needs --upstream ws://host:port/ws")
 	}

@@ -85,6 +85,12 @@ func TestParseConfig(t *testing.T) {
 		}, ""},
 		{"client role refused", []string{"--role", "client"}, env(), nil, "--role"},
 		{"proxy without upstream", []string{"--role", "proxy"}, env(), nil, "--upstream"},
+		{"token URL without a key", []string{"--token-url", "/token"}, env(), nil, "--token-url is for a node that requires tokens"},
+		{"token URL with a key file", []string{"--token-url", "https://login.example/token", "--auth-key-file", keyFile}, env(), func(t *testing.T, c config) {
+			if c.tokenURL == "" || c.authKey == "" {
+				t.Fatalf("%+v", c)
+			}
+		}, ""},
 		{"upstream for a server", []string{"--upstream", "ws://x/ws"}, env(), nil, "--upstream is for --role proxy"},
 		{"http upstream", []string{"--role", "proxy", "--upstream", "http://x/ws"}, env(), nil, "ws:// or wss://"},
 		{"join without mesh-bind", []string{"--join", "a:1"}, env(), nil, "--mesh-bind"},
