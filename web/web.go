@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"net/url"
+	"path"
 	"strings"
 )
 
@@ -25,6 +27,15 @@ type Options struct {
 	// attempt, for a node that requires them (see auth.TokenEndpoint):
 	// told to them at /config.json. Empty: the pages connect without one.
 	TokenURL string
+	// OriginPatterns are the other origins whose pages may load the
+	// library (solipsism.js, lib/, naf-adapter.js, voice.js) and read
+	// /config.json: host patterns as path.Match takes them, matched
+	// against the host (and port) of a request's Origin, or against
+	// scheme://host for a pattern with "://", as the node's WebSocket
+	// endpoints match theirs ("*" for any). Nil: the node's own
+	// pages only (browsers refuse a module script from another origin
+	// without CORS).
+	OriginPatterns []string
 	// ICEServers are the STUN and TURN servers the pages' WebRTC media
 	// (voice.js) uses, as RTCIceServer objects: told to them at
 	// /config.json. Empty: none (peers on one network still connect).
@@ -90,6 +101,7 @@ func HandlerWith(opts Options) http.Handler {
 		ICEServers []ICEServer `json:"iceServers,omitempty"`
 	}{opts.TokenURL, opts.ICEServers})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		allowOrigin(w, r, opts.OriginPatterns)
 		switch r.URL.Path {
 		case "/config.json":
 			w.Header().Set("Content-Type", "application/json")
@@ -111,4 +123,29 @@ func HandlerWith(opts Options) http.Handler {
 			static.ServeHTTP(w, r)
 		}
 	})
+}
+
+// allowOrigin lets a page of another origin that patterns admit read the
+// answer (CORS): the library's modules and /config.json. Cookies are never
+// shared (no Allow-Credentials): these files are public.
+func allowOrigin(w http.ResponseWriter, r *http.Request, patterns []string) {
+	origin := r.Header.Get("Origin")
+	if origin == "" || len(patterns) == 0 {
+		return
+	}
+	w.Header().Add("Vary", "Origin")
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return
+	}
+	for _, p := range patterns {
+		target := u.Host
+		if strings.Contains(p, "://") {
+			target = u.Scheme + "://" + u.Host
+		}
+		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(target)); ok {
+			w.Header().Set("Access-Control-Allow-Origin", origin)
+			return
+		}
+	}
 }

@@ -198,7 +198,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	mux.Handle("/api/state", adminOnly(authn, api.StateHandler(node)))
 	mux.Handle("/api/messages", adminOnly(authn, api.MessagesHandler(node)))
 	mux.Handle("/api/alloverse", adminOnly(authn, allo.StateHandler()))
-	pages := web.HandlerWith(web.Options{TokenURL: cfg.tokenURL, ICEServers: cfg.iceServers})
+	pages := web.HandlerWith(web.Options{TokenURL: cfg.tokenURL, ICEServers: cfg.iceServers, OriginPatterns: cfg.origins})
 	mux.Handle("/inspect", adminOnly(authn, pages))
 	mux.Handle("/inspect/", adminOnly(authn, pages))
 	mux.Handle("/", pages)

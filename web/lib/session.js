@@ -91,7 +91,7 @@ export function connect({ url, urls, token, getToken, worker = typeof Worker !==
   // bundlers (Vite, webpack) recognise and rewrite; the worker learns where
   // to connect from our first metadata, so nothing goes in its URL (least
   // of all a token).
-  const w = workerURL ? new Worker(workerURL, { type: "module" }) : new Worker(new URL("../solipsism-worker.js", import.meta.url), { type: "module" });
+  const w = workerURL ? new Worker(workerURL, { type: "module" }) : crossOrigin() ? crossOriginWorker() : new Worker(new URL("../solipsism-worker.js", import.meta.url), { type: "module" });
   const setup = { urls: list, tick, backoff: [minBackoff, maxBackoff, stableAfter, connectTimeout] };
   if (token || getToken) setup.auth = getToken ? "refresh" : "static";
   // Tokens and close events travel as extension keys of metadata, so page
@@ -139,4 +139,19 @@ export function connect({ url, urls, token, getToken, worker = typeof Worker !==
     session.setStatus("closed");
   };
   return session;
+}
+
+// crossOrigin reports whether this module was loaded from another origin
+// than the page's (an app that imports the library from its node).
+function crossOrigin() {
+  return typeof location !== "undefined" && new URL(import.meta.url).origin !== location.origin;
+}
+
+// crossOriginWorker starts the worker for a page of another origin than
+// the library's: a page may not start a worker from another origin, so it
+// starts one of its own that imports ours (which the node lets it read:
+// solipsism-node --origin).
+function crossOriginWorker() {
+  const src = `import ${JSON.stringify(new URL("../solipsism-worker.js", import.meta.url).href)};`;
+  return new Worker(URL.createObjectURL(new Blob([src], { type: "text/javascript" })), { type: "module" });
 }

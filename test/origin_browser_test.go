@@ -1,0 +1,98 @@
+package test
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/internal/wiretest"
+)
+
+// appPage is an app's page, served from its own origin, that uses the
+// library and the networked-aframe adapter from a node.
+const appPage = `<!doctype html>
+<script src="NODE/vendor/aframe-v1.7.1.min.js"></script>
+<script src="NODE/vendor/networked-aframe-0.14.3.min.js"></script>
+<script type="module">
+window.errors = [];
+try {
+  const { connect } = await import("NODE/solipsism.js");
+  await import("NODE/naf-adapter.js");
+  window.cfg = await (await fetch("NODE/config.json")).json();
+  const worker = new URLSearchParams(location.search).get("worker") === "1";
+  window.s = connect({ url: "WS", worker });
+  window.s.world.create({ kind: "visitor" });
+} catch (e) {
+  window.errors.push(String(e));
+}
+</script>`
+
+// serveApp serves appPage for the node at nodeAddr from a server of its
+// own, on localhost: another origin than the node's 127.0.0.1.
+func serveApp(t *testing.T, nodeAddr string) string {
+	t.Helper()
+	page := strings.NewReplacer("NODE", "http://"+nodeAddr, "WS", "ws://"+nodeAddr+"/ws").Replace(appPage)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, page)
+	}))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return "http://localhost:" + port + "/app.html"
+}
+
+// TestAppFromAnotherOrigin: an app's page on its own origin loads the
+// library and the networked-aframe adapter from a node started with
+// --origin naming that origin, reads its /config.json, and connects, on
+// the page and through a worker; it sees the node's world and the node
+// sees its object. A node without --origin refuses the page: the import
+// fails, and nothing connects.
+func TestAppFromAnotherOrigin(t *testing.T) {
+	browser := newBrowser(t)
+	node := startProc(t, "--origin", "localhost:*")
+	peer := wiretest.Dial(t, node.URL(), "client-AAAAAAAA-origin00", wiretest.Options{})
+	waitAsked(t, peer)
+	peer.Change(wiretest.Add("lamp", peer.ID, map[string]any{"kind": "lamp"}))
+	app := serveApp(t, node.Addr)
+	for _, mode := range []string{"0", "1"} {
+		p, _ := tab(t, browser, "app-worker-"+mode, app+"?worker="+mode)
+		waitJS(t, p, "connected from another origin (worker="+mode+")",
+			`window.s && s.status === "connected" && [...s.world.objects.values()].some(o => o.properties.kind === "lamp")`)
+		if errs := evalJS[[]any](t, p, `window.errors`); len(errs) > 0 {
+			t.Fatalf("worker=%s: %v", mode, errs)
+		}
+		if want := map[string]string{"0": "main", "1": "worker"}[mode]; evalJS[string](t, p, `s.mode`) != want {
+			t.Errorf("worker=%s: mode %s", mode, evalJS[string](t, p, `s.mode`))
+		}
+		if !evalJS[bool](t, p, `!!(NAF.adapters.adapters && NAF.adapters.adapters.solipsism || NAF.adapters.make && NAF.adapters.make("solipsism"))`) {
+			t.Errorf("worker=%s: the adapter is not registered", mode)
+		}
+	}
+	peer.Wait("both pages' visitors", 10*time.Second, func(m map[string]wiretest.Object) bool {
+		n := 0
+		for _, o := range m {
+			if string(o.Properties["kind"]) == `"visitor"` {
+				n++
+			}
+		}
+		return n == 2
+	})
+
+	closed := startProc(t)
+	p, _ := tab(t, browser, "app-refused", serveApp(t, closed.Addr))
+	waitJS(t, p, "the import refused", `window.errors && errors.length > 0`)
+	if evalJS[bool](t, p, `!!window.s`) {
+		t.Error("a page of another origin connected to a node without --origin")
+	}
+}
