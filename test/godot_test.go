@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -177,9 +178,16 @@ func TestGodotFuzz(t *testing.T) {
 // TestGodotExample runs the addon's example scene (clients/godot's main
 // scene) headless: its player appears to a Go client as an "avatar3d"
 // object of a godot- world, as the browser demo's avatars are, and goes
-// when the Godot process is killed.
+// when the Godot process is killed; also on a node that checks writes
+// against the shipped demo schemas.
 func TestGodotExample(t *testing.T) {
-	p := startProc(t, "--tick", "20ms", "--reclaim-grace", "0")
+	for _, args := range [][]string{nil, {"--schemas", "../docs/demo-schemas.json"}} {
+		t.Run(fmt.Sprint(args), func(t *testing.T) { godotExample(t, args...) })
+	}
+}
+
+func godotExample(t *testing.T, args ...string) {
+	p := startProc(t, append([]string{"--tick", "20ms", "--reclaim-grace", "0"}, args...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	goc := dialNode(t, ctx, p.URL(), "gotest")
