@@ -401,42 +401,57 @@ func TestCSharpWorldClient(t *testing.T) {
 	}
 }
 
-// TestCSharpReadmeCompiles: the C# README's examples compile against the
-// library as written (each as the body of a Main, its using lines on top).
+// TestCSharpReadmeCompiles: the C# README's examples are whole programs
+// that compile as written, with the Mono commands the README gives, run
+// as it says from the repository's root.
 func TestCSharpReadmeCompiles(t *testing.T) {
-	dir := csharpTests(t)
-	mcs := toolPath(t, "Mono's C# compiler", "mono-devel", "mcs")
+	toolPath(t, "Mono's C# compiler", "mono-devel", "mcs")
 	readme, err := os.ReadFile("../clients/csharp/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	blocks := strings.Split(string(readme), "```")
-	n := 0
+	var build []string
+	var examples []string
 	for i := 1; i < len(blocks); i += 2 {
-		if !strings.HasPrefix(blocks[i], "csharp\n") {
-			continue
-		}
-		n++
-		var usings, body []string
-		for _, l := range strings.Split(strings.TrimPrefix(blocks[i], "csharp\n"), "\n") {
-			if strings.HasPrefix(l, "using ") {
-				usings = append(usings, l)
-			} else {
-				body = append(body, l)
+		switch {
+		case strings.HasPrefix(blocks[i], "csharp\n"):
+			examples = append(examples, strings.TrimPrefix(blocks[i], "csharp\n"))
+		case strings.HasPrefix(blocks[i], "sh\n") && strings.Contains(blocks[i], "mcs "):
+			for _, l := range strings.Split(strings.TrimPrefix(blocks[i], "sh\n"), "\n") {
+				if strings.HasPrefix(l, "mcs ") {
+					build = append(build, l)
+				}
 			}
 		}
-		src := filepath.Join(t.TempDir(), "Example.cs")
-		code := strings.Join(usings, "\n") + "\nstatic class Example {\n static void Main() {\n" + strings.Join(body, "\n") + "\n }\n}\n"
-		if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		out, err := exec.Command(mcs, "-langversion:7.2", "-out:"+filepath.Join(t.TempDir(), "Example.exe"), "-r:"+filepath.Join(dir, "Solipsism.Snapshot.dll"), src).CombinedOutput()
-		if err != nil {
-			t.Fatalf("example %d of the C# README does not compile: %v\n%s\n%s", n, err, out, code)
+	}
+	if len(examples) < 3 || len(build) != 2 {
+		t.Fatalf("found %d C# examples and %d mcs commands in the README, want 3 and 2", len(examples), len(build))
+	}
+	// The commands run from the repository's root, in a copy of it whose
+	// Example.cs is each example in turn.
+	root := t.TempDir()
+	if err := os.CopyFS(filepath.Join(root, "clients", "csharp", "src"), os.DirFS("../clients/csharp/src")); err != nil {
+		t.Fatal(err)
+	}
+	run := func(line string) {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", line)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", line, err, out)
 		}
 	}
-	if n < 2 {
-		t.Fatalf("found %d C# examples in the README, want 2", n)
+	run(build[0])
+	for n, code := range examples {
+		if err := os.WriteFile(filepath.Join(root, "Example.cs"), []byte(code), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("sh", "-c", build[1])
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("example %d of the C# README does not compile with %q: %v\n%s\n%s", n+1, build[1], err, out, code)
+		}
 	}
 }
 
