@@ -3,11 +3,13 @@ package test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -528,4 +530,42 @@ func TestCSharpWorldClientNeverWaitsOnAStalledNode(t *testing.T) {
 		cs.expect(t, fmt.Sprintf("PONG %d", i), 10*time.Second)
 	}
 	waitUntil(t, "the client to drop the stalled link and dial again", 30*time.Second, func() bool { return dials.Load() >= 2 })
+}
+
+// TestCSharpOutdated: the C# snapshot client says its wire version in its
+// connect, and reports a server's refusal of it as OutdatedException with
+// the server's version (a real UDP socket answering as a server of
+// version 2 would), having sent one connect only.
+func TestCSharpOutdated(t *testing.T) {
+	csharpTests(t)
+	srv, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var mu sync.Mutex
+	var connects [][]byte
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := srv.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			connects = append(connects, append([]byte(nil), buf[:n]...))
+			mu.Unlock()
+			srv.WriteToUDP([]byte{7, 7, 2, 0}, from)
+		}
+	}()
+	port := srv.LocalAddr().(*net.UDPAddr).Port
+	out := runCSharp(t, "outdated", "127.0.0.1", strconv.Itoa(port))
+	if !strings.Contains(out, "OUTDATED 2 snapshot: the node speaks wire version 2, this client 1") {
+		t.Fatalf("Tests.exe outdated: %s", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(connects) != 1 || len(connects[0]) != 64 || connects[0][0] != 1 || connects[0][5] != 1 || connects[0][6] != 0 {
+		t.Fatalf("the C# client sent %d datagrams, first % x", len(connects), connects[0])
+	}
 }

@@ -290,3 +290,48 @@ func TestTooBigIsTold(t *testing.T) {
 		t.Fatalf("the client has note %s", got)
 	}
 }
+
+// TestWholeResendOfAScopedGhost: a ghost with a scope whose every send
+// since the last acknowledged one was lost (its baselines gone) is sent
+// whole, and a client takes a whole ghost as a spawn: its scopes named
+// again, their field-name tables afresh. The client applies that packet
+// and holds the ghost's elements with their fields.
+func TestWholeResendOfAScopedGhost(t *testing.T) {
+	s := clockedServer()
+	c := &conn{despawns: map[uint32]bool{}, loaded: 2}
+	cw := newWorld([]GhostType{GenericType, TransformType})
+	cw.loaded, cw.hashes = []int{0, 1}, []uint32{GenericType.Hash(), TransformType.Hash()}
+	snap := func(tick uint32) error {
+		s.tick = tick
+		var w Writer
+		s.snapshotLocked(c, &w)
+		return cw.apply(w.Bytes())
+	}
+	s.tick = 1
+	s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Add, ID: "grid", Scopes: mustDelta(t, []byte(`{"ver":1,"full":true,"added":{"a":{"c":1},"b":{"c":2}}}`))},
+		After: gameworld.PropertiesOf(map[string]json.RawMessage{"n": json.RawMessage("0")})})
+	if err := snap(1); err != nil {
+		t.Fatal(err)
+	}
+	s.ackLocked(c, 1, 0)
+	// Every send of the next ghostHistory+1 ticks is lost: the ghost
+	// changes each tick, none is acknowledged, and its baselines go.
+	for tick := uint32(2); tick <= ghostHistory+2; tick++ {
+		s.tick = tick
+		s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Update, ID: "grid", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"n": json.RawMessage(fmt.Sprint(tick))})},
+			After: gameworld.PropertiesOf(map[string]json.RawMessage{"n": json.RawMessage(fmt.Sprint(tick))})})
+		var w Writer
+		s.snapshotLocked(c, &w) // lost
+	}
+	tick := uint32(ghostHistory + 3)
+	s.tick = tick
+	s.applyLocked(relay.Delivery{Change: gameworld.Change{Type: gameworld.Update, ID: "grid", Scopes: mustDelta(t, []byte(`{"ver":2,"modified":{"a":{"c":3}}}`))},
+		After: gameworld.PropertiesOf(map[string]json.RawMessage{"n": json.RawMessage(fmt.Sprint(tick))})})
+	if err := snap(tick); err != nil {
+		t.Fatalf("the whole re-send: %v", err)
+	}
+	g := cw.ghosts[cw.objects["grid"]]
+	if g == nil || string(g.bufs["blocks"]["a"]) != `{"c":3}` || string(g.bufs["blocks"]["b"]) != `{"c":2}` {
+		t.Fatalf("the client holds %+v", g)
+	}
+}

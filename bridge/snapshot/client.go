@@ -25,6 +25,22 @@ var (
 	errStale        = errors.New("snapshot: older than the newest applied")
 )
 
+// OutdatedError is a connect refused because the server speaks another
+// version of the snapshot wire (ReasonOutdated): one side must be
+// updated. It is ErrDisconnected too.
+type OutdatedError struct {
+	// Server is the version the server speaks; this client speaks
+	// Version.
+	Server uint16
+}
+
+func (e *OutdatedError) Error() string {
+	return fmt.Sprintf("snapshot: the server speaks wire version %d, this client %d: update the client or the node", e.Server, Version)
+}
+
+// Is makes an OutdatedError match ErrDisconnected.
+func (e *OutdatedError) Is(target error) bool { return target == ErrDisconnected }
+
 // world is a client's reconstruction of the server's world from
 // snapshots. It does no I/O.
 type world struct {
@@ -485,6 +501,7 @@ func (c *Client) handshake(ctx context.Context) (id string, rate int, err error)
 	req := make([]byte, connectSize)
 	req[0] = msgConnect
 	copy(req[1:], nonce[:])
+	binary.LittleEndian.PutUint16(req[5:], Version)
 	buf := make([]byte, MaxPacket)
 	for ctx.Err() == nil {
 		c.conn.Write(req)
@@ -517,6 +534,9 @@ func (c *Client) handshake(ctx context.Context) (id string, rate int, err error)
 				// replaces (sent before a restarted server said it had
 				// none): not about this connect.
 				continue
+			}
+			if n >= outdatedSize && buf[1] == ReasonOutdated {
+				return "", 0, &OutdatedError{Server: binary.LittleEndian.Uint16(buf[2:4])}
 			}
 			return "", 0, ErrDisconnected
 		}

@@ -1,6 +1,8 @@
 // Package snapshot serves a node's world to game engines and embedded peers
 // as compact binary snapshots over UDP, in the style of Unity's Netcode for
-// Entities: a handshake that proves the client's address, a list of ghost
+// Entities: a handshake that says the wire's Version and proves the
+// client's address (a client of another version is refused as outdated,
+// never served a wire it would mis-read), a list of ghost
 // types (prefabs) the client loads, and then one packet per client per tick
 // holding despawns and, per ghost type, the ghosts that changed, each
 // delta-coded against the newest snapshot the client acknowledged that held

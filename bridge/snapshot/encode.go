@@ -135,7 +135,13 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 				var held []tier
 				named, known := false, 0
 				if cd.cg != nil {
-					held, named, known = cd.cg.inflight(name, tick, c.window()), cd.cg.names[name], cd.cg.fields[name]
+					held = cd.cg.inflight(name, tick, c.window())
+					if cd.b0 != nil {
+						// (A ghost sent whole, its baselines gone, is taken
+						// as a spawn: its scopes named again, their tables
+						// of field names afresh.)
+						named, known = cd.cg.names[name], cd.cg.fields[name]
+					}
 				}
 				p, cost, spans := cd.g.bufs[name].piece(name, named, known, held, room)
 				if p != nil && len(pieces) < maxBufPieces {

@@ -16,6 +16,17 @@ const (
 	msgDisconnect = 7 // either: goodbye, with a reason
 )
 
+// Version is the version of the snapshot wire this package speaks, said
+// in every connect request. A change to what either side sends that a peer
+// of the previous version would read differently (a field, its width or
+// code, a packet's layout, a reason's meaning) is a new version; what a
+// peer ignores (a new message type it never gets unasked, a reason it
+// takes as "stop") is not. A server answers a connect of another version
+// with a disconnect of reason ReasonOutdated carrying its own. Version 0
+// is a client from before versions were said: it may speak any older
+// wire, and is refused alike.
+const Version = 1
+
 // MaxPacket is the largest datagram either side sends or accepts.
 const MaxPacket = 1200
 
@@ -29,7 +40,14 @@ const (
 	// ReasonNoSession answers a command from an address the server has no
 	// session for (it restarted, or timed the client out): connect again.
 	ReasonNoSession = 6
+	// ReasonOutdated answers a connect of another Version: the server's
+	// version follows the reason, a little-endian uint16. Update the
+	// client (or the node); connecting again does not help.
+	ReasonOutdated = 7
 )
+
+// outdatedSize is the size of a ReasonOutdated disconnect.
+const outdatedSize = 4
 
 // connectSize is the size of a connect request: padded so that the
 // challenge it brings back is never larger.

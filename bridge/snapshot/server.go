@@ -79,7 +79,10 @@ type Server struct {
 	nextID  uint32
 	tick    uint32
 	clients map[netip.AddrPort]*conn
-	closed  bool
+	// outdatedLogged is when a connect of another version was last
+	// logged.
+	outdatedLogged time.Time
+	closed         bool
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -437,6 +440,10 @@ func (s *Server) handle(addr netip.AddrPort, p []byte) {
 		if len(p) < connectSize {
 			return // a reply would be larger than the request
 		}
+		if v := binary.LittleEndian.Uint16(p[5:7]); v != Version {
+			s.outdated(addr, v)
+			return
+		}
 		nonce := binary.LittleEndian.Uint32(p[1:5])
 		c := s.cookie(addr, nonce, time.Now().Unix()/10)
 		reply := append([]byte{msgChallenge, p[1], p[2], p[3], p[4]}, c[:]...)
@@ -462,6 +469,25 @@ func (s *Server) handle(addr netip.AddrPort, p []byte) {
 		}
 		s.dropLocked(c)
 		s.mu.Unlock()
+	}
+}
+
+// outdated refuses a connect of wire version v (not ours), telling the
+// client ours, and logs it at most once a second (the source is not
+// proven: anyone may send such connects).
+func (s *Server) outdated(addr netip.AddrPort, v uint16) {
+	reply := []byte{msgDisconnect, ReasonOutdated, 0, 0}
+	binary.LittleEndian.PutUint16(reply[2:], Version)
+	s.send(addr, reply)
+	s.mu.Lock()
+	now := time.Now()
+	log := now.Sub(s.outdatedLogged) >= time.Second
+	if log {
+		s.outdatedLogged = now
+	}
+	s.mu.Unlock()
+	if log {
+		s.log.Info("refused a snapshot client of another wire version", "addr", addr, "client_version", v, "server_version", Version)
 	}
 }
 

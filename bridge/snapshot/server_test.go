@@ -402,6 +402,7 @@ func handshake(t *testing.T, server net.Addr) *net.UDPConn {
 	req := make([]byte, connectSize)
 	req[0] = msgConnect
 	binary.LittleEndian.PutUint32(req[1:], 77)
+	binary.LittleEndian.PutUint16(req[5:], Version)
 	raw.Write(req)
 	buf := make([]byte, MaxPacket)
 	raw.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -433,7 +434,8 @@ func TestNoAmplification(t *testing.T) {
 		pkt  []byte
 	}{
 		{"short connect", []byte{msgConnect, 1, 2, 3, 4}},
-		{"full connect", append([]byte{msgConnect, 1, 2, 3, 4}, make([]byte, connectSize-5)...)},
+		{"full connect", append([]byte{msgConnect, 1, 2, 3, 4, Version, 0}, make([]byte, connectSize-7)...)},
+		{"connect of another version", append([]byte{msgConnect, 1, 2, 3, 4}, make([]byte, connectSize-5)...)},
 		{"forged cookie", append([]byte{msgResponse, 1, 2, 3, 4}, make([]byte, 16)...)},
 		{"command without a handshake", func() []byte { var w Writer; (&command{Tick: 1, Loaded: 2}).write(&w); return w.Bytes() }()},
 		{"garbage", []byte{0xff, 0, 1}},

@@ -73,7 +73,7 @@ func TestHandshakeVector(t *testing.T) {
 	}
 	defer raw.Close()
 	connect := make([]byte, 64)
-	copy(connect, []byte{0x01, 0x78, 0x56, 0x34, 0x12})
+	copy(connect, []byte{0x01, 0x78, 0x56, 0x34, 0x12, 0x01, 0x00})
 	raw.Write(connect)
 	buf := make([]byte, MaxPacket)
 	raw.SetReadDeadline(time.Now().Add(5 * time.Second))

@@ -27,7 +27,10 @@ namespace Solipsism.Snapshot
     /// </summary>
     public sealed class Client : IDisposable
     {
-        public const byte ReasonNormal = 1, ReasonTimeout = 2, ReasonHashMismatch = 3, ReasonShutdown = 4, ReasonRefused = 5, ReasonNoSession = 6;
+        public const byte ReasonNormal = 1, ReasonTimeout = 2, ReasonHashMismatch = 3, ReasonShutdown = 4, ReasonRefused = 5, ReasonNoSession = 6, ReasonOutdated = 7;
+
+        /// <summary>The version of the snapshot wire this client speaks, said in its connect (docs/protocol.md, "Versions").</summary>
+        public const ushort Version = 1;
 
         readonly ClientOptions opts;
         readonly UdpClient udp;
@@ -53,6 +56,8 @@ namespace Solipsism.Snapshot
         public long Bytes { get; private set; }
         /// <summary>The reason the session ended for good (0 while it lasts).</summary>
         public byte Closed { get; private set; }
+        /// <summary>The wire version the server speaks, when it refused this client's as outdated (Closed is ReasonOutdated).</summary>
+        public int ServerVersion { get; private set; }
 
         /// <summary>A new World after a resync: subscribe to its events again.</summary>
         public event Action<World> Resynced;
@@ -94,6 +99,7 @@ namespace Solipsism.Snapshot
                 }
                 udp.Client.ReceiveTimeout = 0;
                 if (c.Closed == ReasonRefused) throw new InvalidOperationException("snapshot: the server refused the connection");
+                if (c.Closed == ReasonOutdated) throw new OutdatedException(c.ServerVersion);
                 if (c.Identifier == null) throw new TimeoutException("snapshot: no answer from the server");
             }
             catch
@@ -137,6 +143,8 @@ namespace Solipsism.Snapshot
             var connect = new byte[64];
             connect[0] = 1;
             PutU32(connect, 1, nonce);
+            connect[5] = (byte)(Version & 0xff);
+            connect[6] = (byte)(Version >> 8);
             try { udp.Send(response ?? connect, response != null ? response.Length : connect.Length); }
             catch (SocketException) { } // nothing listens yet: try again
         }
@@ -155,6 +163,13 @@ namespace Solipsism.Snapshot
                 nextHello = 0; // (the response goes at once)
                 HandshakeTick();
                 return false;
+            }
+            if (n >= 4 && buf[0] == 7 && buf[1] == ReasonOutdated)
+            {
+                shaking = false;
+                Closed = ReasonOutdated;
+                ServerVersion = buf[2] | buf[3] << 8;
+                return true;
             }
             if (n == 2 && buf[0] == 7 && buf[1] == ReasonRefused)
             {
@@ -366,6 +381,23 @@ namespace Solipsism.Snapshot
         static uint GetU32(byte[] b, int at)
         {
             return (uint)(b[at] | b[at + 1] << 8 | b[at + 2] << 16 | b[at + 3] << 24);
+        }
+    }
+
+    /// <summary>
+    /// The server speaks another version of the snapshot wire than this
+    /// client (a disconnect of reason 7): update the client or the node;
+    /// connecting again does not help.
+    /// </summary>
+    public sealed class OutdatedException : Exception
+    {
+        /// <summary>The version the server speaks; this client speaks Client.Version.</summary>
+        public int ServerVersion { get; }
+
+        public OutdatedException(int serverVersion)
+            : base("snapshot: the node speaks wire version " + serverVersion + ", this client " + Client.Version + ": update the client or the node")
+        {
+            ServerVersion = serverVersion;
         }
     }
 }

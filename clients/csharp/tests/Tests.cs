@@ -37,10 +37,30 @@ static class Tests
             case "bench": Bench(); break;
             case "live": return Live(args[1], int.Parse(args[2]));
             case "wslive": return WsLive(args[1]);
+            case "outdated": return Outdated(args[1], int.Parse(args[2]));
             default: Console.WriteLine("usage: Tests.exe vectors|fuzz|bench|live …"); return 2;
         }
         Console.WriteLine(failures == 0 ? "PASS" : failures + " FAILED");
         return failures == 0 ? 0 : 1;
+    }
+
+    // Outdated connects to host:port, a server that speaks another wire
+    // version: it prints OUTDATED and the server's version, and the
+    // connect it sent (what a test server saw).
+    static int Outdated(string host, int port)
+    {
+        try
+        {
+            using (Solipsism.Snapshot.Client.Connect(host, port)) { }
+            Console.WriteLine("CONNECTED");
+            return 1;
+        }
+        catch (Solipsism.Snapshot.OutdatedException e)
+        {
+            Console.WriteLine("OUTDATED " + e.ServerVersion + " " + e.Message);
+            Console.WriteLine("PASS");
+            return 0;
+        }
     }
 
     // Blocks returns the fenced blocks of a section of the doc.

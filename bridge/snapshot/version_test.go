@@ -1,0 +1,90 @@
+package snapshot
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestOutdated: a real server answers a connect of another wire version
+// (0: a client from before versions, or a newer one) with the 4-byte
+// disconnect of reason 7 naming its own, and nothing else; the docs give
+// both vectors.
+func TestOutdated(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/bridges.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat := strings.NewReplacer(" ", "", "\n", "").Replace(string(doc))
+	for _, v := range []string{"connect0178563412" + "0100", "outdated07070100"} {
+		if !strings.Contains(flat, v) {
+			t.Errorf("docs/bridges.md lacks the vector %s", v)
+		}
+	}
+	p := startPlace(t, Options{})
+	raw, err := net.DialUDP("udp", nil, p.srv.Addr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	buf := make([]byte, MaxPacket)
+	for _, v := range []uint16{0, Version + 1, 0xffff} {
+		connect := make([]byte, connectSize)
+		copy(connect, []byte{msgConnect, 0x78, 0x56, 0x34, 0x12})
+		binary.LittleEndian.PutUint16(connect[5:], v)
+		raw.Write(connect)
+		raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := raw.Read(buf)
+		if err != nil || hex.EncodeToString(buf[:n]) != "07070100" {
+			t.Fatalf("version %d: answered % x, %v; want 07 07 01 00", v, buf[:n], err)
+		}
+		raw.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if n, err := raw.Read(buf); err == nil {
+			t.Fatalf("version %d: then % x", v, buf[:n])
+		}
+	}
+}
+
+// TestClientReportsOutdated: the Go client, refused by a server of
+// another version (a real UDP socket answering as one would), reports it
+// as such, with both versions, and does not retry.
+func TestClientReportsOutdated(t *testing.T) {
+	srv, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	connects := make(chan []byte, 16)
+	go func() {
+		buf := make([]byte, MaxPacket)
+		for {
+			n, from, err := srv.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			connects <- append([]byte(nil), buf[:n]...)
+			srv.WriteToUDP([]byte{msgDisconnect, ReasonOutdated, 2, 0}, from)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = Dial(ctx, srv.LocalAddr().String(), ClientOptions{})
+	var oe *OutdatedError
+	if !errors.As(err, &oe) || oe.Server != 2 || !errors.Is(err, ErrDisconnected) || !strings.Contains(err.Error(), "version 2, this client 1") {
+		t.Fatalf("Dial: %v", err)
+	}
+	c := <-connects
+	if len(c) != connectSize || c[0] != msgConnect || binary.LittleEndian.Uint16(c[5:]) != Version {
+		t.Fatalf("the client's connect: % x", c)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := len(connects); n != 0 {
+		t.Errorf("the client connected %d more times after the refusal", n)
+	}
+}
