@@ -20,8 +20,11 @@ const appPage = `<!doctype html>
 <script type="module">
 window.errors = [];
 try {
-  const { connect } = await import("NODE/solipsism.js");
-  await import("NODE/naf-adapter.js");
+  // The library from the node, or from the app's own copy of the npm
+  // package (?from=pkg).
+  const lib = new URLSearchParams(location.search).get("from") === "pkg" ? "/pkg" : "NODE";
+  const { connect } = await import(lib + "/solipsism.js");
+  await import(lib + "/naf-adapter.js");
   window.cfg = await (await fetch("NODE/config.json")).json();
   const worker = new URLSearchParams(location.search).get("worker") === "1";
   window.s = connect({ url: "WS", worker });
@@ -40,10 +43,14 @@ func serveApp(t *testing.T, nodeAddr string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux := http.NewServeMux()
+	// The npm package's files, as an app serves them from node_modules.
+	mux.Handle("/pkg/", http.StripPrefix("/pkg/", http.FileServer(http.Dir("../web"))))
+	mux.HandleFunc("/app.html", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprint(w, page)
-	}))
+	})
+	srv := httptest.NewUnstartedServer(mux)
 	srv.Listener.Close()
 	srv.Listener = ln
 	srv.Start()
@@ -55,8 +62,9 @@ func serveApp(t *testing.T, nodeAddr string) string {
 // TestAppFromAnotherOrigin: an app's page on its own origin loads the
 // library and the networked-aframe adapter from a node started with
 // --origin naming that origin, reads its /config.json, and connects, on
-// the page and through a worker; it sees the node's world and the node
-// sees its object. A node without --origin refuses the page: the import
+// the page and through a worker; or loads them from its own copy of the
+// npm package and connects through a worker. Each sees the node's world
+// and the node sees its object. A node without --origin refuses the page: the import
 // fails, and nothing connects.
 func TestAppFromAnotherOrigin(t *testing.T) {
 	browser := newBrowser(t)
@@ -65,28 +73,28 @@ func TestAppFromAnotherOrigin(t *testing.T) {
 	waitAsked(t, peer)
 	peer.Change(wiretest.Add("lamp", peer.ID, map[string]any{"kind": "lamp"}))
 	app := serveApp(t, node.Addr)
-	for _, mode := range []string{"0", "1"} {
+	for _, mode := range []string{"0", "1", "1&from=pkg"} {
 		p, _ := tab(t, browser, "app-worker-"+mode, app+"?worker="+mode)
 		waitJS(t, p, "connected from another origin (worker="+mode+")",
 			`window.s && s.status === "connected" && [...s.world.objects.values()].some(o => o.properties.kind === "lamp")`)
 		if errs := evalJS[[]any](t, p, `window.errors`); len(errs) > 0 {
 			t.Fatalf("worker=%s: %v", mode, errs)
 		}
-		if want := map[string]string{"0": "main", "1": "worker"}[mode]; evalJS[string](t, p, `s.mode`) != want {
+		if want := map[string]string{"0": "main", "1": "worker", "1&from=pkg": "worker"}[mode]; evalJS[string](t, p, `s.mode`) != want {
 			t.Errorf("worker=%s: mode %s", mode, evalJS[string](t, p, `s.mode`))
 		}
 		if !evalJS[bool](t, p, `!!(NAF.adapters.adapters && NAF.adapters.adapters.solipsism || NAF.adapters.make && NAF.adapters.make("solipsism"))`) {
 			t.Errorf("worker=%s: the adapter is not registered", mode)
 		}
 	}
-	peer.Wait("both pages' visitors", 10*time.Second, func(m map[string]wiretest.Object) bool {
+	peer.Wait("the pages' visitors", 10*time.Second, func(m map[string]wiretest.Object) bool {
 		n := 0
 		for _, o := range m {
 			if string(o.Properties["kind"]) == `"visitor"` {
 				n++
 			}
 		}
-		return n == 2
+		return n == 3
 	})
 
 	closed := startProc(t)
