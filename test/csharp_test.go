@@ -569,3 +569,30 @@ func TestCSharpOutdated(t *testing.T) {
 		t.Fatalf("the C# client sent %d datagrams, first % x", len(connects), connects[0])
 	}
 }
+
+// TestCSharpRefused: on a node with the demo schemas, the C# WorldClient's
+// avatar (the README's) is taken; a write that breaks the schema is
+// refused: the client raises Refused with the node's reason and holds the
+// node's values again, and the Go client never sees the bad value.
+func TestCSharpRefused(t *testing.T) {
+	p := startProc(t, "--tick", "20ms", "--schemas", "../docs/demo-schemas.json")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	goc := dialNode(t, ctx, p.URL(), "gotest")
+	cs := startLineProc(t, nil, "mono", filepath.Join(csharpTests(t), "Tests.exe"), "wslive", p.URL())
+	cs.expect(t, "CONNECTED ", 30*time.Second)
+	cs.expect(t, "LINKUP", 30*time.Second)
+	cs.send(t, `CREATE me {"kind":"avatar3d","name":"C#","position":[0,1.6,0],"rotation":[0,0]}`)
+	waitUntil(t, "the Go client to see the avatar", 10*time.Second, func() bool { _, ok := goc.World().Get("me"); return ok })
+	cs.send(t, `SET me {"position":["up",1,0]}`)
+	if reason := cs.expect(t, "REFUSED me ", 10*time.Second); !strings.Contains(reason, "position") {
+		t.Fatalf("refused with %q", reason)
+	}
+	cs.send(t, "WORLD")
+	if w := cs.expect(t, "WORLD ", 10*time.Second); !strings.Contains(w, `"me":{`) || !strings.Contains(w, `"position":[0,1.6,0]`) {
+		t.Fatalf("after the refusal the C# client holds %s", w)
+	}
+	if o, _ := goc.World().Get("me"); string(o.Properties.Value("position")) != "[0,1.6,0]" {
+		t.Fatalf("the Go client sees position %s", o.Properties.Value("position"))
+	}
+}

@@ -82,6 +82,15 @@ namespace Solipsism
         public event Action<WorldObject, string> OwnerChanged;
         /// <summary>The link came up (again).</summary>
         public event Action LinkUp;
+        /// <summary>
+        /// The node refused a write of this client's (it breaks the node's
+        /// property schemas): the object's properties are already put back to
+        /// what the node holds (the object removed if the node has none). The
+        /// arguments: the object's id and the node's reason.
+        /// </summary>
+        public event Action<string, string> Refused;
+        /// <summary>An ephemeral message reached this world: its sender, type and data (JSON text).</summary>
+        public event Action<string, string, string> Message;
 
         /// <summary>A client of the node at url (ws://host:8080/ws); it dials in the first Poll.</summary>
         public WorldClient(string url, string prefix = "csharp")
@@ -250,7 +259,7 @@ namespace Solipsism
         string Metadata()
         {
             var sb = new StringBuilder("{\"identifier\":").Append(Json.Quote(Identifier))
-                .Append(",\"identifierChain\":[").Append(Json.Quote(Identifier)).Append("],\"role\":\"client\",\"features\":[\"ownership\"]");
+                .Append(",\"identifierChain\":[").Append(Json.Quote(Identifier)).Append("],\"role\":\"client\",\"features\":[\"ownership\",\"messages\"]");
             if (tokens.Count > 0)
             {
                 sb.Append(",\"resumeTokens\":{");
@@ -312,7 +321,51 @@ namespace Solipsism
                         foreach (var o in gone) { objects.Remove(o.Id); Removed?.Invoke(o); }
                     }
                     break;
+                case "message":
+                    HandleMessage(data);
+                    break;
             }
+        }
+
+        // HandleMessage takes an ephemeral message: a refusal of our write is
+        // put right (docs/protocol.md, "Property schemas"); others go to the
+        // Message event.
+        void HandleMessage(string data)
+        {
+            string from = "", type = "", payload = "null";
+            foreach (var kv in Json.Members(data))
+            {
+                if (kv.Key == "from" && kv.Value.StartsWith("\"", StringComparison.Ordinal)) from = Json.Unquote(kv.Value);
+                if (kv.Key == "type" && kv.Value.StartsWith("\"", StringComparison.Ordinal)) type = Json.Unquote(kv.Value);
+                if (kv.Key == "data") payload = kv.Value;
+            }
+            if (type != "solipsism.refused")
+            {
+                Message?.Invoke(from, type, payload);
+                return;
+            }
+            string id = null, reason = "", props = null;
+            bool gone = false;
+            foreach (var kv in Json.Members(payload))
+            {
+                if (kv.Key == "id" && kv.Value.StartsWith("\"", StringComparison.Ordinal)) id = Json.Unquote(kv.Value);
+                if (kv.Key == "reason" && kv.Value.StartsWith("\"", StringComparison.Ordinal)) reason = Json.Unquote(kv.Value);
+                if (kv.Key == "properties") props = kv.Value;
+                if (kv.Key == "gone") gone = kv.Value == "true";
+            }
+            WorldObject o;
+            if (id == null || !objects.TryGetValue(id, out o) || o.Owner != Identifier) return;
+            if (gone)
+            {
+                objects.Remove(id);
+                pending.Remove(id);
+                order.Remove(id);
+            }
+            else if (props != null)
+            {
+                foreach (var kv in Json.Members(props)) o.Properties[kv.Key] = kv.Value;
+            }
+            Refused?.Invoke(id, reason);
         }
 
         void Apply(string rec)

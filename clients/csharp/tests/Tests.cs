@@ -556,7 +556,8 @@ static class Tests
 
     // WsLive: a WorldClient of a real node, for the process tests. It
     // prints "CONNECTED id", "LINKUP", "ADDED id props", "CHANGED id props",
-    // "REMOVED id" and "OWNER id new previous" lines, and takes commands on
+    // "REMOVED id", "OWNER id new previous", "REFUSED id reason" and
+    // "MESSAGE from type data" lines, and takes commands on
     // stdin: "CREATE id json", "SET id json", "REMOVE id", "TAKE id",
     // "RELEASE id", "DROP" (break the connection), "FILL id kib" (create
     // an object with a property of kib KiB), "PING n" (prints "PONG n"
@@ -571,6 +572,8 @@ static class Tests
         c.Changed += o => Console.WriteLine("CHANGED " + o.Id + " " + o.PropertiesJson());
         c.Removed += o => Console.WriteLine("REMOVED " + o.Id);
         c.OwnerChanged += (o, prev) => Console.WriteLine("OWNER " + o.Id + " " + o.Owner + " " + prev);
+        c.Refused += (id, reason) => Console.WriteLine("REFUSED " + id + " " + reason);
+        c.Message += (from, type, data) => Console.WriteLine("MESSAGE " + from + " " + type + " " + data);
         var lines = StdinLines();
         int fills = 0;
         while (c.Poll())
