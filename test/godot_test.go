@@ -266,3 +266,25 @@ func godotAvatar(c *relay.Client) string {
 	}
 	return ""
 }
+
+// TestGodotRefused: on a node with the demo schemas, a write of the Godot
+// addon's that breaks them reaches its app as the client's refused signal,
+// with the node's reason, the object already put back to the node's
+// values; the Go client never sees the bad value.
+func TestGodotRefused(t *testing.T) {
+	p := startProc(t, "--tick", "20ms", "--schemas", "../docs/demo-schemas.json")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	goc := dialNode(t, ctx, p.URL(), "gotest")
+	g := startGodot(t, "res://test/refused_test.gd", "SOLIPSISM_URL="+p.URL())
+	mine := g.expect(t, "MINE ", 30*time.Second)
+	if reason := g.expect(t, "REFUSED "+mine+" ", 30*time.Second); !strings.Contains(reason, "position") {
+		t.Fatalf("refused with %q", reason)
+	}
+	if at := g.expect(t, "POSITION ", 10*time.Second); at != "[0,1.6,0]" {
+		t.Fatalf("after the refusal Godot holds its avatar at %s", at)
+	}
+	if o, ok := goc.World().Get(mine); !ok || string(o.Properties.Value("position")) != "[0,1.6,0]" {
+		t.Fatalf("the Go client sees %+v", o)
+	}
+}

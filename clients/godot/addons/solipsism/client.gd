@@ -18,6 +18,8 @@ signal object_added(id, properties)  # an object of another world appeared
 signal object_changed(id, changed)  # changed: the properties that changed
 signal object_removed(id)  # an object of another world went
 signal refreshed()  # the node's whole world has arrived (after each connect)
+signal refused(id, reason)  # the node refused a write of ours (property schemas): the object is put back to the node's values
+signal message(from, type, data)  # an ephemeral message reached this world
 
 # The node's WebSocket endpoint.
 export var url = "ws://127.0.0.1:8080/ws"
@@ -230,7 +232,7 @@ func _lost():
 
 
 func _metadata():
-	var md = {"identifier": identifier, "identifierChain": [identifier], "role": "client"}
+	var md = {"identifier": identifier, "identifierChain": [identifier], "role": "client", "features": ["messages"]}
 	if not _tokens.empty():
 		md["resumeTokens"] = _tokens
 	return md
@@ -281,12 +283,46 @@ func _handle(type, data):
 					_inbox.append(data["changes"])
 				if typeof(data.get("refreshed")) == TYPE_BOOL and data["refreshed"]:
 					_inbox.append(null)  # the refresh answer is whole
+		"message":
+			if typeof(data) == TYPE_DICTIONARY:
+				_message(data)
 		"requestLessData":
 			_tick_scale = min(_tick_scale * 1.2, 20.0)
 		"requestMoreData":
 			_tick_scale = max(_tick_scale / 1.2, 0.5)
 		_:
 			pass  # a message of an extension this client does not speak
+
+
+# _message takes an ephemeral message: the node's refusal of a write of
+# ours is put right (docs/protocol.md, "Property schemas"), others are
+# signalled.
+func _message(m):
+	var type = m.get("type")
+	var from = m.get("from")
+	if typeof(type) != TYPE_STRING or typeof(from) != TYPE_STRING:
+		return
+	if type != "solipsism.refused":
+		emit_signal("message", from, type, m.get("data"))
+		return
+	var d = m.get("data")
+	if typeof(d) != TYPE_DICTIONARY or typeof(d.get("id")) != TYPE_STRING:
+		return
+	var id = d["id"]
+	if not owns(id):
+		return
+	if typeof(d.get("gone")) == TYPE_BOOL and d["gone"]:
+		objects.erase(id)
+		_pending.erase(id)
+		_order.erase(id)
+	elif typeof(d.get("properties")) == TYPE_DICTIONARY:
+		var props = objects[id]["properties"]
+		for k in d["properties"]:
+			props[k] = d["properties"][k]
+		if _pending.has(id) and _pending[id]["type"] == "update":
+			for k in d["properties"]:
+				_pending[id]["properties"].erase(k)
+	emit_signal("refused", id, str(d.get("reason")))
 
 
 # _drain applies what arrived, in order, until the frame's budget is
