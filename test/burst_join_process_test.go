@@ -45,14 +45,7 @@ func TestBurstThenJoin(t *testing.T) {
 			}
 			// The burst, from a peer that stays a second after the whole of
 			// it reached the server, and leaves.
-			b := wiretest.Dial(t, at.URL(), "burst-AAAAAAAA-AAAAAAAA", wiretest.Options{Forget: true})
-			waitAsked(t, b)
-			time.Sleep(50 * time.Millisecond)
-			recs := make([]map[string]any, 20000)
-			for i := range recs {
-				recs[i] = wiretest.Add(fmt.Sprintf("b-%d", i), b.ID, map[string]any{"i": i, "position": []int{i % 100, 0, i / 100}})
-			}
-			b.Change(recs...)
+			b := sendBurst(t, at, 20000)
 			waitUntil(t, "the burst at the server", 30*time.Second, func() bool {
 				_, m := httpGet(t, "http://"+srv.Addr+"/metrics")
 				return metricValue(m, `solipsism_objects{role="server"}`) >= 20000
@@ -144,14 +137,7 @@ func TestBurstInFlightThenJoin(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes := tc.nodes(t)
 			at := nodes[len(nodes)-1]
-			b := wiretest.Dial(t, at.URL(), "burst-AAAAAAAA-AAAAAAAA", wiretest.Options{Forget: true})
-			waitAsked(t, b)
-			time.Sleep(50 * time.Millisecond)
-			recs := make([]map[string]any, 20000)
-			for i := range recs {
-				recs[i] = wiretest.Add(fmt.Sprintf("b-%d", i), b.ID, map[string]any{"i": i, "position": []int{i % 100, 0, i / 100}})
-			}
-			b.Change(recs...)
+			b := sendBurst(t, at, 20000)
 			time.Sleep(time.Second)
 			if tc.crash {
 				b.Drop()
@@ -211,4 +197,19 @@ func TestBurstInFlightThenJoin(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sendBurst connects a peer to node and sends n objects in one message
+// (a level load); it returns the peer, which stays.
+func sendBurst(t *testing.T, node *proc, n int) *wiretest.Peer {
+	t.Helper()
+	b := wiretest.Dial(t, node.URL(), "burst-AAAAAAAA-AAAAAAAA", wiretest.Options{Forget: true})
+	waitAsked(t, b)
+	time.Sleep(50 * time.Millisecond)
+	recs := make([]map[string]any, n)
+	for i := range recs {
+		recs[i] = wiretest.Add(fmt.Sprintf("b-%d", i), b.ID, map[string]any{"i": i, "position": []int{i % 100, 0, i / 100}})
+	}
+	b.Change(recs...)
+	return b
 }
