@@ -2,13 +2,14 @@ package web
 
 import (
 	"embed"
+
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net/http"
-	"net/url"
-	"path"
 	"strings"
+
+	"github.com/solipsism/mesh/peer"
 )
 
 //go:embed *.js lib/*.js vendor/*.js vendor/LICENSES.txt
@@ -101,7 +102,7 @@ func HandlerWith(opts Options) http.Handler {
 		ICEServers []ICEServer `json:"iceServers,omitempty"`
 	}{opts.TokenURL, opts.ICEServers})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		allowOrigin(w, r, opts.OriginPatterns)
+		peer.AllowOrigin(w, r, opts.OriginPatterns)
 		switch r.URL.Path {
 		case "/config.json":
 			w.Header().Set("Content-Type", "application/json")
@@ -123,29 +124,4 @@ func HandlerWith(opts Options) http.Handler {
 			static.ServeHTTP(w, r)
 		}
 	})
-}
-
-// allowOrigin lets a page of another origin that patterns admit read the
-// answer (CORS): the library's modules and /config.json. Cookies are never
-// shared (no Allow-Credentials): these files are public.
-func allowOrigin(w http.ResponseWriter, r *http.Request, patterns []string) {
-	origin := r.Header.Get("Origin")
-	if origin == "" || len(patterns) == 0 {
-		return
-	}
-	w.Header().Add("Vary", "Origin")
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" {
-		return
-	}
-	for _, p := range patterns {
-		target := u.Host
-		if strings.Contains(p, "://") {
-			target = u.Scheme + "://" + u.Host
-		}
-		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(target)); ok {
-			w.Header().Set("Access-Control-Allow-Origin", origin)
-			return
-		}
-	}
 }
