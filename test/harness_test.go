@@ -429,13 +429,24 @@ func freeUDPAddr(tb testing.TB) string {
 	return c.LocalAddr().String()
 }
 
-// localPort returns a free 127.0.0.1 port (TCP; memberlist takes UDP on
-// the same number too), for a node that must come back on its address.
+// localPort returns a 127.0.0.1 port free for both TCP and UDP, for a
+// node that must come back on its address: memberlist binds both on its
+// number, and a port free for TCP may be held for UDP (browsers' media,
+// the snapshot tests), as TestSoak once met.
 func localPort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no port free for both TCP and UDP on 127.0.0.1")
+	return 0
 }
