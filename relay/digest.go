@@ -97,6 +97,12 @@ type digestState struct {
 	// request were handled: each costs a pass over the world, so a peer
 	// gets at most one of each per minDigestGap.
 	lastIn, lastAsked time.Time
+	// gaps are the buckets (of gapBuckets) of objects whose scope deltas
+	// came with a gap, to be asked for (gaps.go); deferred is a repair
+	// request that came within minDigestGap of the one before, to be
+	// answered when the gap has passed.
+	gaps     map[int]bool
+	deferred *peer.Repair
 }
 
 // burstQueued is how many queued objects make a link's digest wait: a
@@ -152,11 +158,19 @@ func (n *Node) sentOver(ls *linkState, owner string) bool {
 // digestLoop sends due digests until the node closes.
 func (n *Node) digestLoop() {
 	defer n.life.wg.Done()
-	Every(n.life.ctx, min(time.Second, n.opts.DigestInterval/4), func() {
+	every := time.Second
+	if n.opts.DigestInterval > 0 {
+		every = min(every, n.opts.DigestInterval/4)
+	}
+	Every(n.life.ctx, every, func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		if !n.life.closed {
-			n.sendDigestsLocked(time.Now())
+			now := time.Now()
+			if n.opts.DigestInterval > 0 {
+				n.sendDigestsLocked(now)
+			}
+			n.answerDeferredLocked(now)
 		}
 	})
 }

@@ -82,8 +82,11 @@ func (n *Node) handleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	// The peer knows what it sent us (Echo), so a later remove may be
 	// relayed to it.
 	n.route(res.Records, ls)
-	if n.opts.Validator != nil && len(res.Refused) > 0 {
-		n.tellRefusedLocked(res.Refused)
+	if len(res.Refused) > 0 {
+		n.askForGapsLocked(ls, res.Refused)
+		if n.opts.Validator != nil {
+			n.tellRefusedLocked(res.Refused)
+		}
 	}
 	switch ls.kind {
 	case ownership.Downstream:

@@ -170,10 +170,8 @@ func New(opts Options) (*Node, error) {
 		n.life.wg.Add(1)
 		go n.tickLoop()
 	}
-	if n.opts.DigestInterval > 0 {
-		n.life.wg.Add(1)
-		go n.digestLoop()
-	}
+	n.life.wg.Add(1)
+	go n.digestLoop() // with digests off, it still answers deferred repairs
 	return n, nil
 }
 

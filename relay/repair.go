@@ -30,6 +30,8 @@ func (n *Node) handleRepair(l *peer.Link, typ string, r peer.Repair) {
 		if now := time.Now(); now.Sub(ls.digest.lastAsked) >= minDigestGap {
 			ls.digest.lastAsked = now
 			n.answerRepairLocked(ls, r)
+		} else {
+			ls.deferRepair(r) // answered by the digest loop
 		}
 	case peer.TypeRepairing:
 		// Our request's answer begins; its records follow, and only
@@ -59,6 +61,7 @@ func (n *Node) handleRepair(l *peer.Link, typ string, r peer.Repair) {
 			}
 			n.removeWhere(func(o gameworld.Object) bool { return set[o.ID] }, nil)
 		}
+		n.sendGapRequestLocked(ls, time.Now())
 	}
 }
 

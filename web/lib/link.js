@@ -2,9 +2,10 @@
 // and taken, per-object coalescing, refresh answers, digests and scopes.
 // Part of solipsism.js, which re-exports its public API.
 
+import { Gaps } from "./gaps.js";
 import { composeScopes, whole } from "./scopes.js";
 
-const KNOWN_TYPES = new Set(["worldChange", "scopeChange", "requestRefresh", "requestMetadata", "metadata", "metadataChange", "requestLessData", "requestMoreData", "message"]);
+const KNOWN_TYPES = new Set(["worldChange", "scopeChange", "requestRefresh", "requestMetadata", "metadata", "metadataChange", "requestLessData", "requestMoreData", "message", "repairing", "repaired"]);
 
 /**
  * A link between a GameWorld and one peer, over a port with send(message)
@@ -44,6 +45,7 @@ export class Link {
     this.closed = false;
     this.sweep = kind === "upstream" ? new Set() : null; // ids seen since connecting
     this.stats = { messagesIn: 0, messagesOut: 0, ignored: 0, refused: 0 };
+    this.gaps = new Gaps(this); // objects asked for again after a scope gap
     world.links.add(this);
   }
 
@@ -378,6 +380,10 @@ export class Link {
       case "message":
         this.receiveMessage(data);
         break;
+      case "repairing":
+      case "repaired":
+        this.gaps.receive(type, data);
+        break;
     }
   }
 
@@ -457,9 +463,11 @@ export class Link {
       }
       owned = owned.filter((c) => c.type !== "transfer");
     }
+    this.gaps.seeAnswer(owned);
     // The upstream decides who owns what: its transfers always stand.
     const refused = new Set(this.world.apply(owned, this, (c, existing) => c.type === "transfer" || this.mayAccept(existing ? existing.owner : c.owner)));
     this.stats.refused += refused.size;
+    if (refused.size && this.kind === "upstream") this.gaps.see(refused);
     for (const c of owned) {
       if (refused.has(c)) continue;
       if (c.type === "remove") this.known.delete(c.id);

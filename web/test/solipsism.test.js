@@ -490,6 +490,39 @@ test("scopes: a grid's blocks written element by element reach another client as
   await node.stop();
 });
 
+test("a scope delta with a gap asks the node for the object at once; the answer levels it, and what it lacks goes", async () => {
+  const { world, link, sent } = fakeLink("upstream");
+  const S = "server-AAAAAAAA-AAAAAAAA";
+  link.receive(["metadataChange", { identifier: S, features: ["ownership", "digest", "scopes"] }]);
+  link.receive(["worldChange", { timestamp: 1, changes: [
+    { type: "add", id: "grid-1", owner: S, properties: {}, scopes: { blocks: { ver: 1, added: { a: { c: 1 } }, full: true } } },
+    // extra-2054 hashes to grid-1's bucket (3423 of 4096) and is gone at the node.
+    { type: "add", id: "extra-2054", owner: S, properties: {} },
+  ] }]);
+  // Version 2 never came: 3 is built on it.
+  link.receive(["scopeChange", { "grid-1": { blocks: { ver: 3, base: 2, modified: { b: { c: 2 } } } } }]);
+  assert.deepEqual(world.get("grid-1").scopes.get("blocks").whole(), { a: { c: 1 } }, "a gap changes nothing");
+  const req = { of: 4096, buckets: [3423] }; // docs/protocol.md's vector
+  assert.deepEqual(sent.filter((m) => m[0] === "requestRepair"), [["requestRepair", req]]);
+  // Another gap while the request is out waits for it.
+  link.receive(["scopeChange", { "grid-1": { blocks: { ver: 5, base: 4, modified: { b: { c: 3 } } } } }]);
+  assert.equal(sent.filter((m) => m[0] === "requestRepair").length, 1);
+  link.receive(["repairing", req]);
+  link.receive(["worldChange", { timestamp: 2, changes: [{ type: "add", id: "grid-1", owner: S, properties: {}, scopes: { blocks: { ver: 5, added: { a: { c: 1 }, b: { c: 3 } }, full: true } } }] }]);
+  link.receive(["repaired", req]);
+  assert.deepEqual(world.get("grid-1").scopes.get("blocks").whole(), { a: { c: 1 }, b: { c: 3 } });
+  assert.equal(world.get("grid-1").scopes.get("blocks").ver, 5);
+  assert.equal(world.get("extra-2054"), undefined);
+  // The second gap's request went once the first was answered.
+  assert.equal(sent.filter((m) => m[0] === "requestRepair").length, 2);
+  // A peer that does not answer repairs (no "digest": another page's worker) is never asked.
+  const other = fakeLink("upstream");
+  other.link.receive(["metadataChange", { identifier: "webworker-AAAAAAAA-AAAAAAAA", features: ["scopes"] }]);
+  other.link.receive(["worldChange", { timestamp: 1, changes: [{ type: "add", id: "g", owner: "x", properties: {}, scopes: { blocks: { ver: 1, full: true, added: {} } } }] }]);
+  other.link.receive(["scopeChange", { g: { blocks: { ver: 3, base: 2 } } }]);
+  assert.equal(other.sent.filter((m) => m[0] === "requestRepair").length, 0);
+});
+
 test("ignores malformed messages and refuses others' objects", () => {
   const { world, link } = fakeLink("upstream");
   const mine = world.create({ hp: 100 });
