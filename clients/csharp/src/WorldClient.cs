@@ -11,7 +11,7 @@ using Solipsism.Snapshot;
 namespace Solipsism
 {
     /// <summary>An object of the world: its owner, ownership epoch and properties (name to JSON text).</summary>
-    public sealed class WorldObject
+    public sealed partial class WorldObject
     {
         public string Id { get; internal set; }
         public string Owner { get; internal set; }
@@ -43,7 +43,7 @@ namespace Solipsism
     /// MaxQueuedBytes (a node that stopped reading) is dropped and dialled
     /// again. Not safe for concurrent use.
     /// </summary>
-    public sealed class WorldClient : IDisposable
+    public sealed partial class WorldClient : IDisposable
     {
         readonly Uri url;
         readonly ConcurrentQueue<string> inbox = new ConcurrentQueue<string>();
@@ -259,7 +259,7 @@ namespace Solipsism
         string Metadata()
         {
             var sb = new StringBuilder("{\"identifier\":").Append(Json.Quote(Identifier))
-                .Append(",\"identifierChain\":[").Append(Json.Quote(Identifier)).Append("],\"role\":\"client\",\"features\":[\"ownership\",\"messages\"]");
+                .Append(",\"identifierChain\":[").Append(Json.Quote(Identifier)).Append("],\"role\":\"client\",\"features\":[\"ownership\",\"messages\",\"scopes\"]");
             if (tokens.Count > 0)
             {
                 sb.Append(",\"resumeTokens\":{");
@@ -299,6 +299,10 @@ namespace Solipsism
                         foreach (var o in objects.Values) o.stale = o.Owner != Identifier;
                         pending.Clear();
                         order.Clear();
+                        scopeWrites.Clear();
+                        scopeOrder.Clear();
+                        repair = null;
+                        gaps.Clear();
                         SendWorld();
                         Send("[\"requestRefresh\",null]");
                         LinkUp?.Invoke();
@@ -320,6 +324,15 @@ namespace Solipsism
                         foreach (var o in objects.Values) if (o.stale) gone.Add(o);
                         foreach (var o in gone) { objects.Remove(o.Id); Removed?.Invoke(o); }
                     }
+                    AskForGaps();
+                    break;
+                case "scopeChange":
+                    HandleScopeChange(data);
+                    AskForGaps();
+                    break;
+                case "repairing":
+                case "repaired":
+                    HandleRepair(type, data);
                     break;
                 case "message":
                     HandleMessage(data);
@@ -373,6 +386,8 @@ namespace Solipsism
             string type = null, id = null, owner = null;
             ulong epoch = 0;
             List<KeyValuePair<string, string>> props = null;
+            List<KeyValuePair<string, Delta>> scopes = null;
+            bool badScopes = false;
             foreach (var kv in Json.Members(rec))
             {
                 switch (kv.Key)
@@ -382,12 +397,15 @@ namespace Solipsism
                     case "owner": owner = kv.Value.StartsWith("\"", StringComparison.Ordinal) ? Json.Unquote(kv.Value) : null; break;
                     case "epoch": ulong.TryParse(kv.Value, NumberStyles.None, CultureInfo.InvariantCulture, out epoch); break;
                     case "properties": props = Json.Members(kv.Value); break;
+                    case "scopes": scopes = ParseScopes(kv.Value); badScopes = scopes == null; break;
                 }
             }
-            if (id == null || type == null) return;
+            if (id == null || type == null || badScopes) return;
+            SeeRepairAnswer(type, id);
             WorldObject o;
             objects.TryGetValue(id, out o);
             if (o != null) o.stale = false;
+            if (scopes != null && type != "remove" && (o == null || o.Owner != Identifier || type == "transfer") && !ScopesApply(o, id, scopes)) return; // (a refused record changes nothing)
             switch (type)
             {
                 case "add":
@@ -397,13 +415,15 @@ namespace Solipsism
                         if (type == "update") return;
                         o = new WorldObject { Id = id, Owner = owner ?? "", Epoch = epoch };
                         if (props != null) foreach (var kv in props) if (kv.Value != "null") o.Properties[kv.Key] = kv.Value;
+                        if (scopes != null) ApplyScopes(o, scopes, false);
                         objects[id] = o;
                         Added?.Invoke(o);
                         return;
                     }
                     if (o.Owner == Identifier) return; // (ours: the node does not echo)
                     if (props != null) foreach (var kv in props) { if (kv.Value == "null") o.Properties.Remove(kv.Key); else o.Properties[kv.Key] = kv.Value; }
-                    Changed?.Invoke(o);
+                    if (props != null || scopes == null) Changed?.Invoke(o);
+                    if (scopes != null) ApplyScopes(o, scopes, true);
                     break;
                 case "remove":
                     if (o == null) return;
@@ -416,6 +436,7 @@ namespace Solipsism
                         // (A transfer carries the whole object.)
                         o = new WorldObject { Id = id, Owner = owner ?? "", Epoch = epoch };
                         if (props != null) foreach (var kv in props) if (kv.Value != "null") o.Properties[kv.Key] = kv.Value;
+                        if (scopes != null) ApplyScopes(o, scopes, false);
                         objects[id] = o;
                         Added?.Invoke(o);
                         return;
@@ -428,6 +449,7 @@ namespace Solipsism
                         o.Properties.Clear();
                         foreach (var kv in props) if (kv.Value != "null") o.Properties[kv.Key] = kv.Value;
                     }
+                    if (scopes != null) ApplyScopes(o, scopes, true);
                     if (before != o.Owner)
                     {
                         if (before == Identifier) { pending.Remove(id); order.Remove(id); }
@@ -443,7 +465,7 @@ namespace Solipsism
             return Json.Members(json);
         }
 
-        string Record(string type, WorldObject o, Dictionary<string, string> props)
+        string Record(string type, WorldObject o, Dictionary<string, string> props, bool withScopes = false)
         {
             var sb = new StringBuilder("{\"type\":").Append(Json.Quote(type)).Append(",\"id\":").Append(Json.Quote(o.Id))
                 .Append(",\"owner\":").Append(Json.Quote(Identifier)).Append(",\"properties\":{");
@@ -453,7 +475,7 @@ namespace Solipsism
                 sb.Append(first ? "" : ",").Append(Json.Quote(kv.Key)).Append(':').Append(kv.Value);
                 first = false;
             }
-            return sb.Append("}}").ToString();
+            return sb.Append('}').Append(withScopes ? ScopesJson(o) : "").Append('}').ToString();
         }
 
         static Dictionary<string, string> MergedUpdate(string prev, Dictionary<string, string> changed)
@@ -474,9 +496,10 @@ namespace Solipsism
 
         void Flush()
         {
-            if (!ready || order.Count == 0) return;
+            if (!ready || (order.Count == 0 && scopeOrder.Count == 0)) return;
             var sb = new StringBuilder("[\"worldChange\",{\"timestamp\":").Append(Ms()).Append(",\"changes\":[");
             for (int i = 0; i < order.Count; i++) sb.Append(i > 0 ? "," : "").Append(pending[order[i]]);
+            ScopeRecords(sb, order.Count == 0);
             pending.Clear();
             order.Clear();
             Send(sb.Append("]}]").ToString());
@@ -489,7 +512,7 @@ namespace Solipsism
             foreach (var o in objects.Values)
             {
                 if (o.Owner != Identifier) continue;
-                sb.Append(first ? "" : ",").Append(Record("add", o, o.Properties));
+                sb.Append(first ? "" : ",").Append(Record("add", o, o.Properties, true));
                 first = false;
             }
             Send(sb.Append("]}]").ToString());

@@ -574,6 +574,7 @@ static class Tests
         c.OwnerChanged += (o, prev) => Console.WriteLine("OWNER " + o.Id + " " + o.Owner + " " + prev);
         c.Refused += (id, reason) => Console.WriteLine("REFUSED " + id + " " + reason);
         c.Message += (from, type, data) => Console.WriteLine("MESSAGE " + from + " " + type + " " + data);
+        c.ScopeChanged += (o, ch) => Console.WriteLine("SCOPECHANGED " + o.Id + " " + ch.Scope + (ch.Reset ? " reset" : "") + " -" + ch.Removed.Count + " +" + ch.Added.Count + " ~" + ch.Modified.Count);
         var lines = StdinLines();
         int fills = 0;
         while (c.Poll())
@@ -594,6 +595,26 @@ static class Tests
                         c.Create("{\"blob\":\"" + new string((char)('a' + fills++ % 26), int.Parse(parts[2]) * 1024) + "\"}", parts[1]);
                         break;
                     case "PING": Console.WriteLine("PONG " + parts[1]); break;
+                    case "ELEMENTS": // ELEMENTS id scope {elements}
+                    {
+                        var p = parts[2].Split(new[] { ' ' }, 2);
+                        Console.WriteLine(c.SetElements(parts[1], p[0], p[1]) ? "ELEMENTS-OK " + parts[1] : "ELEMENTS-REFUSED " + parts[1]);
+                        break;
+                    }
+                    case "UNELEMENTS": // UNELEMENTS id scope a,b,...
+                    {
+                        var p = parts[2].Split(new[] { ' ' }, 2);
+                        c.RemoveElements(parts[1], p[0], p[1].Split(','));
+                        break;
+                    }
+                    case "SCOPE": // SCOPE id scope: prints SCOPE id scope ver {elements}
+                    {
+                        WorldObject o;
+                        WorldScope sc = null;
+                        if (c.Objects.TryGetValue(parts[1], out o)) o.Scopes.TryGetValue(parts[2], out sc);
+                        Console.WriteLine("SCOPE " + parts[1] + " " + parts[2] + " " + (sc == null ? "0 {}" : sc.Version + " " + sc.ElementsJson()));
+                        break;
+                    }
                     case "WORLD":
                         var sb = new StringBuilder("{");
                         foreach (var o in c.Objects.Values.OrderBy(o => o.Id, StringComparer.Ordinal))
