@@ -145,8 +145,35 @@ func TestCSharpScopes(t *testing.T) {
 // 3423 of 4096), and the answer's snapshot levels it; an object of that
 // bucket the answer does not bring goes.
 func TestCSharpScopeGap(t *testing.T) {
+	url, asked := startGapNode(t)
+	cs := startLineProc(t, nil, "mono", filepath.Join(csharpTests(t), "Tests.exe"), "wslive", url)
+	cs.expect(t, "ADDED grid-1 ", 30*time.Second)
+	select {
+	case r := <-asked:
+		if r != `{"of":4096,"buckets":[3423]}` {
+			t.Errorf("asked for %s, want bucket 3423 of 4096", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client did not ask for the object after the gap")
+	}
+	cs.expect(t, "REMOVED extra-2054", 10*time.Second)
+	cs.send(t, "SCOPE grid-1 blocks")
+	if got := cs.expect(t, "SCOPE grid-1 blocks ", 10*time.Second); !sameScope(t, got, 3, `{"a":{"c":1},"b":{"c":2}}`) {
+		t.Fatalf("after the repair C# holds %s", got)
+	}
+	cs.send(t, "QUIT")
+	cs.expect(t, "BYE", 10*time.Second)
+}
+
+// startGapNode starts a scripted node for a client's gap test: its
+// refresh answer holds grid-1 (blocks at version 1) and extra-2054 (in
+// grid-1's bucket, 3423 of 4096); then it sends grid-1's version 3, built
+// on 2, which never comes. It answers a repair request with grid-1 whole
+// at version 3, then updates grid-1's property "cue" to "check". The
+// channel receives each request's data.
+func startGapNode(t *testing.T) (url string, asked <-chan string) {
 	const server = "server-AAAAAAAA-AAAAAAAA"
-	asked := make(chan string, 4)
+	ch := make(chan string, 4)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, nil)
 		if err != nil {
@@ -168,32 +195,16 @@ func TestCSharpScopeGap(t *testing.T) {
 			switch string(m[0]) {
 			case `"requestRefresh"`:
 				send(`["worldChange",{"timestamp":1700000000000,"refreshed":true,"changes":[{"type":"add","id":"grid-1","owner":"` + server + `","properties":{"kind":"grid"},"scopes":{"blocks":{"ver":1,"added":{"a":{"c":1}},"full":true}}},{"type":"add","id":"extra-2054","owner":"` + server + `","properties":{}}]}]`)
-				// Version 2 never comes: 3 is built on it.
 				send(`["scopeChange",{"grid-1":{"blocks":{"ver":3,"base":2,"modified":{"b":{"c":2}}}}}]`)
 			case `"requestRepair"`:
-				asked <- string(m[1])
+				ch <- string(m[1])
 				send(`["repairing",` + string(m[1]) + `]`)
 				send(`["worldChange",{"timestamp":1700000000001,"changes":[{"type":"add","id":"grid-1","owner":"` + server + `","properties":{"kind":"grid"},"scopes":{"blocks":{"ver":3,"added":{"a":{"c":1},"b":{"c":2}},"full":true}}}]}]`)
 				send(`["repaired",` + string(m[1]) + `]`)
+				send(`["worldChange",{"timestamp":1700000000002,"changes":[{"type":"update","id":"grid-1","properties":{"cue":"check"}}]}]`)
 			}
 		}
 	}))
 	t.Cleanup(srv.Close)
-	cs := startLineProc(t, nil, "mono", filepath.Join(csharpTests(t), "Tests.exe"), "wslive", wiretest.WSURL(srv))
-	cs.expect(t, "ADDED grid-1 ", 30*time.Second)
-	select {
-	case r := <-asked:
-		if r != `{"of":4096,"buckets":[3423]}` {
-			t.Errorf("asked for %s, want bucket 3423 of 4096", r)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the client did not ask for the object after the gap")
-	}
-	cs.expect(t, "REMOVED extra-2054", 10*time.Second)
-	cs.send(t, "SCOPE grid-1 blocks")
-	if got := cs.expect(t, "SCOPE grid-1 blocks ", 10*time.Second); !sameScope(t, got, 3, `{"a":{"c":1},"b":{"c":2}}`) {
-		t.Fatalf("after the repair C# holds %s", got)
-	}
-	cs.send(t, "QUIT")
-	cs.expect(t, "BYE", 10*time.Second)
+	return wiretest.WSURL(srv), ch
 }

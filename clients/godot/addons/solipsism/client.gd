@@ -20,6 +20,12 @@ signal object_removed(id)  # an object of another world went
 signal refreshed()  # the node's whole world has arrived (after each connect)
 signal refused(id, reason)  # the node refused a write of ours (property schemas): the object is put back to the node's values
 signal message(from, type, data)  # an ephemeral message reached this world
+# A scope of another world's object changed (docs/protocol.md, "Scopes"):
+# change is {"reset": bool, "removed": [ids], "added": {id: fields},
+# "modified": {id: the fields that changed}}.
+signal scope_changed(id, scope, change)
+
+const Scopes = preload("scopes.gd")
 
 # The node's WebSocket endpoint.
 export var url = "ws://127.0.0.1:8080/ws"
@@ -38,7 +44,8 @@ export var reconnect_msec = 500
 export var budget_usec = 3000
 
 var identifier = ""
-# id -> {"owner": String, "properties": Dictionary}
+# id -> {"owner": String, "properties": Dictionary, "scopes": {name:
+# {"ver": int, "elements": {element id: fields}}}}
 var objects = {}
 # The microseconds the last frame's _process took: reading and applying
 # what arrived (the handlers of the signals it fired included) and sending.
@@ -61,6 +68,10 @@ var _backoff = 0
 var _inbox = []  # arrays of records arrived and not applied yet, in order (null: a refresh answer ends)
 var _inbox_at = 0  # the next record of _inbox[0]
 var _stale = {}  # ids of others' objects kept over a broken link, not yet in the refresh answer
+var _scope_writes = {}  # id -> scope -> {"modified": {element: fields}, "removed": {element: true}} since the last tick
+var _scope_order = []  # ids of _scope_writes, in the order they were written
+var _gaps = {}  # buckets of objects whose scope deltas came with a gap, to ask for
+var _repair = null  # {"buckets", "answering", "seen", "since"} while a request is out
 
 
 func _init():
@@ -108,7 +119,7 @@ func create(properties, id = ""):
 	_ensure_identifier()
 	if id == "":
 		id = "%s-%s" % [_rand(8), _rand(8)]
-	objects[id] = {"owner": identifier, "properties": properties.duplicate(true)}
+	objects[id] = {"owner": identifier, "properties": properties.duplicate(true), "scopes": {}}
 	_queue(id, "add", properties)
 	return id
 
@@ -133,8 +144,77 @@ func remove(id):
 	if not owns(id):
 		return false
 	objects.erase(id)
+	_scope_writes.erase(id)
 	_queue(id, "remove", {})
 	return true
+
+
+# set_elements creates elements of a scope of an object this world owns,
+# or changes some of their fields (the others are kept): elements maps
+# element ids to Dictionaries of fields. A tick's writes go as one delta.
+# It returns false for an object it does not own.
+func set_elements(id, scope, elements):
+	if not owns(id):
+		return false
+	var sc = _scope_of(id, scope)
+	var w = _writes_of(id, scope)
+	for e in elements:
+		if typeof(elements[e]) != TYPE_DICTIONARY:
+			push_error("solipsism: element %s is not a Dictionary" % e)
+			continue
+		if not sc["elements"].has(e):
+			sc["elements"][e] = {}
+		if not w["modified"].has(e):
+			w["modified"][e] = {}
+		for f in elements[e]:
+			sc["elements"][e][f] = elements[e][f]
+			w["modified"][e][f] = elements[e][f]
+	return true
+
+
+# remove_elements removes elements (an Array of ids) of a scope of an
+# object this world owns.
+func remove_elements(id, scope, ids):
+	if not owns(id):
+		return false
+	var sc = _scope_of(id, scope)
+	var w = _writes_of(id, scope)
+	for e in ids:
+		sc["elements"].erase(e)
+		w["modified"].erase(e)
+		w["removed"][e] = true
+	return true
+
+
+# get_elements returns a scope of an object, element id to fields (not to
+# be modified), or null.
+func get_elements(id, scope):
+	if not objects.has(id) or not objects[id]["scopes"].has(scope):
+		return null
+	return objects[id]["scopes"][scope]["elements"]
+
+
+# get_scope_version returns a scope's version (0 if there is none).
+func get_scope_version(id, scope):
+	if not objects.has(id) or not objects[id]["scopes"].has(scope):
+		return 0
+	return objects[id]["scopes"][scope]["ver"]
+
+
+func _scope_of(id, scope):
+	var scopes = objects[id]["scopes"]
+	if not scopes.has(scope):
+		scopes[scope] = {"ver": 0, "elements": {}}
+	return scopes[scope]
+
+
+func _writes_of(id, scope):
+	if not _scope_writes.has(id):
+		_scope_writes[id] = {}
+		_scope_order.append(id)
+	if not _scope_writes[id].has(scope):
+		_scope_writes[id][scope] = {"modified": {}, "removed": {}}
+	return _scope_writes[id][scope]
 
 
 # owns reports whether this world owns object id.
@@ -156,6 +236,7 @@ func _process(_delta):
 	var began = OS.get_ticks_usec()
 	_ws.poll()
 	_drain(began)
+	_ask_for_gaps()
 	var now = OS.get_ticks_msec()
 	if _redial_at >= 0 and now >= _redial_at:
 		_redial_at = -1
@@ -215,6 +296,8 @@ func _lost():
 	_ready_up = false
 	_inbox.clear()
 	_inbox_at = 0
+	_repair = null
+	_gaps.clear()
 	# The node removes this world's objects when the link goes. Other
 	# worlds' objects stay, so that a short break does not make them vanish
 	# and come back: the refresh answer brings them again, and those it
@@ -232,7 +315,7 @@ func _lost():
 
 
 func _metadata():
-	var md = {"identifier": identifier, "identifierChain": [identifier], "role": "client", "features": ["messages"]}
+	var md = {"identifier": identifier, "identifierChain": [identifier], "role": "client", "features": ["messages", "scopes"]}
 	if not _tokens.empty():
 		md["resumeTokens"] = _tokens
 	return md
@@ -269,6 +352,8 @@ func _handle(type, data):
 				# Our whole world, then ask for the node's.
 				_pending.clear()
 				_order.clear()
+				_scope_writes.clear()
+				_scope_order.clear()
 				_send_world()
 				_send(["requestRefresh", null])
 				emit_signal("connected")
@@ -276,6 +361,8 @@ func _handle(type, data):
 			if _ready_up:
 				_pending.clear()
 				_order.clear()
+				_scope_writes.clear()
+				_scope_order.clear()
 				_send_world()
 		"worldChange":
 			if typeof(data) == TYPE_DICTIONARY:
@@ -283,6 +370,16 @@ func _handle(type, data):
 					_inbox.append(data["changes"])
 				if typeof(data.get("refreshed")) == TYPE_BOOL and data["refreshed"]:
 					_inbox.append(null)  # the refresh answer is whole
+		"scopeChange":
+			# Updates of scopes alone, by object id.
+			if typeof(data) == TYPE_DICTIONARY:
+				var recs = []
+				for id in data:
+					recs.append({"type": "update", "id": id, "scopes": data[id]})
+				_inbox.append(recs)
+		"repairing", "repaired":
+			# (In order with the records of the answer they enclose.)
+			_inbox.append({"repair": type, "data": data})
 		"message":
 			if typeof(data) == TYPE_DICTIONARY:
 				_message(data)
@@ -334,6 +431,10 @@ func _drain(began):
 			_inbox.pop_front()
 			_refreshed()
 			continue
+		if typeof(recs) == TYPE_DICTIONARY:
+			_inbox.pop_front()
+			_repair_step(recs["repair"], recs["data"])
+			continue
 		var n = recs.size()
 		while _inbox_at < n:
 			var rec = recs[_inbox_at]
@@ -361,6 +462,24 @@ func _apply(rec):
 	var id = rec.get("id")
 	if typeof(id) != TYPE_STRING or id == "" or owns(id):
 		return
+	if _repair != null and _repair["answering"] and rec.get("type") == "add":
+		_repair["seen"][id] = true
+	var scopes = rec.get("scopes")
+	if scopes != null and rec.get("type") != "remove":
+		if typeof(scopes) != TYPE_DICTIONARY:
+			return
+		for name in scopes:
+			if not Scopes.valid(scopes[name]):
+				return
+			# A delta that does not apply refuses the whole record; a gap
+			# asks for the object again.
+			var why = Scopes.check(objects[id]["scopes"].get(name) if objects.has(id) else null, scopes[name])
+			if why == "gap":
+				_gaps[Scopes.bucket(id)] = true
+			if why != "":
+				return
+	else:
+		scopes = {}
 	_stale.erase(id)
 	var props = rec.get("properties")
 	if typeof(props) != TYPE_DICTIONARY:
@@ -371,7 +490,9 @@ func _apply(rec):
 				if rec.get("type") == "update":
 					return  # an update of an unknown object changes nothing
 				var owner = rec.get("owner")
-				objects[id] = {"owner": owner if typeof(owner) == TYPE_STRING else "", "properties": props}
+				objects[id] = {"owner": owner if typeof(owner) == TYPE_STRING else "", "properties": props, "scopes": {}}
+				for name in scopes:
+					Scopes.apply(_scope_of(id, name), scopes[name])
 				emit_signal("object_added", id, props)
 				return
 			# (An add of a known object is an update: the owner stays.)
@@ -387,10 +508,53 @@ func _apply(rec):
 					changed[k] = props[k]
 			if not changed.empty():
 				emit_signal("object_changed", id, changed)
+			for name in scopes:
+				emit_signal("scope_changed", id, name, Scopes.apply(_scope_of(id, name), scopes[name]))
 		"remove":
 			if objects.has(id):
 				objects.erase(id)
 				emit_signal("object_removed", id)
+
+
+# _ask_for_gaps asks the node for the objects whose scope deltas came with
+# a gap, one request at a time (docs/protocol.md, "Scopes").
+func _ask_for_gaps():
+	if _gaps.empty() or not _ready_up:
+		return
+	if _repair != null and OS.get_ticks_msec() - _repair["since"] < 10000:
+		return
+	var b = _gaps.keys()
+	b.sort()
+	_gaps.clear()
+	_repair = {"buckets": b, "answering": false, "seen": {}, "since": OS.get_ticks_msec()}
+	_send(["requestRepair", {"of": Scopes.GAP_BUCKETS, "buckets": b}])
+
+
+# _repair_step takes "repairing" and "repaired" of the answer to our
+# request: its adds came between them; what it did not bring of those
+# buckets is gone.
+func _repair_step(type, data):
+	if _repair == null or typeof(data) != TYPE_DICTIONARY or typeof(data.get("buckets")) != TYPE_ARRAY or int(data.get("of", 0)) != Scopes.GAP_BUCKETS:
+		return
+	var got = []
+	for x in data["buckets"]:
+		got.append(int(x))
+	if got != _repair["buckets"]:
+		return
+	if type == "repairing":
+		_repair["answering"] = true
+		return
+	if not _repair["answering"]:
+		return
+	var r = _repair
+	_repair = null
+	var gone = []
+	for id in objects:
+		if objects[id]["owner"] != identifier and not r["seen"].has(id) and r["buckets"].has(Scopes.bucket(id)):
+			gone.append(id)
+	for id in gone:
+		objects.erase(id)
+		emit_signal("object_removed", id)
 
 
 func _queue(id, type, props):
@@ -419,13 +583,31 @@ func _queue(id, type, props):
 
 
 func _flush():
-	if _order.empty():
+	if _order.empty() and _scope_order.empty():
 		return
 	var changes = []
 	for id in _order:
 		changes.append(_pending[id])
 	_pending.clear()
 	_order.clear()
+	# The tick's scope writes, each scope one delta of its next version.
+	for id in _scope_order:
+		if not owns(id):
+			continue
+		var deltas = {}
+		for name in _scope_writes[id]:
+			var sc = _scope_of(id, name)
+			sc["ver"] += 1
+			var w = _scope_writes[id][name]
+			var d = {"ver": sc["ver"]}
+			if not w["modified"].empty():
+				d["modified"] = w["modified"]
+			if not w["removed"].empty():
+				d["removed"] = w["removed"].keys()
+			deltas[name] = d
+		changes.append({"type": "update", "id": id, "scopes": deltas})
+	_scope_writes.clear()
+	_scope_order.clear()
 	_send(["worldChange", {"timestamp": _now_ms(), "changes": changes}])
 
 
@@ -433,7 +615,10 @@ func _send_world():
 	var changes = []
 	for id in objects:
 		if objects[id]["owner"] == identifier:
-			changes.append({"type": "add", "id": id, "owner": identifier, "properties": objects[id]["properties"]})
+			var rec = {"type": "add", "id": id, "owner": identifier, "properties": objects[id]["properties"]}
+			if not objects[id]["scopes"].empty():
+				rec["scopes"] = Scopes.snapshots(objects[id]["scopes"])
+			changes.append(rec)
 	_send(["worldChange", {"timestamp": _now_ms(), "changes": changes}])
 
 
