@@ -29,13 +29,14 @@ func (d Delta) MarshalJSON() ([]byte, error) { return d.AppendJSON(nil), nil }
 // AppendJSON appends d's encoding:
 // {"ver":…,"base":…,"added":{id:{field:value}},"modified":{…},"removed":[…]}
 // ("full":true for a snapshot; empty collections left out, and base too
-// when it is ver-1, as it nearly always is, or the delta is a snapshot);
+// when it is ver-1, as it nearly always is, or the delta is a snapshot or
+// of ver 0);
 // ids and field names sorted, values compact, as encoding/json writes
 // them with HTML escaping off. It is written by hand, without reflection, because a delta is
 // encoded for each peer it goes to.
 func (d Delta) AppendJSON(dst []byte) []byte {
 	dst = strconv.AppendUint(append(dst, `{"ver":`...), d.Ver, 10)
-	if !d.Full && d.Base+1 != d.Ver {
+	if !d.Full && d.Ver != 0 && d.Base+1 != d.Ver { // (ver 0 is numbered by its receiver: no base)
 		dst = strconv.AppendUint(append(dst, `,"base":`...), d.Base, 10)
 	}
 	if len(d.Added) > 0 {

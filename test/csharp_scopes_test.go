@@ -105,7 +105,7 @@ func TestCSharpScopes(t *testing.T) {
 
 	// C# writes its own grid.
 	cs.send(t, `CREATE cgrid {"kind":"grid","position":[1,0,0]}`)
-	cs.send(t, `ELEMENTS cgrid blocks {"0,0,0":{"t":"stone"},"1,0,0":{"t":"dirt","c":"red"}}`)
+	cs.send(t, `ELEMENTS cgrid blocks {"0,0,0":{"t":"stone","n":1},"1,0,0":{"t":"dirt","c":"red"}}`)
 	cs.expect(t, "ELEMENTS-OK cgrid", 10*time.Second)
 	cs.send(t, `ELEMENTS cgrid blocks {"1,0,0":{"c":"blue"}}`)
 	cs.send(t, `UNELEMENTS cgrid blocks 0,0,0`)
@@ -118,6 +118,9 @@ func TestCSharpScopes(t *testing.T) {
 	waitScope("C#'s own grid", "cgrid", func() (uint64, string) { return goScope(goc, "cgrid", "blocks") })
 
 	// A broken link: C# comes back with its grid whole, and writes on.
+	if n := strings.Count(cs.printed(), "LINKUP"); n != 1 {
+		t.Fatalf("C#'s link came up %d times before the break (a write the node refused as a bad message?)", n)
+	}
 	cs.send(t, "DROP")
 	cs.expect(t, "LINKUP", 10*time.Second)
 	cs.send(t, `ELEMENTS cgrid blocks {"2,0,0":{"t":"sand"}}`)
@@ -207,4 +210,60 @@ func startGapNode(t *testing.T) (url string, asked <-chan string) {
 	}))
 	t.Cleanup(srv.Close)
 	return wiretest.WSURL(srv), ch
+}
+
+// TestCSharpSnapshotElements: the C# snapshot client writes its grid's
+// blocks over UDP (wire version 2's elements): 300 blocks at once (several
+// commands' worth), then changes, a removal and a block removed and set
+// again in one tick; a Go WebSocket client ends with the same blocks. Its
+// write to the Go client's grid is refused and changes nothing.
+func TestCSharpSnapshotElements(t *testing.T) {
+	udp := freeUDPAddr(t)
+	p := startProc(t, "--tick", "20ms", "--snapshot-listen", udp)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	goc := dialNode(t, ctx, p.URL(), "gotest")
+	if err := goc.CreateWithID("go-grid", map[string]any{"kind": "grid"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := goc.SetElements("go-grid", "blocks", map[string]map[string]any{"0,0,0": {"t": "dirt"}}); err != nil {
+		t.Fatal(err)
+	}
+	cs := startCSharpClient(t, udp)
+	ident := cs.expect(t, "CONNECTED ", 30*time.Second)
+	cs.send(t, `SET cgrid {"kind":"grid"}`)
+	var sb strings.Builder
+	want := map[string]map[string]any{}
+	sb.WriteString("{")
+	for i := range 300 {
+		id := fmt.Sprintf("%d,%d,0", i%20, i/20)
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		fmt.Fprintf(&sb, `"%s":{"t":"stone","n":%d}`, id, i)
+		want[id] = map[string]any{"t": "stone", "n": i}
+	}
+	sb.WriteString("}")
+	cs.send(t, "ELEMENTS cgrid blocks "+sb.String())
+	cs.send(t, `ELEMENTS cgrid blocks {"1,0,0":{"c":"blue"}}`)
+	want["1,0,0"]["c"] = "blue"
+	cs.send(t, `UNELEMENTS cgrid blocks 2,0,0 3,0,0`)
+	delete(want, "2,0,0")
+	delete(want, "3,0,0")
+	cs.send(t, `ELEMENTS cgrid blocks {"3,0,0":{"t":"glass"}}`)
+	want["3,0,0"] = map[string]any{"t": "glass"}
+	cs.send(t, `ELEMENTS go-grid blocks {"0,0,0":{"t":"gold"}}`)
+	wantJSON, _ := json.Marshal(want)
+	waitUntil(t, "the Go client to see C#'s blocks", 20*time.Second, func() bool {
+		o, ok := goc.World().Get("cgrid")
+		if !ok || o.Owner != ident {
+			return false
+		}
+		_, e := goScope(goc, "cgrid", "blocks")
+		return reflect.DeepEqual(canonical(t, []byte(e)), canonical(t, wantJSON))
+	})
+	time.Sleep(200 * time.Millisecond)
+	if _, e := goScope(goc, "go-grid", "blocks"); e != `{"0,0,0":{"t":"dirt"}}` {
+		t.Fatalf("C#'s write to the Go client's grid changed it: %s", e)
+	}
 }

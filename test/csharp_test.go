@@ -555,17 +555,17 @@ func TestCSharpOutdated(t *testing.T) {
 			mu.Lock()
 			connects = append(connects, append([]byte(nil), buf[:n]...))
 			mu.Unlock()
-			srv.WriteToUDP([]byte{7, 7, 2, 0}, from)
+			srv.WriteToUDP([]byte{7, 7, 3, 0}, from)
 		}
 	}()
 	port := srv.LocalAddr().(*net.UDPAddr).Port
 	out := runCSharp(t, "outdated", "127.0.0.1", strconv.Itoa(port))
-	if !strings.Contains(out, "OUTDATED 2 snapshot: the node speaks wire version 2, this client 1") {
+	if !strings.Contains(out, "OUTDATED 3 snapshot: the node speaks wire version 3, this client 2") {
 		t.Fatalf("Tests.exe outdated: %s", out)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(connects) != 1 || len(connects[0]) != 64 || connects[0][0] != 1 || connects[0][5] != 1 || connects[0][6] != 0 {
+	if len(connects) != 1 || len(connects[0]) != 64 || connects[0][0] != 1 || connects[0][5] != 2 || connects[0][6] != 0 {
 		t.Fatalf("the C# client sent %d datagrams, first % x", len(connects), connects[0])
 	}
 }

@@ -351,6 +351,9 @@ func TestGodotScopes(t *testing.T) {
 	if d := viewDiff(t, g.expect(t, "WORLD ", 10*time.Second), worldOf(t, p), true); d != "" {
 		t.Fatal(d)
 	}
+	if strings.Contains(g.printed(), "DISCONNECTED") {
+		t.Fatalf("Godot's link went (a write the node refused as a bad message?):\n%s", g.printed())
+	}
 	if err := goc.Set(grid, map[string]any{"cue": "quit"}); err != nil {
 		t.Fatal(err)
 	}

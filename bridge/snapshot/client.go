@@ -8,13 +8,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/scope"
 )
 
 // Errors a Client ends with.
@@ -396,6 +399,7 @@ type Client struct {
 	w       *world
 	cmdTick uint32
 	pending map[string]*pendingUpdate
+	elGen   map[string]uint64 // per object and scope: the newest pending delta's number
 	ver     uint64
 	err     error
 	changed chan struct{}
@@ -457,6 +461,8 @@ func (c *Client) SubscribeElements(fn func(ElementChange)) (cancel func()) {
 
 type pendingUpdate struct {
 	u        update
+	delta    *scope.Delta // of an elements update: what it says so far
+	size     int          // and about how many bytes
 	ver      uint64
 	sentTick uint32
 	sentVer  uint64
@@ -479,7 +485,7 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	c := &Client{conn: uc, opts: opts, done: make(chan struct{}), w: newWorld(opts.Types),
-		pending: map[string]*pendingUpdate{}, changed: make(chan struct{})}
+		pending: map[string]*pendingUpdate{}, elGen: map[string]uint64{}, changed: make(chan struct{})}
 	id, rate, err := c.handshake(ctx)
 	if err != nil {
 		uc.Close()
@@ -625,6 +631,98 @@ func (c *Client) TakeOwnership(id string) { c.queue(update{ID: id, Op: opTake}) 
 
 // Release gives an object this client owns to the node.
 func (c *Client) Release(id string) { c.queue(update{ID: id, Op: opRelease}) }
+
+// SetElements creates elements of scope name of an object this client owns
+// (a grid's blocks), or changes some of their fields (the others are
+// kept): elems maps element ids to fields. Like Set, it is sent with
+// every command until acknowledged, after the object's own Set; writes to
+// one scope not yet acknowledged go as one delta while it fits a command
+// (maxElementsDelta bytes), in several otherwise.
+func (c *Client) SetElements(id, name string, elems map[string]map[string]any) error {
+	mod := make(map[string]scope.Fields, len(elems))
+	for eid, fields := range elems {
+		f := make(scope.Fields, len(fields))
+		for k, v := range fields {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return fmt.Errorf("snapshot: element %s, field %s: %w", eid, k, err)
+			}
+			f[k] = b
+		}
+		mod[eid] = f
+	}
+	c.queueElements(id, name, mod, nil)
+	return nil
+}
+
+// RemoveElements removes elements of scope name of an object this client
+// owns.
+func (c *Client) RemoveElements(id, name string, elems ...string) {
+	c.queueElements(id, name, nil, elems)
+}
+
+// maxElementsDelta is the size past which a scope's pending writes start a
+// new delta, so that each fits a command.
+const maxElementsDelta = 800
+
+// queueElements composes writes into the newest pending delta of one
+// scope of an object (the node applies removals first, so an element
+// removed and set again is both), starting another when it is full.
+func (c *Client) queueElements(id, name string, mod map[string]scope.Fields, removed []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	scopeKey := id + "\x00" + name
+	var p *pendingUpdate
+	var touched []*pendingUpdate // in the order of their deltas
+	next := func(cost int) *pendingUpdate {
+		if p == nil {
+			p = c.pending["\x00el\x00"+scopeKey+"\x00"+strconv.FormatUint(c.elGen[scopeKey], 10)]
+		}
+		if p == nil || p.size+cost > maxElementsDelta && p.size > 0 {
+			c.elGen[scopeKey]++
+			p = &pendingUpdate{delta: &scope.Delta{Modified: map[string]scope.Fields{}}}
+			c.pending["\x00el\x00"+scopeKey+"\x00"+strconv.FormatUint(c.elGen[scopeKey], 10)] = p
+		}
+		p.size += cost
+		if !slices.Contains(touched, p) {
+			touched = append(touched, p)
+		}
+		return p
+	}
+	for _, eid := range removed {
+		d := next(len(eid) + 3).delta
+		delete(d.Modified, eid)
+		delete(d.Added, eid)
+		if !slices.Contains(d.Removed, eid) {
+			d.Removed = append(d.Removed, eid)
+		}
+	}
+	for eid, f := range mod {
+		cost := len(eid) + 5
+		for k, v := range f {
+			cost += len(k) + len(v) + 4
+		}
+		d := next(cost).delta
+		// Set again after its removal in this delta, the element is added
+		// whole (a delta may not both remove and modify one).
+		into := d.Modified
+		if slices.Contains(d.Removed, eid) {
+			if d.Added == nil {
+				d.Added = map[string]scope.Fields{}
+			}
+			into = d.Added
+		}
+		if into[eid] == nil {
+			into[eid] = scope.Fields{}
+		}
+		maps.Copy(into[eid], f)
+	}
+	for _, q := range touched {
+		c.ver++
+		q.u = update{ID: id, Op: opElements, Scope: name, Seq: uint32(c.ver), Props: q.delta.AppendJSON(nil)}
+		q.ver = c.ver
+	}
+}
 
 // queue makes u pending: the latest change of each object, and apart from
 // it the latest ownership request, are sent with every command until
@@ -788,20 +886,46 @@ func (c *Client) commandLoop() {
 		for _, p := range c.pending {
 			due = append(due, p)
 		}
-		// Ownership requests first, then in the order they were made.
+		// Ownership requests first, then in the order they were made;
+		// a scope's elements after their object's own Set.
+		order := func(p *pendingUpdate) uint64 {
+			if s := c.pending[p.u.ID]; p.u.Op == opElements && s != nil {
+				return max(p.ver, s.ver)
+			}
+			return p.ver
+		}
 		slices.SortFunc(due, func(a, b *pendingUpdate) int {
-			ao, bo := a.u.Op >= opTake, b.u.Op >= opTake
+			ao, bo := a.u.Op == opTake || a.u.Op == opRelease, b.u.Op == opTake || b.u.Op == opRelease
 			if ao != bo {
 				if ao {
 					return -1
 				}
 				return 1
 			}
+			if c := cmp.Compare(order(a), order(b)); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(a.u.Op, b.u.Op); c != 0 {
+				return c // (a Set before its elements)
+			}
 			return cmp.Compare(a.ver, b.ver)
 		})
+		// A scope's deltas go in order: one that does not fit holds back
+		// the later ones (the server carries out each number once, and
+		// would take an earlier one arriving later as done).
+		var held map[string]bool
 		for _, p := range due {
-			n := len(p.u.ID) + len(p.u.Props) + 8
+			n := len(p.u.ID) + len(p.u.Scope) + len(p.u.Props) + 12
+			if p.u.Op == opElements && held[p.u.ID+"\x00"+p.u.Scope] {
+				continue
+			}
 			if n > room || len(cmd.Updates) == maxUpdates {
+				if p.u.Op == opElements {
+					if held == nil {
+						held = map[string]bool{}
+					}
+					held[p.u.ID+"\x00"+p.u.Scope] = true
+				}
 				continue
 			}
 			room -= n

@@ -42,7 +42,7 @@ func FuzzSnapshot(f *testing.F) {
 
 func FuzzCommand(f *testing.F) {
 	var w Writer
-	(&command{Tick: 3, AckTick: 2, AckMask: 1, Loaded: 2, Digest: 9, Updates: []update{{ID: "a", Props: []byte(`{"x":1}`)}, {ID: "b", Op: opRemove}, {ID: "c", Op: opTake}, {ID: "d", Op: opRelease}}}).write(&w)
+	(&command{Tick: 3, AckTick: 2, AckMask: 1, Loaded: 2, Digest: 9, Updates: []update{{ID: "a", Props: []byte(`{"x":1}`)}, {ID: "b", Op: opRemove}, {ID: "c", Op: opTake}, {ID: "d", Op: opRelease}, {ID: "e", Op: opElements, Seq: 4, Scope: "blocks", Props: []byte(`{"ver":0,"removed":["x"]}`)}}}).write(&w)
 	f.Add(w.Bytes())
 	f.Add([]byte{msgCommand})
 	f.Fuzz(func(t *testing.T, p []byte) {

@@ -24,8 +24,9 @@ const (
 // takes as "stop") is not. A server answers a connect of another version
 // with a disconnect of reason ReasonOutdated carrying its own. Version 0
 // is a client from before versions were said: it may speak any older
-// wire, and is refused alike.
-const Version = 1
+// wire, and is refused alike. Version 2 widened a command's update
+// operation to 3 bits, for the elements operation (a scope's blocks).
+const Version = 2
 
 // MaxPacket is the largest datagram either side sends or accepts.
 const MaxPacket = 1200
@@ -301,20 +302,30 @@ type command struct {
 // ownership.
 type update struct {
 	ID    string
-	Op    uint8  // opSet, opRemove, opTake or opRelease
-	Props []byte // a JSON object, for a set
-	// Seq numbers a take or release: a client repeats one until it is
-	// acknowledged, and the server carries out each number once.
+	Op    uint8  // opSet, opRemove, opTake, opRelease or opElements
+	Props []byte // a JSON object, for a set; a scope delta, for elements
+	// Seq numbers a take, release or elements: a client repeats one until
+	// it is acknowledged, and the server carries out each number once.
 	Seq uint32
+	// Scope names the scope of an elements update.
+	Scope string
 }
 
-// Update operations, two bits on the wire.
+// Update operations, three bits on the wire.
 const (
-	opSet     = 0 // create or change the object: Props follow
-	opRemove  = 1 // remove it
-	opTake    = 2 // ask for its ownership (the node's transfer policy decides)
-	opRelease = 3 // give it to the node
+	opSet      = 0 // create or change the object: Props follow
+	opRemove   = 1 // remove it
+	opTake     = 2 // ask for its ownership (the node's transfer policy decides)
+	opRelease  = 3 // give it to the node
+	opElements = 4 // change elements of one of its scopes: Seq, Scope and a delta follow
+	opBits     = 3
 )
+
+// numbered reports whether an update carries a request number: the
+// server carries each out once, however often it is repeated.
+func (u update) numbered() bool {
+	return u.Op == opTake || u.Op == opRelease || u.Op == opElements
+}
 
 // maxUpdates bounds one command's updates.
 const maxUpdates = 256
@@ -330,13 +341,17 @@ func (c *command) write(w *Writer) {
 	w.WriteBits(c.Digest, 32)
 	w.WritePacked(uint32(len(c.Updates)))
 	for _, u := range c.Updates {
-		w.WriteBits(uint32(u.Op), 2)
+		w.WriteBits(uint32(u.Op), opBits)
 		w.WriteBytes([]byte(u.ID))
 		switch u.Op {
 		case opSet:
 			w.WriteBytes(u.Props)
 		case opTake, opRelease:
 			w.WriteBits(u.Seq, 32)
+		case opElements:
+			w.WriteBits(u.Seq, 32)
+			w.WriteBytes([]byte(u.Scope))
+			w.WriteBytes(u.Props)
 		}
 	}
 }
@@ -361,13 +376,20 @@ func decodeCommand(p []byte) (command, error) {
 	}
 	for range n {
 		var u update
-		u.Op = uint8(r.ReadBits(2))
+		u.Op = uint8(r.ReadBits(opBits))
 		u.ID = string(r.ReadBytes(MaxJSONBytes))
 		switch u.Op {
 		case opSet:
 			u.Props = r.ReadBytes(MaxPacket)
 		case opTake, opRelease:
 			u.Seq = r.ReadBits(32)
+		case opElements:
+			u.Seq = r.ReadBits(32)
+			u.Scope = string(r.ReadBytes(MaxStringBytes))
+			u.Props = r.ReadBytes(MaxPacket)
+		case opRemove:
+		default:
+			return command{}, fmt.Errorf("%w: update operation %d", ErrBadPacket, u.Op)
 		}
 		if r.Err() != nil {
 			break

@@ -20,6 +20,7 @@ import (
 	"github.com/solipsism/mesh/auth"
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/relay"
+	"github.com/solipsism/mesh/scope"
 )
 
 // Options configures a Server. The zero value serves with the defaults.
@@ -607,14 +608,18 @@ func (s *Server) command(addr netip.AddrPort, p []byte) {
 		ups := cmd.Updates[:0:0]
 		s.mu.Lock()
 		for _, u := range cmd.Updates {
-			if u.Op == opTake || u.Op == opRelease {
-				if last, ok := c.ops[u.ID]; ok && int32(u.Seq-last) <= 0 {
+			if u.numbered() {
+				key := u.ID
+				if u.Op == opElements {
+					key = u.ID + "\x00" + u.Scope
+				}
+				if last, ok := c.ops[key]; ok && int32(u.Seq-last) <= 0 {
 					continue // carried out already
 				}
 				if c.ops == nil || len(c.ops) >= maxOps {
 					c.ops = map[string]uint32{}
 				}
-				c.ops[u.ID] = u.Seq
+				c.ops[key] = u.Seq
 			}
 			ups = append(ups, u)
 		}
@@ -638,6 +643,16 @@ func (s *Server) applyUpdates(agent *relay.Attachment, ups []update) {
 			continue
 		case opRelease:
 			changes = append(changes, gameworld.Change{Type: gameworld.Transfer, ID: u.ID, Owner: ""})
+			continue
+		case opElements:
+			// A scope delta the node numbers (ver 0): checked by ownership,
+			// the node's scope limits and schemas, as any write.
+			d, err := scope.Limits{}.DecodeDelta(u.Props)
+			if err != nil || d.Ver != 0 || u.Scope == "" {
+				s.log.Debug("refused an elements update from a UDP client", "id", u.ID, "scope", u.Scope, "err", err)
+				continue
+			}
+			changes = append(changes, gameworld.Change{Type: gameworld.Update, ID: u.ID, Scopes: map[string]scope.Delta{u.Scope: d}})
 			continue
 		}
 		var props gameworld.Properties

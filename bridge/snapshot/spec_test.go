@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -73,7 +74,7 @@ func TestHandshakeVector(t *testing.T) {
 	}
 	defer raw.Close()
 	connect := make([]byte, 64)
-	copy(connect, []byte{0x01, 0x78, 0x56, 0x34, 0x12, 0x01, 0x00})
+	copy(connect, []byte{0x01, 0x78, 0x56, 0x34, 0x12, 0x02, 0x00})
 	raw.Write(connect)
 	buf := make([]byte, MaxPacket)
 	raw.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -90,5 +91,28 @@ func TestHandshakeVector(t *testing.T) {
 	id := string(r.ReadBytes(MaxStringBytes))
 	if r.Err() != nil || r.Remaining() >= 8 || !strings.HasPrefix(id, "udppeer-") || !gameworld.IsIdentifier(id) {
 		t.Fatalf("accept's identifier %q (%v, %d bits left)", id, r.Err(), r.Remaining())
+	}
+}
+
+// TestCommandVector: docs/bridges.md's command with an elements update
+// (version 2's operation 4) decodes to what the text says, and encodes to
+// the bytes it gives.
+func TestCommandVector(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/bridges.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := command{LocalTime: 1000, Tick: 5, AckTick: 9, Digest: digest(nil), Updates: []update{
+		{Op: opElements, ID: "grid", Seq: 7, Scope: "blocks", Props: []byte(`{"ver":0,"modified":{"1,2,3":{"t":"stone"}},"removed":["4,4,4"]}`)}}}
+	var w Writer
+	want.write(&w)
+	hx := hex.EncodeToString(w.Bytes())
+	flat := strings.NewReplacer(" ", "", "\n", "").Replace(string(doc))
+	if !strings.Contains(flat, "command:"+hx) {
+		t.Fatalf("docs/bridges.md lacks the command\n%s", spaced(hx))
+	}
+	got, err := decodeCommand(w.Bytes())
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded %+v, %v; want %+v", got, err, want)
 	}
 }

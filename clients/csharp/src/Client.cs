@@ -30,7 +30,7 @@ namespace Solipsism.Snapshot
         public const byte ReasonNormal = 1, ReasonTimeout = 2, ReasonHashMismatch = 3, ReasonShutdown = 4, ReasonRefused = 5, ReasonNoSession = 6, ReasonOutdated = 7;
 
         /// <summary>The version of the snapshot wire this client speaks, said in its connect (docs/protocol.md, "Versions").</summary>
-        public const ushort Version = 1;
+        public const ushort Version = 2;
 
         readonly ClientOptions opts;
         readonly UdpClient udp;
@@ -65,9 +65,28 @@ namespace Solipsism.Snapshot
         sealed class Update
         {
             public byte Op;
-            public byte[] Id, Props;
+            public byte[] Id, Props, Scope;
             public uint Seq, Since;
+            public ElementWrites Writes; // of an elements update: what it says so far
+            public int Size; // and about how many bytes
         }
+
+        // The writes of one pending elements update: a delta may not both
+        // remove and modify an element, so one set after its removal is
+        // added whole.
+        sealed class ElementWrites
+        {
+            public readonly Dictionary<string, Dictionary<string, string>> Added = new Dictionary<string, Dictionary<string, string>>();
+            public readonly Dictionary<string, Dictionary<string, string>> Modified = new Dictionary<string, Dictionary<string, string>>();
+            public readonly List<string> Removed = new List<string>();
+        }
+
+        // Per object and scope: the number of its newest pending elements update.
+        readonly Dictionary<string, int> elementGen = new Dictionary<string, int>();
+
+        // An elements update past this many bytes is closed, and the next
+        // writes start another: each must fit a command.
+        const int MaxElementsDelta = 800;
 
         Client(UdpClient udp, ClientOptions opts)
         {
@@ -300,6 +319,100 @@ namespace Solipsism.Snapshot
         /// <summary>Gives an object of this client's to the node.</summary>
         public void Release(string id) { Queue(id, 3, null); }
 
+        /// <summary>
+        /// Creates elements of a scope of an object this client owns (a grid's
+        /// blocks), or changes some of their fields: elementsJson is a JSON object
+        /// of element ids to objects of fields. Sent, like Set, until acknowledged,
+        /// after the object's own Set.
+        /// </summary>
+        public void SetElements(string id, string scope, string elementsJson)
+        {
+            if (Json.Compact(elementsJson) == null || !elementsJson.TrimStart().StartsWith("{")) throw new ArgumentException("snapshot: elements must be a JSON object of objects");
+            var elems = Json.Members(elementsJson);
+            foreach (var e in elems)
+                if (!e.Value.StartsWith("{", StringComparison.Ordinal)) throw new ArgumentException("snapshot: element " + e.Key + " is not an object");
+            QueueElements(id, scope, elems, null);
+        }
+
+        /// <summary>Removes elements of a scope of an object this client owns.</summary>
+        public void RemoveElements(string id, string scope, params string[] elementIds) { QueueElements(id, scope, null, elementIds); }
+
+        void QueueElements(string id, string scope, List<KeyValuePair<string, string>> set, string[] removed)
+        {
+            string baseKey = "\u0000el\u0000" + id + "\u0000" + scope + "\u0000";
+            int gen;
+            elementGen.TryGetValue(baseKey, out gen);
+            Update u;
+            updates.TryGetValue(baseKey + gen, out u);
+            var touched = new List<Update>();
+            Func<int, ElementWrites> next = cost =>
+            {
+                if (u == null || (u.Size + cost > MaxElementsDelta && u.Size > 0))
+                {
+                    elementGen[baseKey] = ++gen;
+                    u = new Update { Op = 4, Id = Encoding.UTF8.GetBytes(id), Scope = Encoding.UTF8.GetBytes(scope), Writes = new ElementWrites() };
+                    updates[baseKey + gen] = u;
+                }
+                u.Size += cost;
+                if (!touched.Contains(u)) touched.Add(u);
+                return u.Writes;
+            };
+            if (removed != null)
+                foreach (var e in removed)
+                {
+                    var w = next(e.Length + 3);
+                    w.Modified.Remove(e);
+                    w.Added.Remove(e);
+                    if (!w.Removed.Contains(e)) w.Removed.Add(e);
+                }
+            if (set != null)
+                foreach (var e in set)
+                {
+                    var w = next(e.Key.Length + e.Value.Length + 4);
+                    var into = w.Removed.Contains(e.Key) ? w.Added : w.Modified;
+                    Dictionary<string, string> f;
+                    if (!into.TryGetValue(e.Key, out f)) into[e.Key] = f = new Dictionary<string, string>();
+                    foreach (var kv in Json.Members(e.Value)) f[kv.Key] = kv.Value;
+                }
+            foreach (var t in touched)
+            {
+                t.Seq = ++seq;
+                t.Since = 0; // (what it says now was never sent)
+                t.Props = Encoding.UTF8.GetBytes(DeltaJson(t.Writes));
+            }
+        }
+
+        static string DeltaJson(ElementWrites w)
+        {
+            var sb = new StringBuilder("{\"ver\":0");
+            foreach (var part in new[] { new KeyValuePair<string, Dictionary<string, Dictionary<string, string>>>("added", w.Added), new KeyValuePair<string, Dictionary<string, Dictionary<string, string>>>("modified", w.Modified) })
+            {
+                if (part.Value.Count == 0) continue;
+                sb.Append(",\"").Append(part.Key).Append("\":{");
+                bool first = true;
+                foreach (var e in part.Value)
+                {
+                    sb.Append(first ? "" : ",").Append(Json.Quote(e.Key)).Append(":{");
+                    bool ff = true;
+                    foreach (var f in e.Value)
+                    {
+                        sb.Append(ff ? "" : ",").Append(Json.Quote(f.Key)).Append(':').Append(f.Value);
+                        ff = false;
+                    }
+                    sb.Append('}');
+                    first = false;
+                }
+                sb.Append('}');
+            }
+            if (w.Removed.Count > 0)
+            {
+                sb.Append(",\"removed\":[");
+                for (int i = 0; i < w.Removed.Count; i++) sb.Append(i > 0 ? "," : "").Append(Json.Quote(w.Removed[i]));
+                sb.Append(']');
+            }
+            return sb.Append('}').ToString();
+        }
+
         void Queue(string id, byte op, byte[] props)
         {
             Update u;
@@ -333,15 +446,30 @@ namespace Solipsism.Snapshot
             cmd.WriteBits(World.AckMask, 32);
             cmd.WriteBits((uint)World.LoadedTypes, 16);
             cmd.WriteBits(World.LoadedDigest, 32);
-            // Requests first, then sets and removes, as many as fit.
+            // Requests first, then sets and removes, then elements in the
+            // order written, as many as fit; an elements update that does
+            // not fit holds back its scope's later ones (the server carries
+            // out each number once, and would take an earlier one arriving
+            // later as done).
             int room = 1200 * 8 - cmd.Bits - 16, count = 0;
             var carried = new List<Update>();
-            for (int pass = 0; pass < 2; pass++)
-                foreach (var u in updates.Values)
+            var elements = new List<Update>();
+            foreach (var u in updates.Values) if (u.Op == 4) elements.Add(u);
+            elements.Sort((a, b) => a.Seq.CompareTo(b.Seq));
+            HashSet<string> held = null;
+            for (int pass = 0; pass < 3; pass++)
+                foreach (var u in pass == 2 ? elements : (IEnumerable<Update>)updates.Values)
                 {
-                    if ((u.Op >= 2) != (pass == 0)) continue;
-                    int cost = 2 + 38 + u.Id.Length * 8 + (u.Props != null ? 38 + u.Props.Length * 8 : 0) + (u.Op >= 2 ? 32 : 0);
-                    if (cost > room || count == 256) continue;
+                    int want = u.Op == 2 || u.Op == 3 ? 0 : u.Op == 4 ? 2 : 1;
+                    if (want != pass) continue;
+                    string scopeKey = u.Op == 4 ? Encoding.UTF8.GetString(u.Id) + "\u0000" + Encoding.UTF8.GetString(u.Scope) : null;
+                    if (scopeKey != null && held != null && held.Contains(scopeKey)) continue;
+                    int cost = 3 + 38 + u.Id.Length * 8 + (u.Props != null ? 38 + u.Props.Length * 8 : 0) + (u.Op >= 2 ? 32 : 0) + (u.Scope != null ? 38 + u.Scope.Length * 8 : 0);
+                    if (cost > room || count == 256)
+                    {
+                        if (scopeKey != null) (held = held ?? new HashSet<string>()).Add(scopeKey);
+                        continue;
+                    }
                     room -= cost;
                     carried.Add(u);
                     count++;
@@ -349,10 +477,15 @@ namespace Solipsism.Snapshot
             cmd.WritePacked((uint)carried.Count);
             foreach (var u in carried)
             {
-                cmd.WriteBits(u.Op, 2);
+                cmd.WriteBits(u.Op, 3);
                 cmd.WriteBytes(u.Id, u.Id.Length);
                 if (u.Op == 0) cmd.WriteBytes(u.Props, u.Props.Length);
                 if (u.Op >= 2) cmd.WriteBits(u.Seq, 32);
+                if (u.Op == 4)
+                {
+                    cmd.WriteBytes(u.Scope, u.Scope.Length);
+                    cmd.WriteBytes(u.Props, u.Props.Length);
+                }
                 if (u.Since == 0) u.Since = cmdTick;
             }
             try { udp.Send(cmd.Buffer, cmd.Length); }

@@ -415,15 +415,17 @@ namespace Solipsism
                         if (type == "update") return;
                         o = new WorldObject { Id = id, Owner = owner ?? "", Epoch = epoch };
                         if (props != null) foreach (var kv in props) if (kv.Value != "null") o.Properties[kv.Key] = kv.Value;
-                        if (scopes != null) ApplyScopes(o, scopes, false);
+                        if (scopes != null) ApplyScopes(o, scopes);
                         objects[id] = o;
                         Added?.Invoke(o);
                         return;
                     }
                     if (o.Owner == Identifier) return; // (ours: the node does not echo)
                     if (props != null) foreach (var kv in props) { if (kv.Value == "null") o.Properties.Remove(kv.Key); else o.Properties[kv.Key] = kv.Value; }
+                    // (The whole record applies before its events fire.)
+                    var scopeChanges = scopes != null ? ApplyScopes(o, scopes) : null;
                     if (props != null || scopes == null) Changed?.Invoke(o);
-                    if (scopes != null) ApplyScopes(o, scopes, true);
+                    FireScopeChanges(o, scopeChanges);
                     break;
                 case "remove":
                     if (o == null) return;
@@ -436,7 +438,7 @@ namespace Solipsism
                         // (A transfer carries the whole object.)
                         o = new WorldObject { Id = id, Owner = owner ?? "", Epoch = epoch };
                         if (props != null) foreach (var kv in props) if (kv.Value != "null") o.Properties[kv.Key] = kv.Value;
-                        if (scopes != null) ApplyScopes(o, scopes, false);
+                        if (scopes != null) ApplyScopes(o, scopes);
                         objects[id] = o;
                         Added?.Invoke(o);
                         return;
@@ -449,12 +451,13 @@ namespace Solipsism
                         o.Properties.Clear();
                         foreach (var kv in props) if (kv.Value != "null") o.Properties[kv.Key] = kv.Value;
                     }
-                    if (scopes != null) ApplyScopes(o, scopes, true);
+                    var changes = scopes != null ? ApplyScopes(o, scopes) : null;
                     if (before != o.Owner)
                     {
                         if (before == Identifier) { pending.Remove(id); order.Remove(id); }
                         OwnerChanged?.Invoke(o, before);
                     }
+                    FireScopeChanges(o, changes);
                     break;
             }
         }

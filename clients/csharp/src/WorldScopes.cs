@@ -80,9 +80,11 @@ namespace Solipsism
 
         // What this client wrote to one scope of its object since the last
         // flush: the receiver applies removals first, so an element removed
-        // and set again in one tick is both.
+        // and set again in one tick is both, and added whole (a delta may
+        // not remove and modify one element).
         sealed class Writes
         {
+            public readonly Dictionary<string, Dictionary<string, string>> Added = new Dictionary<string, Dictionary<string, string>>();
             public readonly Dictionary<string, Dictionary<string, string>> Modified = new Dictionary<string, Dictionary<string, string>>();
             public readonly HashSet<string> Removed = new HashSet<string>();
         }
@@ -123,7 +125,8 @@ namespace Solipsism
             {
                 Dictionary<string, string> cur, wf;
                 if (!sc.Elements.TryGetValue(e.Key, out cur)) sc.Elements[e.Key] = cur = new Dictionary<string, string>();
-                if (!w.Modified.TryGetValue(e.Key, out wf)) w.Modified[e.Key] = wf = new Dictionary<string, string>();
+                var into = w.Removed.Contains(e.Key) ? w.Added : w.Modified;
+                if (!into.TryGetValue(e.Key, out wf)) into[e.Key] = wf = new Dictionary<string, string>();
                 foreach (var f in Json.Members(e.Value)) { cur[f.Key] = f.Value; wf[f.Key] = f.Value; }
             }
             return true;
@@ -140,6 +143,7 @@ namespace Solipsism
             {
                 sc.Elements.Remove(e);
                 w.Modified.Remove(e);
+                w.Added.Remove(e);
                 w.Removed.Add(e);
             }
             return true;
@@ -182,17 +186,8 @@ namespace Solipsism
                     sc.Version++;
                     sb.Append(firstScope ? "" : ",").Append(Json.Quote(s.Key)).Append(":{\"ver\":").Append(sc.Version.ToString(CultureInfo.InvariantCulture));
                     firstScope = false;
-                    if (s.Value.Modified.Count > 0)
-                    {
-                        sb.Append(",\"modified\":{");
-                        bool firstElem = true;
-                        foreach (var e in s.Value.Modified)
-                        {
-                            sb.Append(firstElem ? "" : ",").Append(Json.Quote(e.Key)).Append(':').Append(WorldScope.FieldsJson(e.Value));
-                            firstElem = false;
-                        }
-                        sb.Append('}');
-                    }
+                    AppendElements(sb, "added", s.Value.Added);
+                    AppendElements(sb, "modified", s.Value.Modified);
                     if (s.Value.Removed.Count > 0)
                     {
                         sb.Append(",\"removed\":[");
@@ -213,8 +208,24 @@ namespace Solipsism
             return first;
         }
 
+        static void AppendElements(StringBuilder sb, string key, Dictionary<string, Dictionary<string, string>> elems)
+        {
+            if (elems.Count == 0) return;
+            sb.Append(",\"").Append(key).Append("\":{");
+            bool first = true;
+            foreach (var e in elems)
+            {
+                sb.Append(first ? "" : ",").Append(Json.Quote(e.Key)).Append(':').Append(WorldScope.FieldsJson(e.Value));
+                first = false;
+            }
+            sb.Append('}');
+        }
+
         // ScopesJson is an object's scopes as snapshots, for an add that
-        // gives the object whole ("" if it has none).
+        // gives the object whole ("" if it has none). Each is a new version
+        // of its scope: writes it holds that were never sent must not go
+        // again as a version the node already has (and a snapshot of
+        // version 0 would be numbered by the node, apart from ours).
         static string ScopesJson(WorldObject o)
         {
             if (o.Scopes.Count == 0) return "";
@@ -222,6 +233,7 @@ namespace Solipsism
             bool first = true;
             foreach (var s in o.Scopes)
             {
+                s.Value.Version++;
                 sb.Append(first ? "" : ",").Append(Json.Quote(s.Key)).Append(":{\"ver\":").Append(s.Value.Version.ToString(CultureInfo.InvariantCulture))
                     .Append(",\"added\":").Append(s.Value.ElementsJson()).Append(",\"full\":true}");
                 first = false;
@@ -286,9 +298,11 @@ namespace Solipsism
             return true;
         }
 
-        // ApplyScopes applies deltas that apply to o and fires ScopeChanged.
-        void ApplyScopes(WorldObject o, List<KeyValuePair<string, Delta>> deltas, bool fire)
+        // ApplyScopes applies deltas that apply to o and returns what each
+        // did, for FireScopeChanges.
+        List<ScopeChange> ApplyScopes(WorldObject o, List<KeyValuePair<string, Delta>> deltas)
         {
+            var out_ = new List<ScopeChange>();
             foreach (var s in deltas)
             {
                 var d = s.Value;
@@ -319,8 +333,15 @@ namespace Solipsism
                     ch.Modified[e.Key] = e.Value;
                 }
                 sc.Version = d.Ver == 0 ? sc.Version + 1 : d.Ver;
-                if (fire) ScopeChanged?.Invoke(o, ch);
+                out_.Add(ch);
             }
+            return out_;
+        }
+
+        void FireScopeChanges(WorldObject o, List<ScopeChange> changes)
+        {
+            if (changes == null) return;
+            foreach (var ch in changes) ScopeChanged?.Invoke(o, ch);
         }
 
         // HandleScopeChange takes ["scopeChange", {id: scopes}]: updates of

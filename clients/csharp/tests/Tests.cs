@@ -537,6 +537,18 @@ static class Tests
                     case "REMOVE": c.Remove(parts[1]); break;
                     case "TAKE": c.TakeOwnership(parts[1]); break;
                     case "RELEASE": c.Release(parts[1]); break;
+                    case "ELEMENTS": // ELEMENTS id scope {elements}
+                    {
+                        var p = parts[2].Split(new[] { ' ' }, 2);
+                        c.SetElements(parts[1], p[0], p[1]);
+                        break;
+                    }
+                    case "UNELEMENTS": // UNELEMENTS id scope a b ...
+                    {
+                        var p = parts[2].Split(new[] { ' ' }, 2);
+                        c.RemoveElements(parts[1], p[0], p[1].Split(' '));
+                        break;
+                    }
                     case "QUIET": quiet = true; break;
                     case "WORLD":
                         var sb = new StringBuilder("{");
@@ -601,10 +613,10 @@ static class Tests
                         Console.WriteLine(c.SetElements(parts[1], p[0], p[1]) ? "ELEMENTS-OK " + parts[1] : "ELEMENTS-REFUSED " + parts[1]);
                         break;
                     }
-                    case "UNELEMENTS": // UNELEMENTS id scope a,b,...
+                    case "UNELEMENTS": // UNELEMENTS id scope a b ...
                     {
                         var p = parts[2].Split(new[] { ' ' }, 2);
-                        c.RemoveElements(parts[1], p[0], p[1].Split(','));
+                        c.RemoveElements(parts[1], p[0], p[1].Split(' '));
                         break;
                     }
                     case "SCOPE": // SCOPE id scope: prints SCOPE id scope ver {elements}

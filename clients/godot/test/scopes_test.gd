@@ -28,6 +28,7 @@ class Driver:
 		client.tick_msec = 20
 		add_child(client)
 		client.connect("connected", self, "_on_connected")
+		client.connect("disconnected", self, "_on_disconnected")
 		client.connect("object_added", self, "_on_added")
 		client.connect("object_changed", self, "_on_changed")
 		client.connect("object_removed", self, "_on_removed")
@@ -40,8 +41,11 @@ class Driver:
 			return
 		wrote = true
 		client.create({"kind": "grid", "position": [1, 0, 0]}, "ggrid")
-		client.set_elements("ggrid", "blocks", {"0,0,0": {"t": "stone"}, "1,0,0": {"t": "dirt", "c": "red"}})
+		client.set_elements("ggrid", "blocks", {"0,0,0": {"t": "stone", "n": 1}, "1,0,0": {"t": "dirt", "c": "red"}})
 		get_tree().create_timer(0.2).connect("timeout", self, "_more")
+
+	func _on_disconnected(code, reason):
+		print("DISCONNECTED %d %s" % [code, reason])
 
 	func _more():
 		# One tick: a change, a removal, and the removed block set again.

@@ -68,7 +68,7 @@ var _backoff = 0
 var _inbox = []  # arrays of records arrived and not applied yet, in order (null: a refresh answer ends)
 var _inbox_at = 0  # the next record of _inbox[0]
 var _stale = {}  # ids of others' objects kept over a broken link, not yet in the refresh answer
-var _scope_writes = {}  # id -> scope -> {"modified": {element: fields}, "removed": {element: true}} since the last tick
+var _scope_writes = {}  # id -> scope -> {"added", "modified": {element: fields}, "removed": {element: true}} since the last tick
 var _scope_order = []  # ids of _scope_writes, in the order they were written
 var _gaps = {}  # buckets of objects whose scope deltas came with a gap, to ask for
 var _repair = null  # {"buckets", "answering", "seen", "since"} while a request is out
@@ -164,11 +164,14 @@ func set_elements(id, scope, elements):
 			continue
 		if not sc["elements"].has(e):
 			sc["elements"][e] = {}
-		if not w["modified"].has(e):
-			w["modified"][e] = {}
+		# Set again after its removal this tick, an element goes whole (a
+		# delta may not remove and modify one).
+		var into = w["added"] if w["removed"].has(e) else w["modified"]
+		if not into.has(e):
+			into[e] = {}
 		for f in elements[e]:
 			sc["elements"][e][f] = elements[e][f]
-			w["modified"][e][f] = elements[e][f]
+			into[e][f] = elements[e][f]
 	return true
 
 
@@ -182,6 +185,7 @@ func remove_elements(id, scope, ids):
 	for e in ids:
 		sc["elements"].erase(e)
 		w["modified"].erase(e)
+		w["added"].erase(e)
 		w["removed"][e] = true
 	return true
 
@@ -213,7 +217,7 @@ func _writes_of(id, scope):
 		_scope_writes[id] = {}
 		_scope_order.append(id)
 	if not _scope_writes[id].has(scope):
-		_scope_writes[id][scope] = {"modified": {}, "removed": {}}
+		_scope_writes[id][scope] = {"added": {}, "modified": {}, "removed": {}}
 	return _scope_writes[id][scope]
 
 
@@ -506,10 +510,14 @@ func _apply(rec):
 				elif not cur.has(k) or typeof(cur[k]) != typeof(props[k]) or cur[k] != props[k]:
 					cur[k] = props[k]
 					changed[k] = props[k]
+			# The whole record applies before its signals fire.
+			var scope_changes = {}
+			for name in scopes:
+				scope_changes[name] = Scopes.apply(_scope_of(id, name), scopes[name])
 			if not changed.empty():
 				emit_signal("object_changed", id, changed)
-			for name in scopes:
-				emit_signal("scope_changed", id, name, Scopes.apply(_scope_of(id, name), scopes[name]))
+			for name in scope_changes:
+				emit_signal("scope_changed", id, name, scope_changes[name])
 		"remove":
 			if objects.has(id):
 				objects.erase(id)
@@ -600,6 +608,8 @@ func _flush():
 			sc["ver"] += 1
 			var w = _scope_writes[id][name]
 			var d = {"ver": sc["ver"]}
+			if not w["added"].empty():
+				d["added"] = w["added"]
 			if not w["modified"].empty():
 				d["modified"] = w["modified"]
 			if not w["removed"].empty():

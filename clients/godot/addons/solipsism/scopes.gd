@@ -84,10 +84,14 @@ static func bucket(id):
 	return h & (GAP_BUCKETS - 1)
 
 
-# snapshots returns scopes (name -> scope) as snapshot deltas, for an add
-# that gives the object whole.
+# snapshots returns an owner's scopes (name -> scope) as snapshot deltas,
+# for an add that gives the object whole. Each is a new version of its
+# scope: the writes it holds that were never sent must not go again as a
+# version the node already has (and a snapshot of version 0 would be
+# numbered by the node, apart from ours).
 static func snapshots(scopes):
 	var out = {}
 	for name in scopes:
+		scopes[name]["ver"] += 1
 		out[name] = {"ver": scopes[name]["ver"], "added": scopes[name]["elements"], "full": true}
 	return out
