@@ -16,7 +16,9 @@
 // value is null is no component: that is how a component is removed, as
 // the Solipsism protocol has no property removal. An object's scope (a
 // grid's blocks) is a component holding an object of its elements, kept and
-// diffed element by element. Owners stay server-side.
+// diffed element by element; an agent's change_components of it, its
+// elements whole, reaches the node as the delta of what differs. Owners
+// stay server-side.
 //
 // Revisions: the document's revision is bumped once per heartbeat in which
 // the world changed, so a revision names one world state, the same for

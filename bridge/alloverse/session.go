@@ -395,10 +395,18 @@ func (s *Session) changeComponents(body []json.RawMessage, fail func(string, ...
 			return fail("unknown argument %q", k)
 		}
 	}
-	if len(props) == 0 {
+	scopes, err := s.scopeChanges(id, props)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if len(props) == 0 && len(scopes) == 0 {
 		return []any{"change_components", "ok"}
 	}
-	if err := s.apply([]gameworld.Change{{Type: gameworld.Update, ID: id, Properties: gameworld.PropertiesOf(props)}}); err != nil {
+	c := gameworld.Change{Type: gameworld.Update, ID: id, Scopes: scopes}
+	if len(props) > 0 {
+		c.Properties = gameworld.PropertiesOf(props)
+	}
+	if err := s.apply([]gameworld.Change{c}); err != nil {
 		return fail("%v", err)
 	}
 	return []any{"change_components", "ok"}
