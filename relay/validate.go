@@ -6,6 +6,7 @@ import (
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/scope"
 )
 
 // Validation. A node with Options.Validator (the operator's property
@@ -65,7 +66,11 @@ type refusedData struct {
 	ID         string                     `json:"id"`
 	Reason     string                     `json:"reason"`
 	Properties map[string]json.RawMessage `json:"properties,omitempty"`
-	Gone       bool                       `json:"gone,omitempty"`
+	// Scopes holds, for each scope the write changed, the node's copy as
+	// a snapshot (version 0 and empty if it has none): the writer replaces
+	// its own with it, version included.
+	Scopes map[string]scope.Delta `json:"scopes,omitempty"`
+	Gone   bool                   `json:"gone,omitempty"`
 }
 
 // tellRefusedLocked tells the writers of refused invalid writes why, and
@@ -87,6 +92,17 @@ func (n *Node) tellRefusedLocked(refused []gameworld.Refusal) {
 					v = json.RawMessage("null")
 				}
 				d.Properties[k] = v
+			}
+			if len(rf.Change.Scopes) > 0 {
+				snaps := o.Scopes.Snapshots()
+				d.Scopes = make(map[string]scope.Delta, len(rf.Change.Scopes))
+				for name := range rf.Change.Scopes {
+					sn, ok := snaps[name]
+					if !ok {
+						sn = scope.Delta{Full: true}
+					}
+					d.Scopes[name] = sn
+				}
 			}
 		} else {
 			d.Gone = true
@@ -114,11 +130,11 @@ func (n *Node) correctLocked(m peer.AppMessage, ls *linkState) {
 	if !ok || !n.ownerInfo(o.Owner).local {
 		return
 	}
-	cs := []gameworld.Change{{Type: gameworld.Update, ID: d.ID, Properties: gameworld.PropertiesOf(d.Properties)}}
+	cs := []gameworld.Change{{Type: gameworld.Update, ID: d.ID, Properties: gameworld.PropertiesOf(d.Properties), Scopes: d.Scopes}}
 	switch {
 	case d.Gone:
 		cs[0] = gameworld.Change{Type: gameworld.Remove, ID: d.ID}
-	case len(d.Properties) == 0, compactProperties(cs) != nil:
+	case len(d.Properties) == 0 && len(d.Scopes) == 0, compactProperties(cs) != nil:
 		return
 	}
 	res := n.world.Apply(cs, nil)

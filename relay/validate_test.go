@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/schema"
 )
@@ -82,4 +83,49 @@ func TestSchemasRefuseWithReason(t *testing.T) {
 	}
 	watcher.CheckClean()
 	atServer.CheckClean()
+}
+
+// TestSchemasRefuseBlocks: with the demo's schemas, a Go client behind a
+// proxy writes a block whose colour is markup, with a good block in the
+// same delta: the server refuses the delta whole and tells the writer,
+// whose grid (and the proxy's) goes back to the server's, version
+// included; the client's next block is taken, and every copy ends equal.
+func TestSchemasRefuseBlocks(t *testing.T) {
+	set, err := schema.Load("../docs/demo-schemas.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, sURL := startNode(t, Options{Tick: 5 * time.Millisecond, Validator: set})
+	proxy, pURL := startProxy(t, sURL, Options{Tick: 5 * time.Millisecond})
+	waitFor(t, "the proxy connected", 10*time.Second, func() bool { return upstreamConnected(proxy) })
+	writer := dialClient(t, pURL, "writer")
+	in := listen(writer)
+	if err := writer.CreateWithID("grid", map[string]any{"kind": "grid", "position": []float64{0, 0, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.SetElements("grid", "blocks", map[string]map[string]any{"0,0,0": {"c": "#d94f4f"}}); err != nil {
+		t.Fatal(err)
+	}
+	const good = `{"0,0,0":{"c":"#d94f4f"}}`
+	waitFor(t, "the grid at the server", 5*time.Second, func() bool { return scopeOf(srv.World(), "grid", "blocks") == good })
+	if err := writer.SetElements("grid", "blocks", map[string]map[string]any{"1,1,1": {"c": "#5fd38d"}, "2,2,2": {"c": `red"><script>`}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the writer told why", 5*time.Second, func() bool { return len(in.ofType(TypeRefused)) == 1 })
+	if r := string(in.ofType(TypeRefused)[0].Data); !strings.Contains(r, `scope \"blocks\", element \"2,2,2\": at '/c'`) {
+		t.Errorf("the refusal: %s", r)
+	}
+	for name, w := range map[string]*gameworld.World{"writer": writer.World(), "proxy": proxy.World()} {
+		waitFor(t, name+"'s grid back to the server's", 5*time.Second, func() bool { return scopeOf(w, "grid", "blocks") == good })
+	}
+	if err := writer.SetElements("grid", "blocks", map[string]map[string]any{"3,3,3": {"c": "#4f8fd9"}}); err != nil {
+		t.Fatal(err)
+	}
+	const after = `{"0,0,0":{"c":"#d94f4f"},"3,3,3":{"c":"#4f8fd9"}}`
+	waitFor(t, "the next block at the server", 5*time.Second, func() bool { return scopeOf(srv.World(), "grid", "blocks") == after })
+	o, _ := srv.World().Get("grid")
+	w, _ := writer.World().Get("grid")
+	if o.Scopes.Ver("blocks") != w.Scopes.Ver("blocks") || scopeOf(writer.World(), "grid", "blocks") != after {
+		t.Errorf("the writer holds version %d %s, the server %d %s", w.Scopes.Ver("blocks"), scopeOf(writer.World(), "grid", "blocks"), o.Scopes.Ver("blocks"), after)
+	}
 }

@@ -20,6 +20,10 @@
 //	  "$defs": {"vec3": {"type": "array", "items": {"type": "number"}, "minItems": 3, "maxItems": 3}}
 //	}
 //
+// A file may also give, under "elements", a schema per kind and scope for
+// one element's fields (a grid's block): every element a write adds or
+// modifies is checked as it would be after the write.
+//
 // An object's kind is the string in its kind property ("kind" unless the
 // file says otherwise). Every write is checked against the object as it
 // would be after the write (its other properties included), so

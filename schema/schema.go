@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/scope"
 )
 
 // DefaultKindProperty is the property naming an object's kind.
@@ -30,6 +33,9 @@ type Set struct {
 	// per property: an update, which can neither remove a property nor
 	// change another, is checked against those of what it sets alone.
 	parts map[string]*parts
+	// elements holds, by kind and scope name, the schema of one element's
+	// fields (a grid's block).
+	elements map[string]map[string]*jsonschema.Schema
 }
 
 // parts is a kind's schema, property by property.
@@ -45,6 +51,8 @@ type file struct {
 	KindProperty string                     `json:"kindProperty"`
 	Kinds        map[string]json.RawMessage `json:"kinds"`
 	Default      json.RawMessage            `json:"default"`
+	// Elements maps kinds to their scopes' element schemas.
+	Elements map[string]map[string]json.RawMessage `json:"elements"`
 }
 
 // Load reads and compiles a schema file.
@@ -99,6 +107,21 @@ func Parse(data []byte) (*Set, error) {
 	if len(f.Default) > 0 {
 		if s.fallback, err = c.Compile(url + "#/default"); err != nil {
 			return nil, fmt.Errorf("default: %w", err)
+		}
+	}
+	for k, scopes := range f.Elements {
+		for name := range scopes {
+			sch, err := c.Compile(url + "#/elements/" + escape(k) + "/" + escape(name))
+			if err != nil {
+				return nil, fmt.Errorf("elements of kind %q, scope %q: %w", k, name, err)
+			}
+			if s.elements == nil {
+				s.elements = map[string]map[string]*jsonschema.Schema{}
+			}
+			if s.elements[k] == nil {
+				s.elements[k] = map[string]*jsonschema.Schema{}
+			}
+			s.elements[k][name] = sch
 		}
 	}
 	return s, nil
@@ -180,6 +203,9 @@ func (s *Set) Check(c gameworld.Change, existing *gameworld.Object) error {
 	if s == nil || (c.Type != gameworld.Add && c.Type != gameworld.Update) {
 		return nil
 	}
+	if err := s.checkElements(c, existing); err != nil {
+		return err
+	}
 	after := c.Properties
 	if existing != nil && c.Type == gameworld.Update {
 		if err, ok := s.checkParts(c.Properties, existing.Properties); ok {
@@ -190,6 +216,65 @@ func (s *Set) Check(c gameworld.Change, existing *gameworld.Object) error {
 		after = existing.Properties.Merge(c.Properties)
 	}
 	return s.CheckProperties(after)
+}
+
+// checkElements checks the elements a change's scope deltas add or modify
+// (each as it would be after) against its kind's element schemas. A scope
+// without one is not checked.
+func (s *Set) checkElements(c gameworld.Change, existing *gameworld.Object) error {
+	if len(c.Scopes) == 0 || len(s.elements) == 0 {
+		return nil
+	}
+	var kind string
+	raw, ok := c.Properties.Get(s.kindProp)
+	if !ok && existing != nil {
+		raw, ok = existing.Properties.Get(s.kindProp)
+	}
+	if !ok || json.Unmarshal(raw, &kind) != nil || s.elements[kind] == nil {
+		return nil
+	}
+	for name, d := range c.Scopes {
+		sch := s.elements[kind][name]
+		if sch == nil {
+			continue
+		}
+		check := func(id string, f scope.Fields) error {
+			inst := make(map[string]any, len(f))
+			for k, v := range f {
+				var x any
+				if json.Unmarshal(v, &x) != nil {
+					return fmt.Errorf("%w: scope %q, element %q: field %q is not JSON", ErrInvalid, name, id, k)
+				}
+				inst[k] = x
+			}
+			if err := sch.Validate(inst); err != nil {
+				var ve *jsonschema.ValidationError
+				if !errors.As(err, &ve) {
+					return fmt.Errorf("%w: %v", ErrInvalid, err)
+				}
+				return fmt.Errorf("%w of kind %q: scope %q, element %q: %s", ErrInvalid, kind, name, id, reason(ve))
+			}
+			return nil
+		}
+		for id, f := range d.Added {
+			if err := check(id, f); err != nil {
+				return err
+			}
+		}
+		for id, f := range d.Modified {
+			after := scope.Fields{}
+			if existing != nil && !d.Full && !slices.Contains(d.Removed, id) {
+				if cur, ok := existing.Scopes.Get(name, id); ok {
+					maps.Copy(after, cur)
+				}
+			}
+			maps.Copy(after, f)
+			if err := check(id, after); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // checkParts checks an update property by property, if its object's kind

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/scope"
 )
 
 func props(t *testing.T, js string) gameworld.Properties {
@@ -24,6 +25,27 @@ func TestDemoSchemas(t *testing.T) {
 		t.Fatal(err)
 	}
 	ball := &gameworld.Object{ID: "demo-ball-3d", Properties: props(t, `{"kind":"ball","transferable":true,"persistent":true,"position":[0,0.25,-3],"velocity":[0,0,0]}`)}
+	// The voxel demo's grid, with one block.
+	w := gameworld.New("server-AAAAAAAA-AAAAAAAA")
+	if res := w.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "grid", Owner: "client-AAAAAAAA-AAAAAAAA", Properties: props(t, `{"kind":"grid","position":[0,0,0],"size":16}`),
+		Scopes: map[string]scope.Delta{"blocks": {Ver: 1, Added: map[string]scope.Fields{"0,0,0": {"c": json.RawMessage(`"#d94f4f"`)}}}}}}, nil); len(res.Refused) > 0 {
+		t.Fatal(res.Refused[0].Err)
+	}
+	grid, _ := w.Get("grid")
+	blocks := func(added, modified string, removed ...string) gameworld.Change {
+		d := scope.Delta{Removed: removed}
+		for _, part := range []struct {
+			js  string
+			dst *map[string]scope.Fields
+		}{{added, &d.Added}, {modified, &d.Modified}} {
+			if part.js != "" {
+				if err := json.Unmarshal([]byte(part.js), part.dst); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return gameworld.Change{Type: gameworld.Update, ID: "grid", Scopes: map[string]scope.Delta{"blocks": d}}
+	}
 	for _, tc := range []struct {
 		name     string
 		change   gameworld.Change
@@ -44,6 +66,13 @@ func TestDemoSchemas(t *testing.T) {
 		{"a long name", gameworld.Change{Type: gameworld.Add, Properties: props(t, `{"kind":"avatar3d","position":[0,0,0],"name":"`+strings.Repeat("n", 65)+`"}`)}, nil, "/name"},
 		{"another kind: not checked", gameworld.Change{Type: gameworld.Add, Properties: props(t, `{"kind":"crate","position":[null]}`)}, nil, ""},
 		{"a remove", gameworld.Change{Type: gameworld.Remove}, ball, ""},
+		{"a block placed", blocks(`{"1,2,3":{"c":"#5fd38d"}}`, ""), &grid, ""},
+		{"a block recoloured", blocks("", `{"0,0,0":{"c":"#4f8fd9"}}`), &grid, ""},
+		{"a block removed", blocks("", "", "0,0,0"), &grid, ""},
+		{"a block whose colour is markup", blocks(`{"1,2,3":{"c":"red\"><script>"}}`, ""), &grid, "element \"1,2,3\": at '/c'"},
+		{"a block with an unknown field", blocks("", `{"0,0,0":{"graffiti":"x"}}`), &grid, "graffiti"},
+		{"a new grid's blocks", gameworld.Change{Type: gameworld.Add, ID: "g2", Properties: props(t, `{"kind":"grid","position":[0,0,0]}`),
+			Scopes: map[string]scope.Delta{"blocks": {Added: map[string]scope.Fields{"0,0,0": {"c": json.RawMessage(`7`)}}}}}, nil, "at '/c'"},
 	} {
 		err := s.Check(tc.change, tc.existing)
 		switch {

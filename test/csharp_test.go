@@ -595,4 +595,24 @@ func TestCSharpRefused(t *testing.T) {
 	if o, _ := goc.World().Get("me"); string(o.Properties.Value("position")) != "[0,1.6,0]" {
 		t.Fatalf("the Go client sees position %s", o.Properties.Value("position"))
 	}
+
+	// Blocks: a delta with a colour that is markup is refused whole; the
+	// client's grid goes back to the node's, version included, and its
+	// next block is taken.
+	cs.send(t, `CREATE grid {"kind":"grid","position":[0,0,0]}`)
+	cs.send(t, `ELEMENTS grid blocks {"0,0,0":{"c":"#d94f4f"}}`)
+	waitUntil(t, "the Go client to see the grid", 10*time.Second, func() bool { _, e := goScope(goc, "grid", "blocks"); return e == `{"0,0,0":{"c":"#d94f4f"}}` })
+	cs.send(t, `ELEMENTS grid blocks {"1,1,1":{"c":"#5fd38d"},"2,2,2":{"c":"red\"><script>"}}`)
+	if reason := cs.expect(t, "REFUSED grid ", 10*time.Second); !strings.Contains(reason, `element "2,2,2": at '/c'`) {
+		t.Fatalf("the block refused with %q", reason)
+	}
+	cs.send(t, "SCOPE grid blocks")
+	if got := cs.expect(t, "SCOPE grid blocks ", 10*time.Second); got != `1 {"0,0,0":{"c":"#d94f4f"}}` {
+		t.Fatalf("after the refusal C# holds %s", got)
+	}
+	cs.send(t, `ELEMENTS grid blocks {"3,3,3":{"c":"#4f8fd9"}}`)
+	waitUntil(t, "the Go client to see the next block", 10*time.Second, func() bool {
+		_, e := goScope(goc, "grid", "blocks")
+		return e == `{"0,0,0":{"c":"#d94f4f"},"3,3,3":{"c":"#4f8fd9"}}`
+	})
 }

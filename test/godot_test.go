@@ -288,6 +288,15 @@ func TestGodotRefused(t *testing.T) {
 	if o, ok := goc.World().Get(mine); !ok || string(o.Properties.Value("position")) != "[0,1.6,0]" {
 		t.Fatalf("the Go client sees %+v", o)
 	}
+	if reason := g.expect(t, "REFUSED grid ", 30*time.Second); !strings.Contains(reason, `element "2,2,2": at '/c'`) {
+		t.Fatalf("the block refused with %q", reason)
+	}
+	if got := g.expect(t, "SCOPE grid blocks ", 10*time.Second); !sameScope(t, got, 1, `{"0,0,0":{"c":"#d94f4f"}}`) {
+		t.Fatalf("after the refusal Godot holds %s", got)
+	}
+	if _, e := goScope(goc, "grid", "blocks"); e != `{"0,0,0":{"c":"#d94f4f"}}` {
+		t.Fatalf("the Go client sees the grid as %s", e)
+	}
 }
 
 // TestGodotScopes: the Godot addon takes a grid's blocks as element

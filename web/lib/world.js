@@ -198,7 +198,14 @@ export class GameWorld extends EventTarget {
     if (!o || !this.isLocal(o.owner)) return;
     const from = [...this.links].find((l) => l.kind === "upstream");
     if (d.gone) this.apply([{ type: "remove", id: d.id, owner: o.owner }], from, null);
-    else if (d.properties && typeof d.properties === "object") this.apply([{ type: "update", id: d.id, owner: o.owner, properties: d.properties }], from, null);
+    else {
+      // The node's values of what the write set: properties, and each
+      // scope it changed whole (a snapshot, version included).
+      const rec = { type: "update", id: d.id, owner: o.owner };
+      if (d.properties && typeof d.properties === "object") rec.properties = d.properties;
+      if (isPlain(d.scopes)) rec.scopes = d.scopes;
+      if (rec.properties || rec.scopes) this.apply([rec], from, null);
+    }
     if (m.world === this.identifier) this.dispatchEvent(new CustomEvent("refused", { detail: { object: o, id: d.id, reason: String(d.reason) } }));
   }
 

@@ -433,6 +433,18 @@ test("property schemas: a write that breaks them is refused with the reason, and
   assert.equal(a.world.get(bad.id), undefined, "a refused add is gone again");
   ball.set({ position: [1, 2, 3] });
   await waitFor("a valid move", () => b.world.get(ball.id).properties.position[0] === 1);
+  // Blocks: a delta with a colour that is markup is refused whole, and the
+  // writer's grid goes back to the node's.
+  const grid = a.world.create({ kind: "grid", position: [0, 0, 0] });
+  grid.setElements("blocks", { "0,0,0": { c: "#d94f4f" } });
+  await waitFor("b sees the grid", () => b.world.get(grid.id) && b.world.get(grid.id).elements("blocks").size === 1);
+  grid.setElements("blocks", { "1,1,1": { c: "#5fd38d" }, "2,2,2": { c: 'red"><script>' } });
+  await waitFor("the block refusal", () => refusals.length === 3);
+  assert.match(refusals[2].reason, /element "2,2,2": at '\/c'/);
+  await waitFor("the writer's grid back", () => a.world.get(grid.id).elements("blocks").size === 1);
+  grid.setElements("blocks", { "3,3,3": { c: "#4f8fd9" } });
+  await waitFor("b sees the next block", () => b.world.get(grid.id).elements("blocks").size === 2);
+  assert.deepEqual(Object.fromEntries(a.world.get(grid.id).elements("blocks")), Object.fromEntries(b.world.get(grid.id).elements("blocks")));
   a.close(); b.close();
   await node.stop();
 });

@@ -357,13 +357,14 @@ namespace Solipsism
                 Message?.Invoke(from, type, payload);
                 return;
             }
-            string id = null, reason = "", props = null;
+            string id = null, reason = "", props = null, scopes = null;
             bool gone = false;
             foreach (var kv in Json.Members(payload))
             {
                 if (kv.Key == "id" && kv.Value.StartsWith("\"", StringComparison.Ordinal)) id = Json.Unquote(kv.Value);
                 if (kv.Key == "reason" && kv.Value.StartsWith("\"", StringComparison.Ordinal)) reason = Json.Unquote(kv.Value);
                 if (kv.Key == "properties") props = kv.Value;
+                if (kv.Key == "scopes") scopes = kv.Value;
                 if (kv.Key == "gone") gone = kv.Value == "true";
             }
             WorldObject o;
@@ -374,9 +375,13 @@ namespace Solipsism
                 pending.Remove(id);
                 order.Remove(id);
             }
-            else if (props != null)
+            else
             {
-                foreach (var kv in Json.Members(props)) o.Properties[kv.Key] = kv.Value;
+                if (props != null) foreach (var kv in Json.Members(props)) o.Properties[kv.Key] = kv.Value;
+                // Each scope the write changed, as the node holds it (a
+                // snapshot, version included).
+                var snaps = scopes != null ? ParseScopes(scopes) : null;
+                if (snaps != null) ApplyScopes(o, snaps);
             }
             Refused?.Invoke(id, reason);
         }

@@ -8,7 +8,9 @@ extends SceneTree
 # It creates an avatar the schemas take, then writes a position they
 # refuse, and prints "REFUSED id reason" when the client signals the
 # refusal, then "POSITION json": its avatar's position as the client holds
-# it after. It exits 0 then, 1 on a timeout.
+# it after. Then it makes a grid with a block and writes a block the
+# schemas refuse: "REFUSED grid reason", then "SCOPE grid blocks ver json"
+# as the client holds the grid after. It exits 0 then, 1 on a timeout.
 
 const Client = preload("res://addons/solipsism/client.gd")
 
@@ -43,9 +45,20 @@ class Driver:
 
 	func _on_refused(id, reason):
 		print("REFUSED %s %s" % [id, reason])
-		print("POSITION " + JSON.print(client.get_properties(id).get("position")))
+		if id == mine:
+			print("POSITION " + JSON.print(client.get_properties(id).get("position")))
+			# Then a grid: one good block, then a delta with a colour that
+			# is markup.
+			client.create({"kind": "grid", "position": [0, 0, 0]}, "grid")
+			client.set_elements("grid", "blocks", {"0,0,0": {"c": "#d94f4f"}})
+			get_tree().create_timer(0.2).connect("timeout", self, "_bad_block")
+			return
+		print("SCOPE grid blocks %d %s" % [client.get_scope_version("grid", "blocks"), JSON.print(client.get_elements("grid", "blocks"))])
 		OS.exit_code = 0
 		get_tree().quit()
+
+	func _bad_block():
+		client.set_elements("grid", "blocks", {"1,1,1": {"c": "#5fd38d"}, "2,2,2": {"c": "red\"><script>"}})
 
 	func _process(_delta):
 		if OS.get_ticks_msec() > deadline:

@@ -416,13 +416,20 @@ func _message(m):
 		objects.erase(id)
 		_pending.erase(id)
 		_order.erase(id)
-	elif typeof(d.get("properties")) == TYPE_DICTIONARY:
-		var props = objects[id]["properties"]
-		for k in d["properties"]:
-			props[k] = d["properties"][k]
-		if _pending.has(id) and _pending[id]["type"] == "update":
+	else:
+		if typeof(d.get("properties")) == TYPE_DICTIONARY:
+			var props = objects[id]["properties"]
 			for k in d["properties"]:
-				_pending[id]["properties"].erase(k)
+				props[k] = d["properties"][k]
+			if _pending.has(id) and _pending[id]["type"] == "update":
+				for k in d["properties"]:
+					_pending[id]["properties"].erase(k)
+		# Each scope the write changed, as the node holds it (a snapshot,
+		# version included).
+		if typeof(d.get("scopes")) == TYPE_DICTIONARY:
+			for name in d["scopes"]:
+				if Scopes.valid(d["scopes"][name]):
+					Scopes.apply(_scope_of(id, name), d["scopes"][name])
 	emit_signal("refused", id, str(d.get("reason")))
 
 
