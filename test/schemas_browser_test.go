@@ -1,7 +1,9 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,8 +15,9 @@ import (
 // TestShippedPagesUnderDemoSchemas: every browser page the node serves —
 // the 2D map, the 3D demo, the voxel builder (placing, recolouring and
 // removing a block), the networked-aframe example (spawning its box) and
-// the inspector — runs on one node with docs/demo-schemas.json, and not
-// one of their writes is refused; each page's objects are at the node.
+// the inspector — runs on one node with docs/demo-schemas.json, with the
+// README's Go client, and not one of their writes is refused; each one's
+// objects are at the node.
 // (The Godot example, the C# README's programs and the 3D demo's voice and
 // hands run under the same schemas in TestGodotExample, TestCSharpRefused
 // and TestBrowserDemoVoiceAndHands.)
@@ -54,6 +57,19 @@ func TestShippedPagesUnderDemoSchemas(t *testing.T) {
 		open(p.name, p.path)
 	}
 	defer noneOutside(t, pages)
+	// The README's Go client: a bot that moves.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	bot := dialNode(t, ctx, "ws"+strings.TrimPrefix(front.URL, "http")+"/ws", "bot")
+	id, err := bot.Create(map[string]any{"kind": "bot", "position": []float64{0, 0, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for x := 0.1; x < 1; x += 0.1 {
+		if err := bot.Set(id, map[string]any{"position": []float64{x, 0, 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	kinds := func() map[string]int {
 		out := map[string]int{}
 		node.World().Range(func(o gameworld.Object) bool {
@@ -67,12 +83,12 @@ func TestShippedPagesUnderDemoSchemas(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		k := kinds()
-		if k["avatar"] >= 1 && k["avatar3d"] >= 1 && k["grid"] >= 1 && k["ball"] >= 1 && k[""] >= 1 {
+		if k["avatar"] >= 1 && k["avatar3d"] >= 1 && k["grid"] >= 1 && k["ball"] >= 1 && k[""] >= 1 && k["bot"] == 1 {
 			t.Logf("objects at the node by kind: %v", k)
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the pages' objects at the node by kind: %v (want an avatar, a 3D avatar, a grid, a ball and networked-aframe's entities)", k)
+			t.Fatalf("the pages' objects at the node by kind: %v (want an avatar, a 3D avatar, a grid, a ball, networked-aframe's entities and the bot)", k)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
