@@ -21,6 +21,9 @@ const (
 	StatusPolicy         StatusCode = 1008
 	StatusMessageTooBig  StatusCode = 1009 // over the read limit or too many changes
 	StatusInternal       StatusCode = 1011
+	// StatusServiceRestart: the node is draining (a restart, an upgrade):
+	// connect to another.
+	StatusServiceRestart StatusCode = 1012
 	// StatusReplaced: a newer connection claimed this link's identifier.
 	StatusReplaced StatusCode = 4001
 	// StatusStalled: the peer did not read for longer than the stall timeout.
@@ -33,6 +36,10 @@ const (
 	// StatusUnauthorized: the peer claimed an identifier its token does
 	// not grant.
 	StatusUnauthorized StatusCode = 4005
+	// StatusMoving: a client leaves for another node (its node is
+	// draining): its objects are kept for the reclaim grace, as a broken
+	// link's, for it to take them back there.
+	StatusMoving StatusCode = 4006
 )
 
 // CloseError reports why a link or connection closed.

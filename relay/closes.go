@@ -127,7 +127,8 @@ func droppedAbnormally(err error) bool {
 		if ce.Remote {
 			return ce.Code != peer.StatusNormal && ce.Code != peer.StatusGoingAway
 		}
-		return ce.Code == peer.StatusStalled || ce.Code == peer.StatusGoingAway
+		// (A draining node's close: the peer goes on at another.)
+		return ce.Code == peer.StatusStalled || ce.Code == peer.StatusGoingAway || ce.Code == peer.StatusServiceRestart
 	}
 	return err != nil && !errors.Is(err, context.Canceled)
 }

@@ -247,11 +247,12 @@ func (n *Node) handleMetadata(l *peer.Link, md peer.Metadata) {
 		}
 		n.settleDepartureLocked(id)
 		other := n.hub.claims[id]
-		if ls.kind == ownership.Mesh && other != nil && other.kind == ownership.Downstream && !heldLocked(other) || other != nil && other.att != nil {
+		if ls.kind == ownership.Mesh && other != nil && other.kind == ownership.Downstream && !heldLocked(other) && !other.detached || other != nil && other.att != nil {
 			// A client connected here speaks for itself; a mesh peer's
-			// stale view of it does not override that. Nor does anyone
-			// take over an attached peer's identifier: it is live until it
-			// detaches.
+			// stale view of it does not override that (one whose link
+			// dropped, kept for the reclaim grace, has gone on at that
+			// member). Nor does anyone take over an attached peer's
+			// identifier: it is live until it detaches.
 			continue
 		}
 		changed = true

@@ -106,6 +106,9 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A page of an origin the node admits may read why it is refused
 	// (solipsism.js asks over HTTP after a failed handshake).
 	peer.AllowOrigin(w, r, n.opts.OriginPatterns)
+	if n.refuseDraining(w) {
+		return
+	}
 	var grant *auth.Grant
 	if n.opts.Auth != nil {
 		g, err := n.opts.Auth.Authenticate(auth.FromRequest(r))

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,6 +74,8 @@ type lifecycle struct {
 	// persist keeps durable objects in Options.Store (persist.go); nil
 	// without one, and once closing. persistStats stays for metrics.
 	persist, persistStats *persist
+	// draining is set by Drain: no new client is taken.
+	draining atomic.Bool
 }
 
 // New returns a node. Call Close to stop it.

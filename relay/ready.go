@@ -68,6 +68,8 @@ func (n *Node) Readiness() (ready bool, reasons []string) {
 	n.mu.Unlock()
 	if closed {
 		reasons = append(reasons, "node shutting down")
+	} else if n.life.draining.Load() {
+		reasons = append(reasons, "draining")
 	}
 	if wanted && !upReady {
 		r := "upstream not connected"

@@ -72,7 +72,12 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 	n.mu.Lock()
 	n.up.onReady = opts.OnReady
 	n.mu.Unlock()
-	urls := append([]string{opts.URL}, opts.FailoverURLs...)
+	base := append([]string{opts.URL}, opts.FailoverURLs...)
+	urls := base
+	// A draining upstream's TypeMoved names where to go: the link closes,
+	// and those are dialled first, at once.
+	cancelMoved := n.SubscribeMessages(n.watchMoved)
+	defer cancelMoved()
 	failures := 0
 	for attempt := 0; ; attempt++ {
 		opts.URL = urls[attempt%len(urls)]
@@ -108,6 +113,11 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 				return ErrClosed
 			}
 			return ctx.Err()
+		}
+		if moved := n.takeMoved(); len(moved) > 0 {
+			urls = mergeURLs(moved, base)
+			attempt, failures = -1, 0
+			continue
 		}
 		d := backoff(failures, opts.MinBackoff, opts.MaxBackoff)
 		failures++
@@ -164,4 +174,7 @@ type upstreamLink struct {
 	interest []peer.Box
 	// tokens are the resume tokens the upstream handed us.
 	tokens map[string]string
+	// moved are the URLs a draining upstream sent us to (drain.go),
+	// until RunUpstream takes them.
+	moved []string
 }

@@ -46,6 +46,7 @@ type config struct {
 	ping       time.Duration
 	debug      string
 	grace      time.Duration
+	drain      time.Duration
 	digest     time.Duration
 	dataDir    string
 
@@ -148,6 +149,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 	fs.DurationVar(&c.stall, "stall-timeout", peer.DefaultStallTimeout, "close a link whose peer has not read for this long (its queue keeps only the latest state per object meanwhile)")
 	fs.DurationVar(&c.ping, "ping-interval", peer.DefaultPingInterval, "how often each link pings its peer to find dead connections")
 	fs.DurationVar(&c.grace, "reclaim-grace", relay.DefaultReclaimGrace, "how long the objects of a peer whose connection broke are kept for it to reconnect; 0 removes them at once")
+	fs.DurationVar(&c.drain, "drain-grace", 5*time.Second, "on SIGTERM, how long clients have to move to another member (they are sent its URL) before the node closes their links; 0 closes them at once")
 	fs.DurationVar(&c.digest, "digest-interval", relay.DefaultDigestInterval, "how often each link to a peer that speaks anti-entropy (our nodes and Go clients) is sent a digest of what it was sent, to find and repair divergence; 0 turns it off")
 	fs.StringVar(&c.debug, "debug-listen", "", "host:port for net/http/pprof (e.g. 127.0.0.1:6060); off when empty, never on --listen")
 	fs.DurationVar(&c.alloHeartbeat, "allo-heartbeat", alloverse.DefaultHeartbeat, "how often Alloverse clients (/alloverse) are sent the world's state")
@@ -283,6 +285,9 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 	}
 	if c.grace < 0 {
 		return c, fmt.Errorf("--reclaim-grace: must not be negative")
+	}
+	if c.drain < 0 {
+		return c, fmt.Errorf("--drain-grace: must not be negative")
 	}
 	if c.digest < 0 {
 		return c, fmt.Errorf("--digest-interval: must not be negative")

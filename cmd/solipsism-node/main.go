@@ -283,6 +283,16 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 			err = nil
 		}
 	}
+	if cfg.drain > 0 && err == nil {
+		// Send the clients elsewhere first (the other members), so that
+		// none waits on a dead connection and none of their objects
+		// blinks out for the others.
+		dctx, dcancel := context.WithTimeout(context.Background(), cfg.drain+time.Second)
+		if derr := node.Drain(dctx, relay.DrainOptions{Grace: cfg.drain}); derr != nil {
+			log.Warn("draining", "err", derr)
+		}
+		dcancel()
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if mesh != nil {

@@ -21,7 +21,7 @@ var flagGroups = []struct {
 		"max-objects-per-owner", "max-props-per-object", "max-value-bytes", "max-object-bytes", "max-scope-elements", "max-scope-bytes", "max-world-objects", "max-world-bytes", "schemas"}},
 	{"Bridges", []string{"alloverse-enet", "allo-heartbeat", "allo-history", "allo-patch-style", "place-name", "snapshot-listen", "snapshot-rate", "snapshot-max-kbps"}},
 	{"Pages", []string{"ice-servers"}},
-	{"Operations", []string{"log-level", "log-format", "debug-listen"}},
+	{"Operations", []string{"log-level", "log-format", "debug-listen", "drain-grace"}},
 }
 
 // printUsage writes -h: the commands, then the flags by group, each as

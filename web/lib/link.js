@@ -24,8 +24,9 @@ const KNOWN_TYPES = new Set(["worldChange", "scopeChange", "requestRefresh", "re
  * @package
  */
 export class Link {
-  constructor(world, port, kind, { tick = 50, onMetadata, metaExtra } = {}) {
+  constructor(world, port, kind, { tick = 50, onMetadata, metaExtra, onMoved } = {}) {
     this.metaExtra = metaExtra;
+    this.onMoved = onMoved;
     this.world = world;
     this.port = port;
     this.kind = kind;
@@ -150,6 +151,10 @@ export class Link {
     if (!name(m.from) || !this.mayAccept(m.from)) {
       this.stats.refused++;
       return;
+    }
+    // A draining node names where to go (docs/protocol.md, "Draining").
+    if (m.type === "solipsism.moved" && this.kind === "upstream" && m.from === this.peer.identifier && this.onMoved && m.data && Array.isArray(m.data.urls)) {
+      this.onMoved(m.data.urls.filter((u) => typeof u === "string" && u));
     }
     this.world.route(m, this);
   }

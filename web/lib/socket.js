@@ -13,6 +13,9 @@ import { Link } from "./link.js";
 const REPLACED = 4001;
 const NOT_GRANTED = 4005;
 const HELD = 4004;
+// MOVING is our close when our node drains and names another: the node
+// keeps our objects for its reclaim grace, for us to take them back there.
+const MOVING = 4006;
 
 // httpRefusal asks a node over HTTP why it refused a WebSocket handshake:
 // {status, reason} for 401, 403 or 429, else null (not there, or an answer
@@ -48,6 +51,8 @@ export class SocketConnection extends EventTarget {
     this.world = world;
     this.urls = (Array.isArray(urls) ? urls : [urls]).filter((u) => typeof u === "string" && u);
     if (!this.urls.length) throw new Error("solipsism: connect needs a url");
+    this.ownUrls = [...this.urls];
+    this.moveTo = null; // where a draining node sent us, until we go
     this.next = 0;
     this.tick = tick;
     this.minBackoff = minBackoff;
@@ -132,6 +137,11 @@ export class SocketConnection extends EventTarget {
         onMetadata: () => {
           if (!ended) this.setStatus("connected");
         },
+        onMoved: (urls) => {
+          if (ended || !urls.length) return;
+          this.moveTo = urls;
+          end({ code: MOVING, reason: "moving to another node" });
+        },
       });
       this.link.start();
     };
@@ -159,9 +169,11 @@ export class SocketConnection extends EventTarget {
       ended = true;
       clearTimeout(timer);
       ws.onopen = ws.onmessage = ws.onclose = null;
+      const moving = ev && ev.code === MOVING;
       if (ws.readyState < 2) {
         try {
-          ws.close();
+          if (moving) ws.close(MOVING, "moving to another node");
+          else ws.close();
         } catch {
           // already closing
         }
@@ -173,6 +185,16 @@ export class SocketConnection extends EventTarget {
       if (openedAt && Date.now() - openedAt >= this.stableAfter) this.failures = 0;
       const code = ev && typeof ev.code === "number" ? ev.code : 1006;
       const reason = ev && typeof ev.reason === "string" ? ev.reason : "";
+      if (this.moveTo && !this.closed) {
+        // Where the draining node sent us, at once; then our own list.
+        this.urls = [...this.moveTo, ...this.ownUrls.filter((u) => !this.moveTo.includes(u))];
+        this.next = 0;
+        this.moveTo = null;
+        this.dispatchEvent(new CustomEvent("close", { detail: { code, reason, url: base, retry: true } }));
+        this.setStatus("reconnecting");
+        this.open();
+        return;
+      }
       const finish = (status, why) => {
         // A refusal a retry cannot fix stops the connection: the app hears
         // why, and may connect again (with a new token, say). 401 without

@@ -47,6 +47,7 @@ async function startNode(port, extra = []) {
         url: `ws://127.0.0.1:${port}/ws`,
         http: `http://127.0.0.1:${port}`,
         stop: () => new Promise((r) => { p.on("exit", r); p.kill("SIGKILL"); running.delete(p); }),
+        term: () => new Promise((r) => { p.on("exit", r); p.kill("SIGTERM"); running.delete(p); }),
       };
     }
     running.delete(p);
@@ -533,6 +534,33 @@ test("a scope delta with a gap asks the node for the object at once; the answer 
   other.link.receive(["worldChange", { timestamp: 1, changes: [{ type: "add", id: "g", owner: "x", properties: {}, scopes: { blocks: { ver: 1, full: true, added: {} } } }] }]);
   other.link.receive(["scopeChange", { g: { blocks: { ver: 3, base: 2 } } }]);
   assert.equal(other.sent.filter((m) => m[0] === "requestRepair").length, 0);
+});
+
+test("a node that drains sends its clients to another member: they move at once, and their objects never vanish there", async () => {
+  const secret = randomBytes(32).toString("hex");
+  const [pa, pb, ma, mb] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+  const mesh = (m) => ["--mesh-bind", `127.0.0.1:${m}`, "--mesh-secret", secret, "--mesh-profile", "local"];
+  const A = await startNode(pa, mesh(ma));
+  const B = await startNode(pb, [...mesh(mb), "--join", `127.0.0.1:${ma}`]);
+  const a = connect({ url: A.url, worker: false, maxBackoff: 3000 });
+  const b = connect({ url: B.url, worker: false });
+  await Promise.all([a, b].map(connected));
+  const box = a.world.create({ kind: "box", n: 1 });
+  await waitFor("b sees a's box", () => b.world.get(box.id), 10000);
+  let vanished = false;
+  const watch = setInterval(() => { if (!b.world.get(box.id)) vanished = true; }, 1);
+  const closes = [];
+  a.connection.addEventListener("close", (e) => closes.push(e.detail));
+  const stopped = A.term();
+  await waitFor("a reconnected to B", () => a.status === "connected" && a.connection.url === B.url, 5000);
+  box.set({ n: 2 });
+  await waitFor("b sees a's write after the move", () => b.world.get(box.id).properties.n === 2);
+  await stopped;
+  clearInterval(watch);
+  assert.equal(vanished, false, "a's box vanished for b while a moved");
+  assert.equal(closes[0].code, 4006);
+  a.close(); b.close();
+  await B.stop();
 });
 
 test("ignores malformed messages and refuses others' objects", () => {

@@ -1,0 +1,89 @@
+package relay
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/solipsism/mesh/internal/wiretest"
+	"github.com/solipsism/mesh/peer"
+)
+
+// TestDrainMovesClients: a mesh of two; on member A a Go client that owns
+// an object, and a 2016 client (which takes no messages). A drains: it
+// says so in its readiness and refuses new handshakes (503); the Go client
+// is sent to B and reconnects there at once, its object never vanishing
+// for a watcher on B, and writes on; the 2016 client, which cannot be
+// told, is closed with 1012 at once. Drain returns when both are gone,
+// long before its grace.
+func TestDrainMovesClients(t *testing.T) {
+	nodes := startMesh(t, 2, MeshOptions{})
+	a, b := nodes[0], nodes[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, a.url, ClientOptions{Prefix: "mover", Tick: 5 * time.Millisecond, MinBackoff: time.Second, MaxBackoff: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	id, err := c.Create(map[string]any{"n": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := wiretest.Dial(t, a.url, "legacy-AAAAAAAA-AAAAAAAA", wiretest.Options{})
+	watcher := wiretest.Dial(t, b.url, "watch-AAAAAAAA-AAAAAAAA", wiretest.Options{})
+	watcher.WaitHas(id)
+	var vanished atomic.Bool
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if _, ok := watcher.Objects()[id]; !ok {
+				vanished.Store(true)
+			}
+		}
+	}()
+	defer close(stop)
+
+	drained := make(chan error, 1)
+	go func() { drained <- a.node.Drain(ctx, DrainOptions{Grace: time.Minute}) }()
+	waitFor(t, "A draining", 5*time.Second, func() bool {
+		_, reasons := a.node.Readiness()
+		return len(reasons) == 1 && reasons[0] == "draining"
+	})
+	if _, err := peer.Dial(ctx, a.url, peer.DialOptions{}); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Errorf("a handshake with a draining node: %v, want a 503", err)
+	}
+	// The Go client is at B long before the grace ends (its own backoff
+	// is 1 s: it went at once).
+	waitFor(t, "the Go client at B", 2*time.Second, func() bool { return chainOf(b.node, c.Identifier()) != nil })
+	if err := c.Set(id, map[string]any{"n": 2}); err != nil {
+		t.Fatal(err)
+	}
+	watcher.WaitProp(id, "n", "2")
+	if code, _ := legacy.WaitClosed(10 * time.Second); code != websocket.StatusCode(peer.StatusServiceRestart) {
+		t.Errorf("the 2016 client was closed with %d, want 1012", code)
+	}
+	select {
+	case err := <-drained:
+		if err != nil {
+			t.Errorf("Drain: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Drain still waits, with no client left")
+	}
+	if vanished.Load() {
+		t.Error("the Go client's object vanished for the watcher on B while it moved")
+	}
+	if !strings.Contains(a.logs.String(), "drained: every client left") {
+		t.Errorf("A's log does not say its clients left:\n%s", a.logs)
+	}
+}
