@@ -45,7 +45,11 @@ namespace Solipsism
     /// </summary>
     public sealed partial class WorldClient : IDisposable
     {
-        readonly Uri url;
+        readonly List<Uri> ownUrls = new List<Uri>(); // the url, then FailoverUrls
+        List<Uri> dialUrls; // where the next dials go, in turn
+        int nextUrl;
+        bool moving; // a draining node sent us elsewhere: dial at once
+        string nodeId = ""; // the identifier of the node we are linked to
         readonly ConcurrentQueue<string> inbox = new ConcurrentQueue<string>();
         readonly Dictionary<string, WorldObject> objects = new Dictionary<string, WorldObject>();
         readonly Dictionary<string, string> pending = new Dictionary<string, string>(); // id -> record JSON
@@ -93,9 +97,11 @@ namespace Solipsism
         public event Action<string, string, string> Message;
 
         /// <summary>A client of the node at url (ws://host:8080/ws); it dials in the first Poll.</summary>
-        public WorldClient(string url, string prefix = "csharp")
+        public WorldClient(string url, string prefix = "csharp", params string[] failoverUrls)
         {
-            this.url = new Uri(url);
+            ownUrls.Add(new Uri(url));
+            foreach (var u in failoverUrls) ownUrls.Add(new Uri(u));
+            dialUrls = ownUrls;
             var rnd = new Random();
             const string an = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
             var sb = new StringBuilder(prefix);
@@ -210,7 +216,8 @@ namespace Solipsism
             outboxBytes = 0;
             sending = null;
             ws = new ClientWebSocket();
-            connecting = ws.ConnectAsync(url, CancellationToken.None);
+            CurrentUrl = dialUrls[nextUrl++ % dialUrls.Count];
+            connecting = ws.ConnectAsync(CurrentUrl, CancellationToken.None);
         }
 
         void Connected()
@@ -252,6 +259,12 @@ namespace Solipsism
         {
             ready = false;
             if (!want) return;
+            if (moving)
+            {
+                moving = false;
+                redialAt = Now; // (where the node sent us, at once)
+                return;
+            }
             backoff = backoff == 0 ? 200 : Math.Min(backoff * 2, 8000);
             redialAt = Now + backoff;
         }
@@ -288,8 +301,11 @@ namespace Solipsism
                 case "metadataChange":
                     answerName = type;
                     foreach (var kv in Json.Members(data))
+                    {
                         if (kv.Key == "resumeTokens")
                             foreach (var t in Json.Members(kv.Value)) tokens[t.Key] = Json.Unquote(t.Value);
+                        if (kv.Key == "identifier" && kv.Value.StartsWith("\"", StringComparison.Ordinal)) nodeId = Json.Unquote(kv.Value);
+                    }
                     if (!ready)
                     {
                         ready = true;
@@ -351,6 +367,11 @@ namespace Solipsism
                 if (kv.Key == "from" && kv.Value.StartsWith("\"", StringComparison.Ordinal)) from = Json.Unquote(kv.Value);
                 if (kv.Key == "type" && kv.Value.StartsWith("\"", StringComparison.Ordinal)) type = Json.Unquote(kv.Value);
                 if (kv.Key == "data") payload = kv.Value;
+            }
+            if (type == "solipsism.moved" && from == nodeId)
+            {
+                Move(payload);
+                return;
             }
             if (type != "solipsism.refused")
             {
@@ -575,6 +596,32 @@ namespace Solipsism
                     return; // (the read loop sees the link go)
                 }
             }
+        }
+
+        /// <summary>The URL of the node of the current (or last) link.</summary>
+        public Uri CurrentUrl { get; private set; }
+
+        // Move follows a draining node's "solipsism.moved" (docs/protocol.md,
+        // "Draining"): its URLs are dialled first, at once, then our own;
+        // the link closes with 4006, and the node keeps our objects for us
+        // to take back there.
+        void Move(string data)
+        {
+            var to = new List<Uri>();
+            foreach (var kv in Json.Members(data))
+                if (kv.Key == "urls")
+                    foreach (var u in Json.Elements(kv.Value))
+                    {
+                        Uri uri;
+                        if (u.StartsWith("\"", StringComparison.Ordinal) && Uri.TryCreate(Json.Unquote(u), UriKind.Absolute, out uri)) to.Add(uri);
+                    }
+            if (to.Count == 0 || ws == null) return;
+            foreach (var u in ownUrls) if (!to.Contains(u)) to.Add(u);
+            dialUrls = to;
+            nextUrl = 0;
+            moving = true;
+            try { ws.CloseOutputAsync((WebSocketCloseStatus)4006, "moving to another node", CancellationToken.None); }
+            catch (Exception) { ws.Abort(); }
         }
 
         /// <summary>Leaves: closes the link (the node removes this client's objects at once).</summary>

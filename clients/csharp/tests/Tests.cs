@@ -607,6 +607,7 @@ static class Tests
                         c.Create("{\"blob\":\"" + new string((char)('a' + fills++ % 26), int.Parse(parts[2]) * 1024) + "\"}", parts[1]);
                         break;
                     case "PING": Console.WriteLine("PONG " + parts[1]); break;
+                    case "WHERE": Console.WriteLine("AT " + c.CurrentUrl); break;
                     case "ELEMENTS": // ELEMENTS id scope {elements}
                     {
                         var p = parts[2].Split(new[] { ' ' }, 2);

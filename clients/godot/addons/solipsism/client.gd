@@ -29,6 +29,9 @@ const Scopes = preload("scopes.gd")
 
 # The node's WebSocket endpoint.
 export var url = "ws://127.0.0.1:8080/ws"
+# More nodes (members of a mesh) to try, in turn, after an attempt at the
+# previous one fails.
+export(Array) var failover_urls = []
 # The identifier's prefix: the world is "<prefix>-XXXXXXXX-XXXXXXXX".
 export var prefix = "godot"
 # How often owned objects' changes go out, in milliseconds.
@@ -68,6 +71,12 @@ var _backoff = 0
 var _inbox = []  # arrays of records arrived and not applied yet, in order (null: a refresh answer ends)
 var _inbox_at = 0  # the next record of _inbox[0]
 var _stale = {}  # ids of others' objects kept over a broken link, not yet in the refresh answer
+var _dial_urls = []  # where the next dials go, in turn (a draining node's first)
+var _next_url = 0
+var _moving = false  # a draining node sent us elsewhere: dial at once
+var _node_id = ""  # the identifier of the node we are linked to
+# The URL of the current (or last) link.
+var current_url = ""
 var _scope_writes = {}  # id -> scope -> {"added", "modified": {element: fields}, "removed": {element: true}} since the last tick
 var _scope_order = []  # ids of _scope_writes, in the order they were written
 var _gaps = {}  # buckets of objects whose scope deltas came with a gap, to ask for
@@ -95,6 +104,8 @@ func _ensure_identifier():
 func connect_to_node(to = ""):
 	if to != "":
 		url = to
+	_dial_urls = []
+	_next_url = 0
 	_ensure_identifier()
 	_want = true
 	_dial()
@@ -263,7 +274,11 @@ func _dial():
 	_ws.connect("connection_error", self, "_on_error")
 	_ws.connect("server_close_request", self, "_on_close_request")
 	_ws.connect("data_received", self, "_on_data")
-	var err = _ws.connect_to_url(url)
+	if _dial_urls.empty():
+		_dial_urls = [url] + failover_urls
+	current_url = _dial_urls[_next_url % _dial_urls.size()]
+	_next_url += 1
+	var err = _ws.connect_to_url(current_url)
 	if err != OK:
 		_on_error()
 
@@ -313,7 +328,10 @@ func _lost():
 		emit_signal("disconnected", _close_code, _close_reason)
 	_close_code = 1006
 	_close_reason = ""
-	if _want:
+	if _want and _moving:
+		_moving = false
+		_redial_at = OS.get_ticks_msec()  # (where the node sent us, at once)
+	elif _want:
 		_backoff = reconnect_msec if _backoff == 0 else min(_backoff * 2, 8000)
 		_redial_at = OS.get_ticks_msec() + _backoff
 
@@ -347,6 +365,8 @@ func _handle(type, data):
 			_send([_answer_name, _metadata()])
 		"metadata", "metadataChange":
 			_answer_name = type
+			if typeof(data) == TYPE_DICTIONARY and typeof(data.get("identifier")) == TYPE_STRING:
+				_node_id = data["identifier"]
 			if typeof(data) == TYPE_DICTIONARY and typeof(data.get("resumeTokens")) == TYPE_DICTIONARY:
 				for k in data["resumeTokens"]:
 					_tokens[k] = data["resumeTokens"][k]
@@ -403,6 +423,9 @@ func _message(m):
 	var from = m.get("from")
 	if typeof(type) != TYPE_STRING or typeof(from) != TYPE_STRING:
 		return
+	if type == "solipsism.moved" and from == _node_id:
+		_move(m.get("data"))
+		return
 	if type != "solipsism.refused":
 		emit_signal("message", from, type, m.get("data"))
 		return
@@ -431,6 +454,28 @@ func _message(m):
 				if Scopes.valid(d["scopes"][name]):
 					Scopes.apply(_scope_of(id, name), d["scopes"][name])
 	emit_signal("refused", id, str(d.get("reason")))
+
+
+# _move follows a draining node's "solipsism.moved" (docs/protocol.md,
+# "Draining"): its URLs are dialled first, at once, then our own; the link
+# closes with 4006, and the node keeps our objects for us to take back
+# there.
+func _move(d):
+	if typeof(d) != TYPE_DICTIONARY or typeof(d.get("urls")) != TYPE_ARRAY:
+		return
+	var to = []
+	for u in d["urls"]:
+		if typeof(u) == TYPE_STRING and u != "":
+			to.append(u)
+	if to.empty() or _ws == null:
+		return
+	for u in [url] + failover_urls:
+		if not to.has(u):
+			to.append(u)
+	_dial_urls = to
+	_next_url = 0
+	_moving = true
+	_ws.disconnect_from_host(4006, "moving to another node")
 
 
 # _drain applies what arrived, in order, until the frame's budget is
