@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 )
@@ -194,4 +195,41 @@ func (n *Node) meshMemberGone(member string) {
 	}
 	n.releaseClaims(slices.Collect(maps.Keys(owned)), nil)
 	n.log.Info("removed the objects of a departed mesh member", "member", member, "worlds", len(owned))
+}
+
+// adoptLeftMember gives the objects a member that left the mesh on purpose
+// owned itself (persistent objects fallen to it, released ones) to one
+// member, the same on every survivor: the lowest identifier among this
+// node and the members it is linked to. Each survivor makes the same
+// transfer, at the next epoch, so they agree without a word, and nothing
+// the member owned goes with it. Its clients' worlds are held as any gone
+// member's (meshMemberGone).
+func (n *Node) adoptLeftMember(id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.life.closed || id == "" || id == n.id {
+		return
+	}
+	heir := n.id
+	for _, ls := range n.hub.order {
+		if ls.kind != ownership.Mesh || ls.link == nil {
+			continue
+		}
+		if md, ok := ls.link.Metadata(); ok && md.Identifier != id && md.Identifier < heir {
+			heir = md.Identifier
+		}
+	}
+	var changes []gameworld.Change
+	n.world.Range(func(o gameworld.Object) bool {
+		if o.Owner == id {
+			changes = append(changes, gameworld.Change{Type: gameworld.Transfer, ID: o.ID, Owner: heir})
+		}
+		return true
+	})
+	if len(changes) == 0 {
+		return
+	}
+	res := n.world.Apply(changes, nil)
+	n.route(res.Records, nil)
+	n.log.Info("a member left the mesh; its own objects go to a member", "member", id, "heir", heir, "objects", len(changes))
 }

@@ -2,6 +2,8 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/peer"
 )
@@ -85,5 +88,75 @@ func TestDrainMovesClients(t *testing.T) {
 	}
 	if !strings.Contains(a.logs.String(), "drained: every client left") {
 		t.Errorf("A's log does not say its clients left:\n%s", a.logs)
+	}
+}
+
+// TestLeftMemberHandsOver: a mesh of three; member A owns two objects
+// itself (one persistent, one plain, as a released ball is). A leaves the
+// mesh on purpose (its stop): B and C give both to the same member, the
+// lowest identifier of the two, at the next epoch, and keep them past the
+// reclaim grace; watchers on B and C never see them vanish.
+func TestLeftMemberHandsOver(t *testing.T) {
+	nodes := startMeshWith(t, 3, MeshOptions{}, Options{ReclaimGrace: 500 * time.Millisecond})
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	if _, err := a.node.Apply([]gameworld.Change{
+		{Type: gameworld.Add, ID: "kept", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"persistent": json.RawMessage("true")})},
+		{Type: gameworld.Add, ID: "ball", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"transferable": json.RawMessage("true")})},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var watchers []*wiretest.Peer
+	for i, mn := range []*meshNode{b, c} {
+		w := wiretest.Dial(t, mn.url, fmt.Sprintf("watch-AAAAAAA%d-AAAAAAAA", i), wiretest.Options{})
+		w.WaitHas("kept")
+		w.WaitHas("ball")
+		watchers = append(watchers, w)
+	}
+	var vanished atomic.Bool
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			for _, w := range watchers {
+				objs := w.Objects()
+				if _, ok := objs["kept"]; !ok {
+					vanished.Store(true)
+				}
+				if _, ok := objs["ball"]; !ok {
+					vanished.Store(true)
+				}
+			}
+		}
+	}()
+	heir := min(b.node.Identifier(), c.node.Identifier())
+	a.mesh.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	a.node.Close(ctx)
+	for _, mn := range []*meshNode{b, c} {
+		waitFor(t, mn.node.Identifier()+" gives A's objects to the heir", 10*time.Second, func() bool {
+			for _, id := range []string{"kept", "ball"} {
+				if o, ok := mn.node.World().Get(id); !ok || o.Owner != heir {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	time.Sleep(time.Second) // past the reclaim grace
+	for _, id := range []string{"kept", "ball"} {
+		ob, okB := b.node.World().Get(id)
+		oc, okC := c.node.World().Get(id)
+		if !okB || !okC || ob.Owner != heir || oc.Owner != heir || ob.Epoch != oc.Epoch {
+			t.Errorf("%s after the grace: at B %v %s epoch %d, at C %v %s epoch %d", id, okB, ob.Owner, ob.Epoch, okC, oc.Owner, oc.Epoch)
+		}
+	}
+	if vanished.Load() {
+		t.Error("A's objects vanished for a watcher while A left")
 	}
 }

@@ -67,6 +67,10 @@ type MeshOptions struct {
 type nodeMeta struct {
 	ID  string `json:"id"`
 	URL string `json:"url"`
+	// Leaving is gossiped just before a member leaves on purpose (Close):
+	// the others then take over what it owned itself (adoptLeftMember).
+	// Members of older versions ignore it.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // Mesh joins a server Node to other server nodes. Membership and failure
@@ -249,6 +253,13 @@ func (m *Mesh) Close() error {
 	if stopped {
 		return nil
 	}
+	// Say we are leaving on purpose, then leave.
+	m.mu.Lock()
+	m.meta, _ = json.Marshal(nodeMeta{ID: m.n.id, URL: m.opts.AdvertiseURL, Leaving: true}) // plain strings
+	m.mu.Unlock()
+	if uerr := m.list.UpdateNode(time.Second); uerr != nil {
+		m.log.Debug("announcing our leave", "err", uerr)
+	}
 	err := m.list.Leave(2 * time.Second)
 	if serr := m.list.Shutdown(); err == nil {
 		err = serr
@@ -324,6 +335,10 @@ func (m *Mesh) memberUp(node *memberlist.Node) {
 	if old != nil && old.meta == meta {
 		return
 	}
+	if old != nil && meta.Leaving && old.meta.ID == meta.ID && old.meta.URL == meta.URL {
+		old.meta.Leaving = true // (its link stays until it goes)
+		return
+	}
 	if old != nil && old.cancel != nil {
 		old.cancel()
 	}
@@ -349,7 +364,13 @@ func (m *Mesh) memberDown(name string) {
 	if mem.cancel != nil {
 		mem.cancel()
 	}
-	m.log.Info("member gone", "member", name, "identifier", mem.meta.ID)
+	left := mem.meta.Leaving
+	m.log.Info("member gone", "member", name, "identifier", mem.meta.ID, "left", left)
+	if left {
+		// It stopped on purpose (a drain, an upgrade): what it owned
+		// itself goes on at a member, as it would have handed it over.
+		m.n.adoptLeftMember(mem.meta.ID)
+	}
 	m.n.meshMemberGone(name)
 }
 

@@ -59,7 +59,11 @@ func (m *Mesh) Status() MeshStatus {
 }
 
 // NodeMeta implements memberlist.Delegate.
-func (m *Mesh) NodeMeta(limit int) []byte { return m.meta }
+func (m *Mesh) NodeMeta(limit int) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.meta
+}
 
 // NotifyMsg implements memberlist.Delegate.
 func (m *Mesh) NotifyMsg([]byte) {}

@@ -295,7 +295,8 @@ func meshAddr(t testing.TB, p *proc) string {
 }
 
 type health struct {
-	Mesh struct {
+	Identifier string `json:"identifier"`
+	Mesh       struct {
 		Joined  bool `json:"joined"`
 		Members []struct {
 			Linked bool `json:"linked"`

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -21,6 +22,9 @@ import (
 // another one at once. 5 s after the moving stops, every member holds the
 // same world, with every client's last values, and every client's world
 // equals its node's; no client was ever sent a change of its own object.
+// A persistent object whose client left before, and a ball a client
+// released (both member 0's own, the ball kept by no store), are on every
+// member at the end, with their values, owned by one of them.
 func TestMeshRollingRestart(t *testing.T) {
 	secret := strings.Repeat("ab", 32)
 	common := []string{"--mesh-bind", "127.0.0.1:0", "--mesh-secret", secret, "--mesh-label", "rolling", "--mesh-profile", "local"}
@@ -58,6 +62,38 @@ func TestMeshRollingRestart(t *testing.T) {
 		c.peer.Change(adds...)
 		clients[i] = c
 	}
+	// A persistent object whose client left: it falls to member 0, whose
+	// restart must not lose it (its owner leaves the mesh on purpose).
+	leaver := wiretest.Dial(t, member(0).URL(), "client-leaver00-rolling0", wiretest.Options{Eager: true})
+	leaver.Change(wiretest.Add("fallen", "client-leaver00-rolling0", map[string]any{"n": 7, "persistent": true}))
+	waitUntil(t, "the leaver's object at member 0", 10*time.Second, func() bool { _, ok := worldOf(t, member(0))["fallen"]; return ok })
+	leaver.Close()
+	// And a ball a Go client released to member 0: not persistent, so
+	// kept by no store; member 0 hands it over when it leaves.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	releaser := dialNode(t, ctx, member(0).URL(), "releaser")
+	if err := releaser.CreateWithID("ball", map[string]any{"n": 3, "transferable": true}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the ball at member 0", 10*time.Second, func() bool { _, ok := worldOf(t, member(0))["ball"]; return ok })
+	if err := releaser.Release(ctx, "ball"); err != nil {
+		t.Fatal(err)
+	}
+	releaser.Close()
+	id0 := meshHealth(t, member(0)).Identifier
+	waitUntil(t, "the left object to fall to member 0 everywhere", 10*time.Second, func() bool {
+		for i := range 3 {
+			w := worldOf(t, member(i))
+			if o, ok := w["fallen"]; !ok || o.Owner != id0 {
+				return false
+			}
+			if o, ok := w["ball"]; !ok || o.Owner != id0 {
+				return false
+			}
+		}
+		return true
+	})
 	// The writers: every 200 ms a client bumps n on its six objects; one
 	// whose connection closed connects to the next member at once, as
 	// itself, offering its objects.
@@ -136,6 +172,21 @@ func TestMeshRollingRestart(t *testing.T) {
 			if got != v {
 				bad = append(bad, fmt.Sprintf("member %d: %s is %s, want %s", i, id, got, v))
 			}
+		}
+	}
+	for id, n := range map[string]string{"fallen": "7", "ball": "3"} {
+		owner := ""
+		for i := range 3 {
+			o, ok := worldOf(t, member(i))[id]
+			switch {
+			case !ok || string(o.Properties["n"]) != n:
+				bad = append(bad, fmt.Sprintf("member %d: the node-owned %s is %v %s", i, id, ok, o.Properties["n"]))
+			case owner != "" && o.Owner != owner:
+				bad = append(bad, fmt.Sprintf("member %d: %s is %s's, another member's %s", i, id, o.Owner, owner))
+			case !strings.HasPrefix(o.Owner, "server-"):
+				bad = append(bad, fmt.Sprintf("member %d: %s is %s's", i, id, o.Owner))
+			}
+			owner = o.Owner
 		}
 	}
 	sort.Strings(bad)
