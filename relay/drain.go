@@ -118,6 +118,10 @@ func (n *Node) Drain(ctx context.Context, opts DrainOptions) error {
 	}
 }
 
+// Draining reports whether Drain was called: bridges take no new client
+// then either.
+func (n *Node) Draining() bool { return n.life.draining.Load() }
+
 // refuseDraining answers a handshake while the node drains (503, with
 // Retry-After), and reports whether it did.
 func (n *Node) refuseDraining(w http.ResponseWriter) bool {

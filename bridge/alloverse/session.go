@@ -102,6 +102,9 @@ func (b *Bridge) Connect(conn Conn) (*Session, error) {
 	if b.closed {
 		return nil, errors.New("alloverse: bridge closed")
 	}
+	if b.node.Draining() {
+		return nil, errors.New("alloverse: the node is draining: connect to another")
+	}
 	s := &Session{b: b, conn: conn}
 	if m, ok := conn.(MergeOnly); ok {
 		s.mergeOnly = m.MergeOnly()

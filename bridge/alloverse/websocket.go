@@ -43,6 +43,11 @@ func (b *Bridge) Handler(opts HandlerOptions) http.Handler {
 		opts.WriteTimeout = 10 * time.Second
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if b.node.Draining() {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "this node is draining: connect to another", http.StatusServiceUnavailable)
+			return
+		}
 		var grant *auth.Grant
 		if b.opts.Auth != nil {
 			g, err := b.opts.Auth.Authenticate(auth.FromRequest(r))

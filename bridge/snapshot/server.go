@@ -445,6 +445,12 @@ func (s *Server) handle(addr netip.AddrPort, p []byte) {
 			s.outdated(addr, v)
 			return
 		}
+		if s.node.Draining() {
+			// (A client connects again on "shutdown": by then to a node
+			// that serves.)
+			s.send(addr, []byte{msgDisconnect, ReasonShutdown})
+			return
+		}
 		nonce := binary.LittleEndian.Uint32(p[1:5])
 		c := s.cookie(addr, nonce, time.Now().Unix()/10)
 		reply := append([]byte{msgChallenge, p[1], p[2], p[3], p[4]}, c[:]...)
