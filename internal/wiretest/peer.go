@@ -71,6 +71,7 @@ type Peer struct {
 	owned      map[string]Object
 	messages   []Message
 	counts     map[string]int // messages received, by type
+	removes    map[string]int // removes applied, by object id
 	violations []string
 	closed     error
 	wmu        sync.Mutex
@@ -234,6 +235,11 @@ func (p *Peer) handle(m Message) {
 			}
 			if problem := applyLikeJS(p.objects, c); problem != "" {
 				p.violations = append(p.violations, problem)
+			} else if c.Type == "remove" {
+				if p.removes == nil {
+					p.removes = map[string]int{}
+				}
+				p.removes[c.ID]++
 			}
 		}
 	case "requestMetadata":
@@ -519,6 +525,14 @@ func applyLikeJS(objs map[string]*Object, c wireChange) string {
 		return "unknown change type " + c.Type
 	}
 	return ""
+}
+
+// Removes returns how many times each object was removed from the peer's
+// view (a remove it was sent of an object it held).
+func (p *Peer) Removes() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.removes)
 }
 
 // Owned returns add records of the objects the peer owns now, for a peer
