@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,21 +39,7 @@ func TestDrainMovesClients(t *testing.T) {
 	legacy := wiretest.Dial(t, a.url, "legacy-AAAAAAAA-AAAAAAAA", wiretest.Options{})
 	watcher := wiretest.Dial(t, b.url, "watch-AAAAAAAA-AAAAAAAA", wiretest.Options{})
 	watcher.WaitHas(id)
-	var vanished atomic.Bool
-	stop := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-			if _, ok := watcher.Objects()[id]; !ok {
-				vanished.Store(true)
-			}
-		}
-	}()
-	defer close(stop)
+	stopWatch := wiretest.WatchGone([]string{id}, func(id string) bool { _, ok := watcher.Objects()[id]; return ok })
 
 	drained := make(chan error, 1)
 	go func() { drained <- a.node.Drain(ctx, DrainOptions{Grace: time.Minute}) }()
@@ -83,8 +68,8 @@ func TestDrainMovesClients(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Drain still waits, with no client left")
 	}
-	if vanished.Load() {
-		t.Error("the Go client's object vanished for the watcher on B while it moved")
+	if gone := stopWatch(); len(gone) > 0 {
+		t.Errorf("the Go client's object vanished for the watcher on B while it moved: %v", gone)
 	}
 	if !strings.Contains(a.logs.String(), "drained: every client left") {
 		t.Errorf("A's log does not say its clients left:\n%s", a.logs)
@@ -112,27 +97,14 @@ func TestLeftMemberHandsOver(t *testing.T) {
 		w.WaitHas("ball")
 		watchers = append(watchers, w)
 	}
-	var vanished atomic.Bool
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-			for _, w := range watchers {
-				objs := w.Objects()
-				if _, ok := objs["kept"]; !ok {
-					vanished.Store(true)
-				}
-				if _, ok := objs["ball"]; !ok {
-					vanished.Store(true)
-				}
+	stopWatch := wiretest.WatchGone([]string{"kept", "ball"}, func(id string) bool {
+		for _, w := range watchers {
+			if _, ok := w.Objects()[id]; !ok {
+				return false
 			}
 		}
-	}()
+		return true
+	})
 	heir := min(b.node.Identifier(), c.node.Identifier())
 	a.mesh.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -156,7 +128,7 @@ func TestLeftMemberHandsOver(t *testing.T) {
 			t.Errorf("%s after the grace: at B %v %s epoch %d, at C %v %s epoch %d", id, okB, ob.Owner, ob.Epoch, okC, oc.Owner, oc.Epoch)
 		}
 	}
-	if vanished.Load() {
-		t.Error("A's objects vanished for a watcher while A left")
+	if gone := stopWatch(); len(gone) > 0 {
+		t.Errorf("A's objects vanished for a watcher while A left: %v", gone)
 	}
 }

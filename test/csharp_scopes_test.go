@@ -50,17 +50,7 @@ func TestCSharpScopes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	goc := dialNode(t, ctx, p.URL(), "gotest")
-	grid, err := goc.Create(map[string]any{"kind": "grid", "position": []float64{0, 0, 0}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := map[string]map[string]any{}
-	for i := range 100 {
-		first[fmt.Sprintf("%d,0,0", i)] = map[string]any{"t": "stone", "n": i}
-	}
-	if err := goc.SetElements(grid, "blocks", first); err != nil {
-		t.Fatal(err)
-	}
+	grid := makeGrid(t, goc)
 	cs := startLineProc(t, nil, "mono", filepath.Join(csharpTests(t), "Tests.exe"), "wslive", p.URL())
 	cs.expect(t, "CONNECTED ", 30*time.Second)
 	if got := cs.expect(t, "ADDED "+grid+" ", 10*time.Second); strings.Contains(got, "blocks") {
@@ -84,23 +74,7 @@ func TestCSharpScopes(t *testing.T) {
 	}
 	waitScope("the first blocks", grid, func() (uint64, string) { return goScope(goc, grid, "blocks") })
 
-	// Bursts: changes, removals and new blocks, some within one tick.
-	for r := range 30 {
-		mod := map[string]map[string]any{}
-		for i := range 10 {
-			mod[fmt.Sprintf("%d,0,0", (r*7+i)%100)] = map[string]any{"c": fmt.Sprintf("c%d", r)}
-		}
-		mod[fmt.Sprintf("%d,1,0", r)] = map[string]any{"t": "glass"}
-		if err := goc.SetElements(grid, "blocks", mod); err != nil {
-			t.Fatal(err)
-		}
-		if err := goc.RemoveElements(grid, "blocks", fmt.Sprintf("%d,0,0", (r*13)%100)); err != nil {
-			t.Fatal(err)
-		}
-		if r%3 == 0 {
-			time.Sleep(25 * time.Millisecond)
-		}
-	}
+	writeBursts(t, goc, grid)
 	waitScope("after the bursts", grid, func() (uint64, string) { return goScope(goc, grid, "blocks") })
 
 	// C# writes its own grid.
@@ -265,5 +239,44 @@ func TestCSharpSnapshotElements(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if _, e := goScope(goc, "go-grid", "blocks"); e != `{"0,0,0":{"t":"dirt"}}` {
 		t.Fatalf("C#'s write to the Go client's grid changed it: %s", e)
+	}
+}
+
+// makeGrid has a Go client make a grid of 100 blocks and returns its id.
+func makeGrid(t *testing.T, goc *relay.Client) string {
+	t.Helper()
+	grid, err := goc.Create(map[string]any{"kind": "grid", "position": []float64{0, 0, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := map[string]map[string]any{}
+	for i := range 100 {
+		first[fmt.Sprintf("%d,0,0", i)] = map[string]any{"t": "stone", "n": i}
+	}
+	if err := goc.SetElements(grid, "blocks", first); err != nil {
+		t.Fatal(err)
+	}
+	return grid
+}
+
+// writeBursts has a Go client change a grid's blocks in bursts: changes,
+// removals and new blocks, some within one tick.
+func writeBursts(t *testing.T, goc *relay.Client, grid string) {
+	t.Helper()
+	for r := range 30 {
+		mod := map[string]map[string]any{}
+		for i := range 10 {
+			mod[fmt.Sprintf("%d,0,0", (r*7+i)%100)] = map[string]any{"c": fmt.Sprintf("c%d", r)}
+		}
+		mod[fmt.Sprintf("%d,1,0", r)] = map[string]any{"t": "glass"}
+		if err := goc.SetElements(grid, "blocks", mod); err != nil {
+			t.Fatal(err)
+		}
+		if err := goc.RemoveElements(grid, "blocks", fmt.Sprintf("%d,0,0", (r*13)%100)); err != nil {
+			t.Fatal(err)
+		}
+		if r%3 == 0 {
+			time.Sleep(25 * time.Millisecond)
+		}
 	}
 }

@@ -4,9 +4,10 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/internal/wiretest"
 )
 
 // TestEngineClientsFollowDrain: a mesh of two node processes; the C#
@@ -39,22 +40,7 @@ func TestEngineClientsFollowDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var vanished atomic.Value
-	stop := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-			for _, id := range []string{"cbox", "gbox"} {
-				if _, ok := goc.World().Get(id); !ok {
-					vanished.Store(id)
-				}
-			}
-		}
-	}()
+	stopWatch := wiretest.WatchGone([]string{"cbox", "gbox"}, func(id string) bool { _, ok := goc.World().Get(id); return ok })
 	a.Stop(t)
 	cs.expect(t, "LINKUP", 10*time.Second)
 	cs.send(t, "WHERE")
@@ -73,9 +59,8 @@ func TestEngineClientsFollowDrain(t *testing.T) {
 		g, _ := goc.World().Get("gbox")
 		return string(c.Properties.Value("n")) == "2" && string(g.Properties.Value("n")) == "2"
 	})
-	close(stop)
-	if id := vanished.Load(); id != nil {
-		t.Errorf("%s vanished for the watcher on B while its client moved", id)
+	if gone := stopWatch(); len(gone) > 0 {
+		t.Errorf("%v vanished for the watcher on B while their clients moved", gone)
 	}
 	if !strings.Contains(a.Log(), "drained: every client left") {
 		t.Errorf("A's log does not say its clients left:\n%s", a.Log())

@@ -94,15 +94,7 @@ func TestGodotClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.expect(t, "GONE "+cube, 10*time.Second)
-	select {
-	case err := <-g.done:
-		g.done <- err // (for the cleanup)
-		if err != nil {
-			t.Fatalf("Godot: %v\n%s", err, g.printed())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("Godot did not exit:\n%s", g.printed())
-	}
+	g.expectExit(t)
 }
 
 // TestGodotKeepsObjectsOverABreak: Godot's link breaks and comes back 2 s
@@ -310,38 +302,13 @@ func TestGodotScopes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	goc := dialNode(t, ctx, p.URL(), "gotest")
-	grid, err := goc.Create(map[string]any{"kind": "grid", "position": []float64{0, 0, 0}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := map[string]map[string]any{}
-	for i := range 100 {
-		first[fmt.Sprintf("%d,0,0", i)] = map[string]any{"t": "stone", "n": i}
-	}
-	if err := goc.SetElements(grid, "blocks", first); err != nil {
-		t.Fatal(err)
-	}
+	grid := makeGrid(t, goc)
 	g := startGodot(t, "res://test/scopes_test.gd", "SOLIPSISM_URL="+p.URL())
 	g.expect(t, "CONNECTED ", 30*time.Second)
 	if got := g.expect(t, "ADDED "+grid+" ", 10*time.Second); strings.Contains(got, "blocks") {
 		t.Fatalf("the grid came with its blocks as a property: %s", got)
 	}
-	for r := range 30 {
-		mod := map[string]map[string]any{}
-		for i := range 10 {
-			mod[fmt.Sprintf("%d,0,0", (r*7+i)%100)] = map[string]any{"c": fmt.Sprintf("c%d", r)}
-		}
-		mod[fmt.Sprintf("%d,1,0", r)] = map[string]any{"t": "glass"}
-		if err := goc.SetElements(grid, "blocks", mod); err != nil {
-			t.Fatal(err)
-		}
-		if err := goc.RemoveElements(grid, "blocks", fmt.Sprintf("%d,0,0", (r*13)%100)); err != nil {
-			t.Fatal(err)
-		}
-		if r%3 == 0 {
-			time.Sleep(25 * time.Millisecond)
-		}
-	}
+	writeBursts(t, goc, grid)
 	g.expect(t, "WROTE", 10*time.Second)
 	want := `{"0,0,0":{"t":"glass"},"1,0,0":{"c":"blue","t":"dirt"}}`
 	waitUntil(t, "the Go client to see Godot's grid", 10*time.Second, func() bool {
@@ -366,15 +333,7 @@ func TestGodotScopes(t *testing.T) {
 	if err := goc.Set(grid, map[string]any{"cue": "quit"}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-g.done:
-		g.done <- err // (for the cleanup)
-		if err != nil {
-			t.Fatalf("Godot: %v\n%s", err, g.printed())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("Godot did not exit:\n%s", g.printed())
-	}
+	g.expectExit(t)
 }
 
 // TestGodotScopeGap: a node sends the Godot addon a scope delta built on a

@@ -108,3 +108,17 @@ func startGodot(t testing.TB, script string, env ...string) *lineProc {
 	t.Helper()
 	return startLineProc(t, env, godotPath(t), "--path", "../clients/godot", "-s", script)
 }
+
+// expectExit waits for the process to exit by itself, with status 0.
+func (p *lineProc) expectExit(t testing.TB) {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err // (for the cleanup)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, p.printed())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no exit within 10 s:\n%s", p.printed())
+	}
+}
