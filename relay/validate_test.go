@@ -17,13 +17,7 @@ import (
 // is told why, and the writer and a watcher on the proxy, which had taken
 // the bad value, get the node's back. A valid write then goes through.
 func TestSchemasRefuseWithReason(t *testing.T) {
-	set, err := schema.Load("../docs/demo-schemas.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, sURL := startNode(t, Options{Tick: 5 * time.Millisecond, Validator: set})
-	proxy, pURL := startProxy(t, sURL, Options{Tick: 5 * time.Millisecond})
-	waitFor(t, "the proxy connected", 10*time.Second, func() bool { return upstreamConnected(proxy) })
+	srv, sURL, _, pURL := schemaChain(t)
 	writer := dialClient(t, pURL, "writer")
 	in := listen(writer)
 	watcher := wiretest.Dial(t, pURL, "watch-AAAAAAAA-AAAAAAAA", wiretest.Options{})
@@ -91,13 +85,7 @@ func TestSchemasRefuseWithReason(t *testing.T) {
 // whose grid (and the proxy's) goes back to the server's, version
 // included; the client's next block is taken, and every copy ends equal.
 func TestSchemasRefuseBlocks(t *testing.T) {
-	set, err := schema.Load("../docs/demo-schemas.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, sURL := startNode(t, Options{Tick: 5 * time.Millisecond, Validator: set})
-	proxy, pURL := startProxy(t, sURL, Options{Tick: 5 * time.Millisecond})
-	waitFor(t, "the proxy connected", 10*time.Second, func() bool { return upstreamConnected(proxy) })
+	srv, _, proxy, pURL := schemaChain(t)
 	writer := dialClient(t, pURL, "writer")
 	in := listen(writer)
 	if err := writer.CreateWithID("grid", map[string]any{"kind": "grid", "position": []float64{0, 0, 0}}); err != nil {
@@ -128,4 +116,18 @@ func TestSchemasRefuseBlocks(t *testing.T) {
 	if o.Scopes.Ver("blocks") != w.Scopes.Ver("blocks") || scopeOf(writer.World(), "grid", "blocks") != after {
 		t.Errorf("the writer holds version %d %s, the server %d %s", w.Scopes.Ver("blocks"), scopeOf(writer.World(), "grid", "blocks"), o.Scopes.Ver("blocks"), after)
 	}
+}
+
+// schemaChain starts a server with the demo's schemas and a proxy (which
+// checks nothing) under it, connected.
+func schemaChain(t *testing.T) (srv *Node, sURL string, proxy *Node, pURL string) {
+	t.Helper()
+	set, err := schema.Load("../docs/demo-schemas.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, sURL = startNode(t, Options{Tick: 5 * time.Millisecond, Validator: set})
+	proxy, pURL = startProxy(t, sURL, Options{Tick: 5 * time.Millisecond})
+	waitFor(t, "the proxy connected", 10*time.Second, func() bool { return upstreamConnected(proxy) })
+	return srv, sURL, proxy, pURL
 }
