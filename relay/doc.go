@@ -28,7 +28,15 @@
 // alone (identity.go). Work proportional to the world (a departure, a
 // refresh answer, a region change over everything) is taken a slice at a
 // time with the lock let go between, and a big departure reaches our
-// downstream nodes as one departed message (departures.go).
+// downstream nodes as one departed message (departures.go). A scope delta
+// that arrives with a gap asks its sender for the object at once, with a
+// repair request (gaps.go).
+//
+// A node about to stop drains (drain.go): it refuses new clients, sends
+// those it has to the other mesh members (TypeMoved), and the node that
+// receives that as a client follows it (RunUpstream, through a message
+// subscription). A member that leaves the mesh on purpose says so in its
+// gossip, and the others adopt what it owned itself (closes.go).
 //
 // Beyond objects: ephemeral messages (messages.go) are routed by the same
 // rules from the log, stamped with their sender where they enter; rooms
