@@ -28,6 +28,19 @@ const (
 // operation to 3 bits, for the elements operation (a scope's blocks).
 const Version = 2
 
+// OldestVersion is the oldest version a server still serves: version 1
+// differs from 2 only in its commands (2-bit operations, no elements), so
+// clients built for it keep working.
+const OldestVersion = 1
+
+// opBitsOf is the width of a command's update operation in a version.
+func opBitsOf(version uint16) int {
+	if version < 2 {
+		return 2
+	}
+	return opBits
+}
+
 // MaxPacket is the largest datagram either side sends or accepts.
 const MaxPacket = 1200
 
@@ -330,7 +343,10 @@ func (u update) numbered() bool {
 // maxUpdates bounds one command's updates.
 const maxUpdates = 256
 
-func (c *command) write(w *Writer) {
+func (c *command) write(w *Writer) { c.writeVersion(w, Version) }
+
+// writeVersion writes a command as a client of that version does.
+func (c *command) writeVersion(w *Writer, version uint16) {
 	w.WriteBits(msgCommand, 8)
 	w.WriteBits(c.LocalTime, 32)
 	w.WriteBits(c.ReturnTime, 32)
@@ -341,7 +357,7 @@ func (c *command) write(w *Writer) {
 	w.WriteBits(c.Digest, 32)
 	w.WritePacked(uint32(len(c.Updates)))
 	for _, u := range c.Updates {
-		w.WriteBits(uint32(u.Op), opBits)
+		w.WriteBits(uint32(u.Op), opBitsOf(version))
 		w.WriteBytes([]byte(u.ID))
 		switch u.Op {
 		case opSet:
@@ -356,8 +372,13 @@ func (c *command) write(w *Writer) {
 	}
 }
 
-// decodeCommand decodes a command packet, type byte included.
-func decodeCommand(p []byte) (command, error) {
+// decodeCommand decodes a command packet of this Version, type byte
+// included.
+func decodeCommand(p []byte) (command, error) { return decodeCommandVersion(p, Version) }
+
+// decodeCommandVersion decodes a command packet of a client of that
+// version.
+func decodeCommandVersion(p []byte, version uint16) (command, error) {
 	r := NewReader(p)
 	if r.ReadBits(8) != msgCommand {
 		return command{}, fmt.Errorf("%w: not a command", ErrBadPacket)
@@ -376,7 +397,7 @@ func decodeCommand(p []byte) (command, error) {
 	}
 	for range n {
 		var u update
-		u.Op = uint8(r.ReadBits(opBits))
+		u.Op = uint8(r.ReadBits(opBitsOf(version)))
 		u.ID = string(r.ReadBytes(MaxJSONBytes))
 		switch u.Op {
 		case opSet:

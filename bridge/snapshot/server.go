@@ -106,6 +106,8 @@ type ghost struct {
 
 // conn is the server's view of one client.
 type conn struct {
+	// version is the wire version the client said in its connect.
+	version uint16
 	// peer lists the client in the node's state and metrics.
 	peer       *relay.BridgedPeer
 	addr       netip.AddrPort
@@ -404,12 +406,17 @@ func (s *Server) now() uint32 {
 
 // cookie proves that a client receives at addr: it is keyed by the
 // server's secret and valid for the current and the previous 10 s window.
-func (s *Server) cookie(addr netip.AddrPort, nonce uint32, window int64) [16]byte {
+// It binds the version the connect said, which the response, carrying the
+// cookie back, thus tells without the server keeping anything.
+func (s *Server) cookie(addr netip.AddrPort, nonce uint32, window int64, version uint16) [16]byte {
 	m := hmac.New(sha256.New, s.secret[:])
 	b, _ := addr.MarshalBinary()
 	m.Write(b)
 	binary.Write(m, binary.LittleEndian, nonce)
 	binary.Write(m, binary.LittleEndian, window)
+	if version != Version {
+		binary.Write(m, binary.LittleEndian, version) // (a version 2 cookie is as it always was)
+	}
 	var c [16]byte
 	copy(c[:], m.Sum(nil))
 	return c
@@ -441,7 +448,8 @@ func (s *Server) handle(addr netip.AddrPort, p []byte) {
 		if len(p) < connectSize {
 			return // a reply would be larger than the request
 		}
-		if v := binary.LittleEndian.Uint16(p[5:7]); v != Version {
+		v := binary.LittleEndian.Uint16(p[5:7])
+		if v < OldestVersion || v > Version {
 			s.outdated(addr, v)
 			return
 		}
@@ -452,7 +460,7 @@ func (s *Server) handle(addr netip.AddrPort, p []byte) {
 			return
 		}
 		nonce := binary.LittleEndian.Uint32(p[1:5])
-		c := s.cookie(addr, nonce, time.Now().Unix()/10)
+		c := s.cookie(addr, nonce, time.Now().Unix()/10, v)
 		reply := append([]byte{msgChallenge, p[1], p[2], p[3], p[4]}, c[:]...)
 		s.send(addr, reply)
 	case msgResponse:
@@ -461,11 +469,17 @@ func (s *Server) handle(addr netip.AddrPort, p []byte) {
 		}
 		nonce := binary.LittleEndian.Uint32(p[1:5])
 		w := time.Now().Unix() / 10
-		c0, c1 := s.cookie(addr, nonce, w), s.cookie(addr, nonce, w-1)
-		if !hmac.Equal(p[5:21], c0[:]) && !hmac.Equal(p[5:21], c1[:]) {
+		version := uint16(0)
+		for v := uint16(Version); v >= OldestVersion && version == 0; v-- {
+			c0, c1 := s.cookie(addr, nonce, w, v), s.cookie(addr, nonce, w-1, v)
+			if hmac.Equal(p[5:21], c0[:]) || hmac.Equal(p[5:21], c1[:]) {
+				version = v
+			}
+		}
+		if version == 0 {
 			return
 		}
-		s.accept(addr, nonce, string(p[21:]))
+		s.accept(addr, nonce, string(p[21:]), version)
 	case msgCommand:
 		s.command(addr, p)
 	case msgDisconnect:
@@ -500,7 +514,7 @@ func (s *Server) outdated(addr netip.AddrPort, v uint16) {
 
 // accept admits a client whose address is proven, or answers its repeated
 // response again.
-func (s *Server) accept(addr netip.AddrPort, nonce uint32, token string) {
+func (s *Server) accept(addr netip.AddrPort, nonce uint32, token string, version uint16) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -537,13 +551,13 @@ func (s *Server) accept(addr netip.AddrPort, nonce uint32, token string) {
 			s.send(addr, []byte{msgDisconnect, ReasonRefused})
 			return
 		}
-		c = &conn{addr: addr, nonce: nonce, agent: agent, identifier: id, despawns: map[uint32]bool{}, peer: s.node.TrackPeer(relay.PeerSnapshot, addr.String())}
+		c = &conn{version: version, addr: addr, nonce: nonce, agent: agent, identifier: id, despawns: map[uint32]bool{}, peer: s.node.TrackPeer(relay.PeerSnapshot, addr.String())}
 		c.peer.SetIdentifier(id)
 		s.clients[addr] = c
 		if len(s.clients) == 1 {
 			s.obs.SetInterest(nil, false)
 		}
-		s.log.Debug("client connected", "addr", addr, "identifier", id)
+		s.log.Debug("client connected", "addr", addr, "identifier", id, "version", version)
 	}
 	c.heard = time.Now()
 	var w Writer
@@ -572,7 +586,13 @@ func (s *Server) dropLocked(c *conn) {
 
 // command takes a client's command packet.
 func (s *Server) command(addr netip.AddrPort, p []byte) {
-	cmd, err := decodeCommand(p)
+	version := uint16(Version)
+	s.mu.Lock()
+	if c := s.clients[addr]; c != nil {
+		version = c.version
+	}
+	s.mu.Unlock()
+	cmd, err := decodeCommandVersion(p, version)
 	s.mu.Lock()
 	c := s.clients[addr]
 	if c == nil && err == nil && !s.closed {

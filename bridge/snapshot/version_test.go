@@ -34,7 +34,7 @@ func TestOutdated(t *testing.T) {
 	}
 	defer raw.Close()
 	buf := make([]byte, MaxPacket)
-	for _, v := range []uint16{0, 1, Version + 1, 0xffff} {
+	for _, v := range []uint16{0, Version + 1, 0xffff} {
 		connect := make([]byte, connectSize)
 		copy(connect, []byte{msgConnect, 0x78, 0x56, 0x34, 0x12})
 		binary.LittleEndian.PutUint16(connect[5:], v)
@@ -86,5 +86,46 @@ func TestClientReportsOutdated(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if n := len(connects); n != 0 {
 		t.Errorf("the client connected %d more times after the refusal", n)
+	}
+}
+
+// TestVersionOneServed: a client of wire version 1 (2-bit update
+// operations, from before block writes) still connects and writes: its
+// commands are read as version 1's, and its set reaches the node.
+func TestVersionOneServed(t *testing.T) {
+	p := startPlace(t, Options{})
+	raw, err := net.DialUDP("udp", nil, p.srv.Addr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	connect := make([]byte, connectSize)
+	copy(connect, []byte{msgConnect, 0x78, 0x56, 0x34, 0x12, 0x01, 0x00})
+	raw.Write(connect)
+	buf := make([]byte, MaxPacket)
+	raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := raw.Read(buf)
+	if err != nil || n != 21 || buf[0] != msgChallenge {
+		t.Fatalf("challenge % x, %v", buf[:n], err)
+	}
+	raw.Write(append([]byte{msgResponse}, buf[1:21]...))
+	if n, err = raw.Read(buf); err != nil || buf[0] != msgAccept {
+		t.Fatalf("accept % x, %v", buf[:n], err)
+	}
+	// A set and a remove of an unknown id, as a version 1 client writes
+	// them: 2-bit operations.
+	cmd := command{Tick: 1, Digest: digest(nil), Updates: []update{{ID: "v1-crate", Props: []byte(`{"kind":"crate","n":1}`)}, {ID: "nothing", Op: opRemove}}}
+	var w Writer
+	cmd.writeVersion(&w, 1)
+	raw.Write(w.Bytes())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if o, ok := p.node.World().Get("v1-crate"); ok && string(o.Properties.Value("n")) == "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a version 1 client's set never reached the node")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
