@@ -39,3 +39,30 @@ func TestSchemaRefusals(t *testing.T) {
 		return string(o.Properties.Value("position")) == "[4,5,6]"
 	})
 }
+
+// TestSchemaRefusesBlocks: with the demo's schemas, a snapshot client's
+// block whose colour is markup is refused (its whole delta: the good
+// block with it), and its next good block is taken.
+func TestSchemaRefusesBlocks(t *testing.T) {
+	set, err := schema.Load("../../docs/demo-schemas.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPlaceWith(t, Options{}, relay.Options{Tick: 5 * time.Millisecond, Validator: set})
+	c := dial(t, p.srv.Addr().String(), ClientOptions{})
+	c.Set("udp-grid", map[string]any{"kind": "grid", "position": []float64{0, 0, 0}})
+	c.SetElements("udp-grid", "blocks", map[string]map[string]any{"0,0,0": {"c": "#d94f4f"}}) //nolint:errcheck // plain values
+	blocks := func() string {
+		o, _ := p.node.World().Get("udp-grid")
+		b, _ := o.Scopes.AppendJSON(nil, "blocks")
+		return string(b)
+	}
+	waitFor(t, "the first block", 5*time.Second, func() bool { return blocks() == `{"0,0,0":{"c":"#d94f4f"}}` })
+	c.SetElements("udp-grid", "blocks", map[string]map[string]any{"1,1,1": {"c": "#5fd38d"}, "2,2,2": {"c": `red"><script>`}}) //nolint:errcheck // plain values
+	time.Sleep(300 * time.Millisecond)
+	if got := blocks(); got != `{"0,0,0":{"c":"#d94f4f"}}` {
+		t.Fatalf("the node took a delta with a block of markup: %s", got)
+	}
+	c.SetElements("udp-grid", "blocks", map[string]map[string]any{"3,3,3": {"c": "#4f8fd9"}}) //nolint:errcheck // plain values
+	waitFor(t, "the next good block", 5*time.Second, func() bool { return blocks() == `{"0,0,0":{"c":"#d94f4f"},"3,3,3":{"c":"#4f8fd9"}}` })
+}
