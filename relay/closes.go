@@ -198,26 +198,17 @@ func (n *Node) meshMemberGone(member string) {
 }
 
 // adoptLeftMember gives the objects a member that left the mesh on purpose
-// owned itself (persistent objects fallen to it, released ones) to one
-// member, the same on every survivor: the lowest identifier among this
-// node and the members it is linked to. Each survivor makes the same
-// transfer, at the next epoch, so they agree without a word, and nothing
-// the member owned goes with it. Its clients' worlds are held as any gone
-// member's (meshMemberGone).
-func (n *Node) adoptLeftMember(id string) {
+// owned itself (persistent objects fallen to it, released ones) to heir,
+// the same member on every survivor (Mesh.memberDown picks the lowest
+// identifier of the membership). Each survivor makes the same transfer, at
+// the next epoch, so they agree without a word, and nothing the member
+// owned goes with it. Its clients' worlds are held as any gone member's
+// (meshMemberGone).
+func (n *Node) adoptLeftMember(id, heir string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.life.closed || id == "" || id == n.id {
+	if n.life.closed || id == "" || id == n.id || heir == "" {
 		return
-	}
-	heir := n.id
-	for _, ls := range n.hub.order {
-		if ls.kind != ownership.Mesh || ls.link == nil {
-			continue
-		}
-		if md, ok := ls.link.Metadata(); ok && md.Identifier != id && md.Identifier < heir {
-			heir = md.Identifier
-		}
 	}
 	var changes []gameworld.Change
 	n.world.Range(func(o gameworld.Object) bool {

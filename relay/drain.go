@@ -66,21 +66,18 @@ func (n *Node) Drain(ctx context.Context, opts DrainOptions) error {
 	data, _ := json.Marshal(movedData{URLs: opts.URLs}) // plain strings
 	n.mu.Lock()
 	told, closed := 0, 0
-	for _, ls := range n.hub.order {
-		if ls.kind != ownership.Downstream || ls.link == nil {
-			continue
-		}
+	n.eachClientLocked(func(ls *linkState) {
 		if md, ok := ls.link.Metadata(); ok && md.Has(peer.FeatureMessages) && len(opts.URLs) > 0 {
 			n.postLocked(peer.AppMessage{From: n.id, Type: TypeMoved, World: md.Identifier, Data: data}, nil, n.ownerInfo(n.id))
 			told++
-			continue
+			return
 		}
 		// A peer that cannot be told (a 2016 one), or with nowhere to go:
 		// closed now, to reconnect by itself (its objects are kept for
 		// the reclaim grace).
 		ls.link.Close(peer.StatusServiceRestart, "node draining: connect to another")
 		closed++
-	}
+	})
 	n.mu.Unlock()
 	n.log.Info("draining: sending clients elsewhere", "told", told, "closed", closed, "to", opts.URLs, "grace", opts.Grace)
 	deadline := time.NewTimer(opts.Grace)
@@ -90,31 +87,37 @@ func (n *Node) Drain(ctx context.Context, opts DrainOptions) error {
 	for {
 		n.mu.Lock()
 		left := 0
-		for _, ls := range n.hub.order {
-			if ls.kind == ownership.Downstream && ls.link != nil {
-				left++
-			}
-		}
+		n.eachClientLocked(func(*linkState) { left++ })
+		n.mu.Unlock()
 		if left == 0 {
-			n.mu.Unlock()
 			n.log.Info("drained: every client left")
 			return nil
 		}
 		select {
 		case <-tick.C:
-			n.mu.Unlock()
 			continue
 		case <-deadline.C:
 		case <-ctx.Done():
 		}
-		for _, ls := range n.hub.order {
-			if ls.kind == ownership.Downstream && ls.link != nil {
-				ls.link.Close(peer.StatusServiceRestart, "node draining: connect to another")
-			}
-		}
+		n.mu.Lock()
+		left = 0
+		n.eachClientLocked(func(ls *linkState) {
+			ls.link.Close(peer.StatusServiceRestart, "node draining: connect to another")
+			left++
+		})
 		n.mu.Unlock()
 		n.log.Info("drained: closed the links of clients that stayed", "clients", left)
 		return ctx.Err()
+	}
+}
+
+// eachClientLocked calls fn for each live downstream link. n.mu must be
+// held.
+func (n *Node) eachClientLocked(fn func(*linkState)) {
+	for _, ls := range n.hub.order {
+		if ls.kind == ownership.Downstream && ls.link != nil && !ls.detached {
+			fn(ls)
+		}
 	}
 }
 

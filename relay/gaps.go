@@ -66,7 +66,7 @@ func (n *Node) sendGapRequestLocked(ls *linkState, now time.Time) {
 // be held.
 func (n *Node) answerDeferredLocked(now time.Time) {
 	for _, ls := range n.hub.order {
-		if r := ls.digest.deferred; r != nil && ls.ready && len(n.deps.departing) == 0 && now.Sub(ls.digest.lastAsked) >= minDigestGap {
+		if r := ls.digest.deferred; r != nil && ls.link != nil && ls.ready && len(n.deps.departing) == 0 && now.Sub(ls.digest.lastAsked) >= minDigestGap {
 			ls.digest.deferred = nil
 			ls.digest.lastAsked = now
 			n.answerRepairLocked(ls, *r)

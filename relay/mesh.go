@@ -368,8 +368,18 @@ func (m *Mesh) memberDown(name string) {
 	m.log.Info("member gone", "member", name, "identifier", mem.meta.ID, "left", left)
 	if left {
 		// It stopped on purpose (a drain, an upgrade): what it owned
-		// itself goes on at a member, as it would have handed it over.
-		m.n.adoptLeftMember(mem.meta.ID)
+		// itself goes on at a member, as it would have handed it over:
+		// the lowest identifier of the membership, which every survivor
+		// sees alike (the links, not yet all up, might not).
+		heir := m.n.id
+		m.mu.Lock()
+		for _, o := range m.members {
+			if o.meta.ID != mem.meta.ID && !o.meta.Leaving && o.meta.ID < heir {
+				heir = o.meta.ID
+			}
+		}
+		m.mu.Unlock()
+		m.n.adoptLeftMember(mem.meta.ID, heir)
 	}
 	m.n.meshMemberGone(name)
 }
