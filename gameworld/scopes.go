@@ -107,6 +107,21 @@ func (s *Scopes) Snapshots() map[string]scope.Delta {
 	return out
 }
 
+// Snapshot returns scope name whole, as a snapshot; false if the object
+// has no such scope.
+func (s *Scopes) Snapshot(name string) (scope.Delta, bool) {
+	if s == nil {
+		return scope.Delta{}, false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sc := s.m[name]
+	if sc == nil {
+		return scope.Delta{}, false
+	}
+	return sc.Snapshot(), true
+}
+
 // AppendJSON appends scope name's elements as one JSON object (see
 // scope.Scope.AppendJSON), or reports false if the object has no such
 // scope.

@@ -94,10 +94,9 @@ func (n *Node) tellRefusedLocked(refused []gameworld.Refusal) {
 				d.Properties[k] = v
 			}
 			if len(rf.Change.Scopes) > 0 {
-				snaps := o.Scopes.Snapshots()
 				d.Scopes = make(map[string]scope.Delta, len(rf.Change.Scopes))
 				for name := range rf.Change.Scopes {
-					sn, ok := snaps[name]
+					sn, ok := o.Scopes.Snapshot(name)
 					if !ok {
 						sn = scope.Delta{Full: true}
 					}
