@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/api"
+	"github.com/solipsism/mesh/client"
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
@@ -55,7 +56,7 @@ func TestMessagesHandler(t *testing.T) {
 	n, srv := startNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := relay.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", relay.ClientOptions{Prefix: "c"})
+	c, err := client.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", client.Options{Prefix: "c"})
 	if err != nil {
 		t.Fatal(err)
 	}

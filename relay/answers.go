@@ -305,6 +305,24 @@ func (n *Node) forgetAskerLocked(ls *linkState) {
 	}
 }
 
+// TransferAnswer is the upstream's answer to a transfer request.
+type TransferAnswer struct {
+	// Owner is the object's owner after the request.
+	Owner string
+	// Gone is set when the object no longer exists.
+	Gone bool
+}
+
+// RequestTransfer asks the upstream to give object id to owner (the
+// node's own identifier to take it, "" to give it back to the server)
+// and waits for the answer, or for ctx. It fails with ErrNotConnected
+// without an upstream, ErrNoTransfers if the upstream takes no requests,
+// and gameworld.ErrUnknownObject if the node does not hold id.
+func (n *Node) RequestTransfer(ctx context.Context, id, owner string) (TransferAnswer, error) {
+	a, err := n.ask(ctx, gameworld.Change{Type: gameworld.Transfer, ID: id, Owner: owner})
+	return TransferAnswer{Owner: a.owner, Gone: a.gone}, err
+}
+
 // ask sends a transfer request to the upstream and waits for its answer,
 // or for ctx.
 func (n *Node) ask(ctx context.Context, req gameworld.Change) (answer, error) {

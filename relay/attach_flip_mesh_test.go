@@ -1,10 +1,12 @@
-package relay
+package relay_test
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/internal/wiretest"
 )
@@ -18,10 +20,10 @@ import (
 func TestObserverFlipsAcrossMesh(t *testing.T) {
 	for seed := range uint64(2) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
-			nodes := startMeshWith(t, 2, MeshOptions{}, Options{Tick: 2 * time.Millisecond})
+			nodes := startMeshWith(t, 2, relay.MeshOptions{}, relay.Options{Tick: 2 * time.Millisecond})
 			a, b := nodes[0], nodes[1]
 			view := newView()
-			obs, err := a.node.Attach(AttachOptions{Receiver: view})
+			obs, err := a.node.Attach(relay.AttachOptions{Receiver: view})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
@@ -19,16 +21,16 @@ import (
 func TestObserverFlipsWhileTheWorldChurns(t *testing.T) {
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
-			n, url := startNode(t, Options{Tick: 2 * time.Millisecond})
+			n, url := startNode(t, relay.Options{Tick: 2 * time.Millisecond})
 			view := newView()
-			obs, err := n.Attach(AttachOptions{Receiver: view})
+			obs, err := n.Attach(relay.AttachOptions{Receiver: view})
 			if err != nil {
 				t.Fatal(err)
 			}
 			r := rand.New(rand.NewPCG(seed, 7))
-			writers := make([]*Attachment, 3)
+			writers := make([]*relay.Attachment, 3)
 			attach := func(i int) {
-				a, err := n.Attach(AttachOptions{Identifier: fmt.Sprintf("writer-%08d-%08d", i, r.IntN(1e8))})
+				a, err := n.Attach(relay.AttachOptions{Identifier: fmt.Sprintf("writer-%08d-%08d", i, r.IntN(1e8))})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,9 +1,11 @@
-package relay
+package relay_test
 
 import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
 )
@@ -14,14 +16,14 @@ import (
 // last client left and a new one came). The observer ends with the new
 // object and without the old one, whose remove it must not miss.
 func TestRegionChangeWithSlotReused(t *testing.T) {
-	n, _ := startNode(t, Options{Tick: time.Hour}) // flushes only when the test says
-	flush := func() { n.mu.Lock(); n.flushLocked(); n.mu.Unlock() }
-	w, err := n.Attach(AttachOptions{Identifier: "writer-AAAAAAAA-BBBBBBBB"})
+	n, _ := startNode(t, relay.Options{Tick: time.Hour}) // flushes only when the test says
+	flush := n.FlushNow
+	w, err := n.Attach(relay.AttachOptions{Identifier: "writer-AAAAAAAA-BBBBBBBB"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	view := newView()
-	obs, err := n.Attach(AttachOptions{Receiver: view})
+	obs, err := n.Attach(relay.AttachOptions{Receiver: view})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,14 +61,14 @@ func TestRegionChangeWithSlotReused(t *testing.T) {
 // no spatial index; wanting everything again brings it the whole world,
 // and nothing again takes it all away.
 func TestIdleAttachmentKeepsNoIndex(t *testing.T) {
-	n, _ := startNode(t, Options{Tick: time.Hour})
-	flush := func() { n.mu.Lock(); n.flushLocked(); n.mu.Unlock() }
-	w, err := n.Attach(AttachOptions{Identifier: "writer-AAAAAAAA-BBBBBBBB"})
+	n, _ := startNode(t, relay.Options{Tick: time.Hour})
+	flush := n.FlushNow
+	w, err := n.Attach(relay.AttachOptions{Identifier: "writer-AAAAAAAA-BBBBBBBB"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	view := newView()
-	obs, err := n.Attach(AttachOptions{Receiver: view})
+	obs, err := n.Attach(relay.AttachOptions{Receiver: view})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,10 +78,7 @@ func TestIdleAttachmentKeepsNoIndex(t *testing.T) {
 		{Type: gameworld.Add, ID: "unplaced", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"kind": []byte(`"sky"`)})},
 	})
 	flush()
-	n.mu.Lock()
-	active := n.sp.active
-	n.mu.Unlock()
-	if active {
+	if n.SpatialIndexActive() {
 		t.Error("an idle attachment made the node build a spatial index")
 	}
 	if d := view.diff(gameworld.New("empty")); d != "" {

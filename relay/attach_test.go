@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/ownership"
@@ -21,7 +24,7 @@ type view struct {
 
 func newView() *view { return &view{objs: map[string]gameworld.Properties{}} }
 
-func (v *view) Receive(ds []Delivery) {
+func (v *view) Receive(ds []relay.Delivery) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, d := range ds {
@@ -71,16 +74,16 @@ func (v *view) diff(w *gameworld.World) string {
 // TestAttachment: an in-process peer obeys the rules of a downstream link,
 // seen from Solipsism clients on real WebSockets, through a proxy too.
 func TestAttachment(t *testing.T) {
-	server, url := startNode(t, Options{Tick: 10 * time.Millisecond})
-	proxy, purl := startProxy(t, url, Options{Tick: 10 * time.Millisecond})
+	server, url := startNode(t, relay.Options{Tick: 10 * time.Millisecond})
+	proxy, purl := startProxy(t, url, relay.Options{Tick: 10 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	alice, err := Dial(ctx, url, ClientOptions{Prefix: "alice"})
+	alice, err := client.Dial(ctx, url, client.Options{Prefix: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer alice.Close()
-	bob, err := Dial(ctx, purl, ClientOptions{Prefix: "bob"})
+	bob, err := client.Dial(ctx, purl, client.Options{Prefix: "bob"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +91,11 @@ func TestAttachment(t *testing.T) {
 	rock, _ := alice.Create(map[string]any{"kind": "rock"})
 
 	obs := newView()
-	if _, err := server.Attach(AttachOptions{Receiver: obs}); err != nil {
+	if _, err := server.Attach(relay.AttachOptions{Receiver: obs}); err != nil {
 		t.Fatal(err)
 	}
 	agentID := gameworld.NewIdentifier("agent")
-	agent, err := proxy.Attach(AttachOptions{Identifier: agentID})
+	agent, err := proxy.Attach(relay.AttachOptions{Identifier: agentID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,19 +140,19 @@ func TestAttachment(t *testing.T) {
 	})
 	t.Run("claimed identifiers", func(t *testing.T) {
 		for _, id := range []string{agentID, proxy.Identifier(), bob.Identifier()} {
-			if _, err := proxy.Attach(AttachOptions{Identifier: id}); !errors.Is(err, ErrIdentifierClaimed) {
+			if _, err := proxy.Attach(relay.AttachOptions{Identifier: id}); !errors.Is(err, relay.ErrIdentifierClaimed) {
 				t.Errorf("attaching as %s: %v, want ErrIdentifierClaimed", id, err)
 			}
 		}
-		if _, err := proxy.Attach(AttachOptions{Identifier: "not an identifier"}); err == nil {
+		if _, err := proxy.Attach(relay.AttachOptions{Identifier: "not an identifier"}); err == nil {
 			t.Error("a malformed identifier was accepted")
 		}
-		client, err := New(Options{Role: ownership.Client})
+		client, err := relay.New(relay.Options{Role: ownership.Client})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer client.Close(context.Background())
-		if _, err := client.Attach(AttachOptions{}); err == nil {
+		if _, err := client.Attach(relay.AttachOptions{}); err == nil {
 			t.Error("a client node accepted an attachment")
 		}
 	})

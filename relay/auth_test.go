@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/coder/websocket"
 
@@ -29,7 +32,7 @@ func TestAuthentication(t *testing.T) {
 		key  any
 	}{{"HS256", hs, secret}, {"Ed25519", ed, priv}} {
 		t.Run(c.name, func(t *testing.T) {
-			_, url := startNode(t, Options{Tick: 5 * time.Millisecond, Auth: c.a})
+			_, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond, Auth: c.a})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			issue := func(ids, prefixes []string, exp time.Duration) string {
@@ -63,7 +66,7 @@ func TestAuthentication(t *testing.T) {
 				t.Fatalf("a claim the token does not grant was closed with %d, want 4005", code)
 			}
 			// A valid token, by prefix, through the Go client.
-			good, err := Dial(ctx, url, ClientOptions{Prefix: "player", Tick: 5 * time.Millisecond, Token: issue(nil, []string{"player"}, time.Hour)})
+			good, err := client.Dial(ctx, url, client.Options{Prefix: "player", Tick: 5 * time.Millisecond, Token: issue(nil, []string{"player"}, time.Hour)})
 			if err != nil {
 				t.Fatal(err)
 			}

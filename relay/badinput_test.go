@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"fmt"
@@ -6,13 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/relay"
+
 	"github.com/coder/websocket"
 
 	"github.com/solipsism/mesh/internal/wiretest"
 )
 
 func TestServerBadInput(t *testing.T) {
-	node, url := startNode(t, Options{})
+	node, url := startNode(t, relay.Options{})
 	// Two bystanders keep talking through every case.
 	a := wiretest.Dial(t, url, "client-aaaaaaaa-aaaaaaaa", wiretest.Options{})
 	b := wiretest.Dial(t, url, "client-bbbbbbbb-bbbbbbbb", wiretest.Options{})

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/coder/websocket"
 
@@ -40,7 +42,7 @@ func TestLegacyPeerSendsItsWholeWorldInOneMessage(t *testing.T) {
 		{"11,000 objects of 1 KB (11 MB)", 11000, 1000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			node, url := startNode(t, Options{})
+			node, url := startNode(t, relay.Options{})
 			watcher := wiretest.Dial(t, url, "client-wwwwwwww-wwwwwwww", wiretest.Options{})
 			id := "client-bbbbbbbb-bbbbbbbb"
 			big := wiretest.Dial(t, url, id, wiretest.Options{Owned: ownedWorld(id, tc.objects, tc.size)})
@@ -67,13 +69,13 @@ func TestProxyUnderLegacyServerWithBigWorld(t *testing.T) {
 	direct.Change(ownedWorld(owner, 1200, 1000)...)
 	waitFor(t, "the legacy world", 10*time.Second, func() bool { return len(legacy.Objects()) == 1200 })
 
-	proxy, purl := startNode(t, Options{Role: ownership.Proxy})
+	proxy, purl := startNode(t, relay.Options{Role: ownership.Proxy})
 	var connects atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		proxy.RunUpstream(ctx, UpstreamOptions{URL: wiretest.WSURL(srv), MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+		proxy.RunUpstream(ctx, relay.UpstreamOptions{URL: wiretest.WSURL(srv), MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
 			OnConnect: func() { connects.Add(1) }})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
@@ -103,10 +105,10 @@ func TestUpstreamBacksOffShortLivedLinks(t *testing.T) {
 		c.Close(websocket.StatusPolicyViolation, "go away")
 	}))
 	t.Cleanup(srv.Close)
-	proxy, _ := startNode(t, Options{Role: ownership.Proxy})
+	proxy, _ := startNode(t, relay.Options{Role: ownership.Proxy})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	proxy.RunUpstream(ctx, UpstreamOptions{URL: wiretest.WSURL(srv), MinBackoff: 50 * time.Millisecond, MaxBackoff: 400 * time.Millisecond})
+	proxy.RunUpstream(ctx, relay.UpstreamOptions{URL: wiretest.WSURL(srv), MinBackoff: 50 * time.Millisecond, MaxBackoff: 400 * time.Millisecond})
 	// Backing off: 50, 100, 200, 400, 400, 400 ms (with jitter, at least
 	// half of each: 25, 50, 100, 200, 200 …) fit about 9 attempts in 2 s
 	// and at most 13; starting over at 50 ms (at least 25) after each

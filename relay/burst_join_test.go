@@ -1,9 +1,11 @@
-package relay
+package relay_test
 
 import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
@@ -16,8 +18,8 @@ import (
 func TestJoinDuringBurst(t *testing.T) {
 	for _, delay := range []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond} {
 		t.Run(fmt.Sprint("join after ", delay), func(t *testing.T) {
-			srv, url := startNode(t, Options{})
-			proxy, purl := startProxy(t, url, Options{})
+			srv, url := startNode(t, relay.Options{})
+			proxy, purl := startProxy(t, url, relay.Options{})
 			b := wiretest.Dial(t, url, "burst-AAAAAAAA-AAAAAAAA", wiretest.Options{})
 			b.Wait("asked", 5*time.Second, func(map[string]wiretest.Object) bool { return true })
 			time.Sleep(50 * time.Millisecond)

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"fmt"
@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
+
 	"github.com/coder/websocket"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
-	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 )
 
@@ -57,12 +59,12 @@ func TestCreatedTwice(t *testing.T) {
 		t.Run(fmt.Sprint("proxy=", viaProxy), func(t *testing.T) {
 			// A slow tick at the node: the second creator has not heard
 			// of the first's object when it creates its own.
-			srv, url := startNode(t, Options{Tick: 300 * time.Millisecond})
+			srv, url := startNode(t, relay.Options{Tick: 300 * time.Millisecond})
 			first := dialClient(t, url, "first")
-			second, secondURL := (*Client)(nil), url
-			var proxy *Node
+			second, secondURL := (*client.Client)(nil), url
+			var proxy *relay.Node
 			if viaProxy {
-				proxy, secondURL = startProxy(t, url, Options{Tick: 2 * time.Millisecond})
+				proxy, secondURL = startProxy(t, url, relay.Options{Tick: 2 * time.Millisecond})
 			}
 			second = dialClient(t, secondURL, "second")
 			legacy := wiretest.Dial(t, secondURL, "legacy-AAAAAAAA-BBBBBBBB", wiretest.Options{})
@@ -119,10 +121,10 @@ func TestCreatedTwice(t *testing.T) {
 // first keeps its own client's; both end with the same one, the greater
 // owner's (as of equal epochs in transfers), and so do both clients.
 func TestCreatedTwiceAcrossMesh(t *testing.T) {
-	nodes := startMeshWith(t, 2, MeshOptions{}, Options{Tick: 300 * time.Millisecond})
+	nodes := startMeshWith(t, 2, relay.MeshOptions{}, relay.Options{Tick: 300 * time.Millisecond})
 	a, b := dialClient(t, nodes[0].url, "a"), dialClient(t, nodes[1].url, "b")
 	const id = "ball"
-	for _, c := range []*Client{a, b} {
+	for _, c := range []*client.Client{a, b} {
 		if err := c.CreateWithID(id, map[string]any{"by": c.Identifier()}); err != nil {
 			t.Fatal(err)
 		}
@@ -142,13 +144,13 @@ func TestCreatedTwiceAcrossMesh(t *testing.T) {
 // identifier no node makes (New refuses them) is closed with 1008 and
 // claims nothing; a well-formed one is served.
 func TestMeshMemberIdentifierForm(t *testing.T) {
-	n, _ := startNode(t, Options{})
+	n, _ := startNode(t, relay.Options{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		conn, err := peer.Accept(w, r, peer.AcceptOptions{})
 		if err != nil {
 			return
 		}
-		n.goRun(n.attach(conn, ownership.Mesh, "", "member"))
+		n.ServeMeshConn(conn, "member")
 	}))
 	t.Cleanup(srv.Close)
 	for _, tc := range []struct {

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
@@ -51,7 +53,7 @@ func BenchmarkCores(b *testing.B) {
 			}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			n, err := New(Options{Tick: 50 * time.Millisecond, Quotas: Quotas{MessagesPerSecond: -1, RecordsPerSecond: -1}, DigestInterval: -1})
+			n, err := relay.New(relay.Options{Tick: 50 * time.Millisecond, Quotas: relay.Quotas{MessagesPerSecond: -1, RecordsPerSecond: -1}, DigestInterval: -1})
 			if err != nil {
 				b.Fatal(err)
 			}

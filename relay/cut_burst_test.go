@@ -1,10 +1,12 @@
-package relay
+package relay_test
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/internal/wiretest"
 )
@@ -16,16 +18,14 @@ import (
 // end the server and the proxy hold the same world, every client holds
 // it too, and anti-entropy repaired nothing.
 func TestUpstreamCutDuringBurst(t *testing.T) {
-	s, urlS := startNode(t, Options{ReclaimGrace: 3 * time.Second})
+	s, urlS := startNode(t, relay.Options{ReclaimGrace: 3 * time.Second})
 	wire := newCutter(t, strings.TrimSuffix(strings.TrimPrefix(urlS, "ws://"), "/ws"))
-	p, urlP := startProxy(t, wire.url(), Options{ReclaimGrace: 3 * time.Second})
+	p, urlP := startProxy(t, wire.url(), relay.Options{ReclaimGrace: 3 * time.Second})
 	burster := wiretest.Dial(t, urlP, "burst-BBBBBBBB-BBBBBBBB", wiretest.Options{})
 	watchS := wiretest.Dial(t, urlS, "watch-SSSSSSSS-SSSSSSSS", wiretest.Options{Forget: true})
 	watchP := wiretest.Dial(t, urlP, "watch-PPPPPPPP-PPPPPPPP", wiretest.Options{Forget: true, ReadDelay: time.Millisecond})
 	waitFor(t, "the proxy's resume tokens", 5*time.Second, func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.up.tokens[burster.ID] != ""
+		return p.HasResumeToken(burster.ID)
 	})
 	next := 0
 	for round := range 6 {
@@ -94,7 +94,7 @@ func TestUpstreamCutDuringBurst(t *testing.T) {
 }
 
 // ownCount is how many objects of the world n holds are owned by id.
-func ownCount(n *Node, id string) int {
+func ownCount(n *relay.Node, id string) int {
 	k := 0
 	for _, o := range n.World().Objects() {
 		if o.Owner == id {

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/relay"
+
 	"github.com/coder/websocket"
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
@@ -14,7 +16,7 @@ import (
 
 // upstreamRecordsIn returns how many records n has read from its
 // upstream link.
-func upstreamRecordsIn(n *Node) (recs uint64) {
+func upstreamRecordsIn(n *relay.Node) (recs uint64) {
 	for _, l := range n.Links() {
 		if l.Kind == "upstream" {
 			recs += l.RecordsIn
@@ -27,7 +29,7 @@ func upstreamRecordsIn(n *Node) (recs uint64) {
 // 2016-style watcher on each node, and a leaver on the server holding
 // objects (the first persistent).
 type departedChain struct {
-	s, p1, p2         *Node
+	s, p1, p2         *relay.Node
 	sURL              string
 	watchers          []*wiretest.Peer
 	leaver            *wiretest.Peer
@@ -40,9 +42,9 @@ func newDepartedChain(t *testing.T, objects int) *departedChain {
 	t.Helper()
 	c := &departedChain{objects: objects, persistentID: "l-00000"}
 	var p1URL, p2URL string
-	c.s, c.sURL = startNode(t, Options{Tick: 5 * time.Millisecond})
-	c.p1, p1URL = startProxy(t, c.sURL, Options{Tick: 5 * time.Millisecond})
-	c.p2, p2URL = startProxy(t, p1URL, Options{Tick: 5 * time.Millisecond})
+	c.s, c.sURL = startNode(t, relay.Options{Tick: 5 * time.Millisecond})
+	c.p1, p1URL = startProxy(t, c.sURL, relay.Options{Tick: 5 * time.Millisecond})
+	c.p2, p2URL = startProxy(t, p1URL, relay.Options{Tick: 5 * time.Millisecond})
 	waitFor(t, "the chain connected", 10*time.Second, func() bool { return upstreamConnected(c.p1) && upstreamConnected(c.p2) })
 	for i, u := range []string{c.sURL, p1URL, p2URL} {
 		c.watchers = append(c.watchers, wiretest.Dial(t, u, fmt.Sprintf("watch-%08d-WWWWWWWW", i), wiretest.Options{}))
@@ -52,7 +54,7 @@ func newDepartedChain(t *testing.T, objects int) *departedChain {
 	for i := range recs {
 		pr := map[string]any{"i": i}
 		if i == 0 {
-			pr[PropPersistent] = true
+			pr[relay.PropPersistent] = true
 		}
 		recs[i] = wiretest.Add(fmt.Sprintf("l-%05d", i), c.leaver.ID, pr)
 	}
@@ -68,7 +70,7 @@ func newDepartedChain(t *testing.T, objects int) *departedChain {
 // every object, with its owner and properties.
 func (c *departedChain) converged(t *testing.T, what string) {
 	t.Helper()
-	for i, n := range []*Node{c.p1, c.p2} {
+	for i, n := range []*relay.Node{c.p1, c.p2} {
 		var diff string
 		if !await(30*time.Second, func() bool { diff = worldDiff(n.World(), c.s.World()); return diff == "" }) {
 			t.Fatalf("%s: proxy %d: %s", what, i+1, diff)
@@ -105,7 +107,7 @@ func (c *departedChain) converged(t *testing.T, what string) {
 // goes to the server at every node, and every node and client ends with
 // the server's world.
 func TestDepartedDownTheChain(t *testing.T) {
-	const objects = 4 * departSlice
+	const objects = 4 * relay.DepartSlice
 	stop := wiretest.BusyCores()
 	defer stop()
 	c := newDepartedChain(t, objects)
@@ -132,13 +134,13 @@ func TestDepartedDownTheChain(t *testing.T) {
 // departure at once on the first record of the returning world, and
 // keeps exactly what the world sent since.
 func TestDepartedWorldComesBack(t *testing.T) {
-	const objects = 6 * departSlice
+	const objects = 6 * relay.DepartSlice
 	stop := wiretest.BusyCores()
 	defer stop()
 	c := newDepartedChain(t, objects)
 	var once sync.Once
 	returned := make(chan *wiretest.Peer, 1)
-	c.p2.deps.yieldHook = func() {
+	c.p2.SetYieldHook(func() {
 		// The end of the chain let its lock go mid-departure: the world
 		// comes back now, and its objects reach this node before the
 		// departure goes on.
@@ -159,7 +161,7 @@ func TestDepartedWorldComesBack(t *testing.T) {
 			}
 			returned <- back
 		})
-	}
+	})
 	c.leaver.Close()
 	var back *wiretest.Peer
 	select {
@@ -172,7 +174,7 @@ func TestDepartedWorldComesBack(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond) // what the departures would still do
 	c.converged(t, "after the world came back")
-	for _, n := range []*Node{c.s, c.p1, c.p2} {
+	for _, n := range []*relay.Node{c.s, c.p1, c.p2} {
 		if got := n.World().CountOf([]string{back.ID}); got != 3 {
 			t.Errorf("node %s holds %d objects of the returning world, want 3", n.Identifier(), got)
 		}
@@ -186,7 +188,7 @@ func TestDepartedWorldComesBack(t *testing.T) {
 // send. From a client it changes nothing; a malformed one closes the
 // client's link with 1007.
 func TestDepartedOnlyFromUpstream(t *testing.T) {
-	n, url := startNode(t, Options{Tick: 5 * time.Millisecond})
+	n, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond})
 	owner := wiretest.Dial(t, url, "owner-OOOOOOOO-OOOOOOOO", wiretest.Options{})
 	owner.Change(wiretest.Add("kept", owner.ID, map[string]any{"n": 1}))
 	waitFor(t, "the node holds the object", 10*time.Second, func() bool { _, ok := n.World().Get("kept"); return ok })

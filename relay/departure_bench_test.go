@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
 )
@@ -23,19 +26,19 @@ func BenchmarkDepartureLatency(b *testing.B) {
 	var total, worst, removal time.Duration
 	b.StopTimer()
 	for i := range b.N {
-		_, url := startNode(b, Options{})
+		_, url := startNode(b, relay.Options{})
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		watchers := make([]*Client, 4)
+		watchers := make([]*client.Client, 4)
 		for j := range watchers {
-			c, err := Dial(ctx, url, ClientOptions{})
+			c, err := client.Dial(ctx, url, client.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer c.Close()
 			watchers[j] = c
 		}
-		flooder, err := Dial(ctx, url, ClientOptions{})
+		flooder, err := client.Dial(ctx, url, client.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -44,7 +47,7 @@ func BenchmarkDepartureLatency(b *testing.B) {
 			changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("flood-%d-%06d", i, k),
 				Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": []byte(fmt.Sprintf("[%d,1,2]", k)), "n": []byte(fmt.Sprint(k))})})
 		}
-		if _, err := flooder.node.Apply(changes); err != nil {
+		if _, err := flooder.Node().Apply(changes); err != nil {
 			b.Fatal(err)
 		}
 		for _, w := range watchers {
@@ -72,10 +75,10 @@ func BenchmarkDepartureLatency(b *testing.B) {
 
 // probeLatency has maker create the object probe and returns how long
 // until watcher sees it.
-func probeLatency(b *testing.B, maker, watcher *Client, probe string) time.Duration {
+func probeLatency(b *testing.B, maker, watcher *client.Client, probe string) time.Duration {
 	b.Helper()
 	seen := make(chan time.Time, 1)
-	cancel := watcher.Subscribe(func(e Event) {
+	cancel := watcher.Subscribe(func(e client.Event) {
 		if e.ID == probe && e.Type == gameworld.Add {
 			select {
 			case seen <- time.Now():

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
+
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/peer"
@@ -17,16 +20,16 @@ import (
 // departureFixture is a node, a watcher, and a leaver holding objects
 // (several slices of them, with a few persistent ones).
 type departureFixture struct {
-	node           *Node
+	node           *relay.Node
 	url            string
-	watcher, leave *Client
+	watcher, leave *client.Client
 	leaverID       string
 }
 
 func newDepartureFixture(t *testing.T, ctx context.Context, objects int) *departureFixture {
 	t.Helper()
 	f := &departureFixture{}
-	f.node, f.url = startNode(t, Options{Tick: 5 * time.Millisecond})
+	f.node, f.url = startNode(t, relay.Options{Tick: 5 * time.Millisecond})
 	f.watcher = dialTick(t, ctx, f.url, 5*time.Millisecond)
 	f.leave = dialTick(t, ctx, f.url, 5*time.Millisecond)
 	f.leaverID = f.leave.Identifier()
@@ -34,11 +37,11 @@ func newDepartureFixture(t *testing.T, ctx context.Context, objects int) *depart
 	for k := range objects {
 		props := gameworld.PropertiesOf(map[string]json.RawMessage{"n": []byte(fmt.Sprint(k))})
 		if k%1000 == 0 {
-			props = props.With(PropPersistent, []byte("true"))
+			props = props.With(relay.PropPersistent, []byte("true"))
 		}
 		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("leaver-%06d", k), Properties: props})
 	}
-	if _, err := f.leave.node.Apply(changes); err != nil {
+	if _, err := f.leave.Node().Apply(changes); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the watcher sees the leaver's objects", 30*time.Second, func() bool { return f.watcher.World().Len() == objects })
@@ -52,13 +55,13 @@ func (f *departureFixture) onFirstYield(fn func()) (heldThen func() int) {
 	var once sync.Once
 	held := -1
 	done := make(chan struct{})
-	f.node.deps.yieldHook = func() {
+	f.node.SetYieldHook(func() {
 		once.Do(func() {
 			held = f.node.World().CountOf([]string{f.leaverID})
 			fn()
 			close(done)
 		})
-	}
+	})
 	return func() int {
 		select {
 		case <-done:
@@ -80,7 +83,7 @@ func await(d time.Duration, cond func() bool) bool {
 }
 
 // sameWorld fails t unless c comes to hold exactly its node's world.
-func sameWorld(t *testing.T, what string, n *Node, c *Client) {
+func sameWorld(t *testing.T, what string, n *relay.Node, c *client.Client) {
 	t.Helper()
 	var diff string
 	if !await(30*time.Second, func() bool { diff = worldDiff(c.World(), n.World()); return diff == "" }) {
@@ -94,11 +97,11 @@ func sameWorld(t *testing.T, what string, n *Node, c *Client) {
 // still there, and reaches the watcher; in the end the watcher holds the
 // node's world (persistent objects kept, everything else gone).
 func TestDepartureLetsOthersIn(t *testing.T) {
-	const objects = 5 * departSlice
+	const objects = 5 * relay.DepartSlice
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	f := newDepartureFixture(t, ctx, objects)
-	prober, err := Dial(ctx, f.url, ClientOptions{Tick: peer.Immediate})
+	prober, err := client.Dial(ctx, f.url, client.Options{Tick: peer.Immediate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,15 +117,12 @@ func TestDepartureLetsOthersIn(t *testing.T) {
 		}
 	})
 	f.leave.Close()
-	if held := heldThen(); held < objects-departSlice {
+	if held := heldThen(); held < objects-relay.DepartSlice {
 		t.Fatalf("at the first pause the node held %d of the leaver's %d objects, want all but a slice", held, objects)
 	}
 	waitFor(t, "the watcher sees the probe", 10*time.Second, func() bool { _, ok := f.watcher.World().Get("probe"); return ok })
 	waitFor(t, "the departure done: the leaver's objects and claim gone", 30*time.Second, func() bool {
-		f.node.mu.Lock()
-		defer f.node.mu.Unlock()
-		_, claimed := f.node.hub.claims[f.leaverID]
-		return !claimed && len(f.node.deps.departing) == 0 && f.node.World().CountOf([]string{f.leaverID}) == 0
+		return !f.node.Claimed(f.leaverID) && !f.node.Departing() && f.node.World().CountOf([]string{f.leaverID}) == 0
 	})
 	if kept := f.node.World().CountOf([]string{f.node.Identifier()}); kept != objects/1000+1 {
 		t.Errorf("the node kept %d persistent objects, want %d", kept, objects/1000+1)
@@ -136,14 +136,14 @@ func TestDepartureLetsOthersIn(t *testing.T) {
 // it sends: what was left of its old objects goes first, at once, and
 // none of them comes back afterwards.
 func TestReconnectDuringDeparture(t *testing.T) {
-	const objects = 4 * departSlice
+	const objects = 4 * relay.DepartSlice
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	f := newDepartureFixture(t, ctx, objects)
-	var back *Client
+	var back *client.Client
 	heldThen := f.onFirstYield(func() {
 		var err error
-		back, err = Dial(ctx, f.url, ClientOptions{Identifier: f.leaverID, Tick: peer.Immediate})
+		back, err = client.Dial(ctx, f.url, client.Options{Identifier: f.leaverID, Tick: peer.Immediate})
 		if err != nil {
 			t.Error(err)
 			return
@@ -158,7 +158,7 @@ func TestReconnectDuringDeparture(t *testing.T) {
 		}
 	})
 	f.leave.Close()
-	if held := heldThen(); held < objects-departSlice {
+	if held := heldThen(); held < objects-relay.DepartSlice {
 		t.Fatalf("at the first pause the node held %d of the leaver's %d objects, want all but a slice", held, objects)
 	}
 	if back == nil {
@@ -184,10 +184,10 @@ func TestReconnectDuringDeparture(t *testing.T) {
 // for divergence (the nodes' cleanup fails the test on any repair). In
 // the end every member and a client on each hold the same world.
 func TestDepartureAcrossMeshRepairsNothing(t *testing.T) {
-	nodes := startMesh(t, 3, MeshOptions{})
+	nodes := startMesh(t, 3, relay.MeshOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var watchers []*Client
+	var watchers []*client.Client
 	for _, m := range nodes {
 		watchers = append(watchers, dialTick(t, ctx, m.url, 20*time.Millisecond))
 	}
@@ -198,11 +198,11 @@ func TestDepartureAcrossMeshRepairsNothing(t *testing.T) {
 	for k := range objects {
 		props := gameworld.PropertiesOf(map[string]json.RawMessage{"n": []byte(fmt.Sprint(k))})
 		if k < persistent {
-			props = props.With(PropPersistent, []byte("true"))
+			props = props.With(relay.PropPersistent, []byte("true"))
 		}
 		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("leaver-%06d", k), Properties: props})
 	}
-	if _, err := leaver.node.Apply(changes); err != nil {
+	if _, err := leaver.Node().Apply(changes); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range watchers {
@@ -282,7 +282,7 @@ func TestDepartureThroughProxy(t *testing.T) {
 					return out
 				}
 			} else {
-				s, url := startNode(t, Options{})
+				s, url := startNode(t, relay.Options{})
 				upURL = url
 				held = func() map[string]string {
 					out := map[string]string{}
@@ -298,14 +298,14 @@ func TestDepartureThroughProxy(t *testing.T) {
 					return n
 				}
 			}
-			p, purl := startProxy(t, upURL, Options{})
+			p, purl := startProxy(t, upURL, relay.Options{})
 			watcher := wiretest.Dial(t, upURL, "watch-WWWWWWWW-WWWWWWWW", wiretest.Options{})
 			leaver := wiretest.Dial(t, purl, "leaver-LLLLLLLL-LLLLLLLL", wiretest.Options{})
 			recs := make([]map[string]any, objects)
 			for i := range recs {
 				pr := map[string]any{"i": i}
 				if i == 0 {
-					pr[PropPersistent] = true
+					pr[relay.PropPersistent] = true
 				}
 				recs[i] = wiretest.Add(fmt.Sprintf("l-%05d", i), leaver.ID, pr)
 			}

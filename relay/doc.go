@@ -4,7 +4,7 @@
 // A Node is a server (accepts downstream links, relays everything except a
 // link's own objects back to it), a proxy (one upstream link toward a server
 // plus downstream clients, chainable to any depth) or a client (one upstream
-// link; see Client for the Go client API). Servers can join a mesh
+// link; package client wraps one as the Go client API). Servers can join a mesh
 // (JoinMesh): membership comes from hashicorp/memberlist, and each pair of
 // members keeps one mesh link carrying only what is local to its sender. The same routing code serves all
 // three: applied change records go to one shared log, offered once per tick
@@ -45,7 +45,7 @@
 // operator's property schemas) refuses writes that would break an
 // object, telling the writer why. Scopes (an object's keyed
 // sub-collections, a grid's blocks) need no rule of their own: their
-// deltas ride in the records (client_scopes.go has the Client's side), and
+// deltas ride in the records (package client has the Go writer's side), and
 // quotas bound them (quota.go).
 //
 // Plugging in a capability. A new capability joins the node through one

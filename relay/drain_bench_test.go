@@ -1,10 +1,13 @@
-package relay
+package relay_test
 
 import (
 	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/internal/wiretest"
 )
@@ -32,17 +35,17 @@ func benchmarkMove(b *testing.B, drain bool) {
 	const clients = 200
 	for range b.N {
 		b.StopTimer()
-		nodes := startMeshWith(b, 2, MeshOptions{}, Options{Tick: 20 * time.Millisecond})
+		nodes := startMeshWith(b, 2, relay.MeshOptions{}, relay.Options{Tick: 20 * time.Millisecond})
 		a, bn := nodes[0], nodes[1]
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		var ids []string
-		var cs []*Client
+		var cs []*client.Client
 		for i := range clients {
-			opts := ClientOptions{Prefix: "mover", Tick: 20 * time.Millisecond, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}
+			opts := client.Options{Prefix: "mover", Tick: 20 * time.Millisecond, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}
 			if !drain {
 				opts.FailoverURLs = []string{bn.url}
 			}
-			c, err := Dial(ctx, a.url, opts)
+			c, err := client.Dial(ctx, a.url, opts)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -59,7 +62,7 @@ func benchmarkMove(b *testing.B, drain bool) {
 		b.StartTimer()
 		start := time.Now()
 		if drain {
-			if err := a.node.Drain(ctx, DrainOptions{Grace: 30 * time.Second}); err != nil {
+			if err := a.node.Drain(ctx, relay.DrainOptions{Grace: 30 * time.Second}); err != nil {
 				b.Fatal(err)
 			}
 		} else {

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/coder/websocket"
 
@@ -23,11 +26,11 @@ import (
 // told, is closed with 1012 at once. Drain returns when both are gone,
 // long before its grace.
 func TestDrainMovesClients(t *testing.T) {
-	nodes := startMesh(t, 2, MeshOptions{})
+	nodes := startMesh(t, 2, relay.MeshOptions{})
 	a, b := nodes[0], nodes[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, a.url, ClientOptions{Prefix: "mover", Tick: 5 * time.Millisecond, MinBackoff: time.Second, MaxBackoff: time.Second})
+	c, err := client.Dial(ctx, a.url, client.Options{Prefix: "mover", Tick: 5 * time.Millisecond, MinBackoff: time.Second, MaxBackoff: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +45,7 @@ func TestDrainMovesClients(t *testing.T) {
 	stopWatch := wiretest.WatchGone([]string{id}, func(id string) bool { _, ok := watcher.Objects()[id]; return ok })
 
 	drained := make(chan error, 1)
-	go func() { drained <- a.node.Drain(ctx, DrainOptions{Grace: time.Minute}) }()
+	go func() { drained <- a.node.Drain(ctx, relay.DrainOptions{Grace: time.Minute}) }()
 	waitFor(t, "A draining", 5*time.Second, func() bool {
 		_, reasons := a.node.Readiness()
 		return len(reasons) == 1 && reasons[0] == "draining"
@@ -82,7 +85,7 @@ func TestDrainMovesClients(t *testing.T) {
 // lowest identifier of the two, at the next epoch, and keep them past the
 // reclaim grace; watchers on B and C never see them vanish.
 func TestLeftMemberHandsOver(t *testing.T) {
-	nodes := startMeshWith(t, 3, MeshOptions{}, Options{ReclaimGrace: 500 * time.Millisecond})
+	nodes := startMeshWith(t, 3, relay.MeshOptions{}, relay.Options{ReclaimGrace: 500 * time.Millisecond})
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	if _, err := a.node.Apply([]gameworld.Change{
 		{Type: gameworld.Add, ID: "kept", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"persistent": json.RawMessage("true")})},

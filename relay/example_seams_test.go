@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/solipsism/mesh/client"
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
@@ -41,7 +42,7 @@ func ExampleNode_Publish() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	alice, err := relay.Dial(ctx, url, relay.ClientOptions{Prefix: "alice"})
+	alice, err := client.Dial(ctx, url, client.Options{Prefix: "alice"})
 	if err != nil {
 		panic(err)
 	}
@@ -62,33 +63,6 @@ func ExampleNode_Publish() {
 	m := <-got
 	fmt.Println(m.Type, string(m.Data), "from the node:", m.From == node.Identifier())
 	// Output: notice "doors close at ten" from the node: true
-}
-
-// Rooms narrow what a client sees: alice, in the lobby, sees the lobby's
-// chair and not the hall's lamp.
-func ExampleClient_SetRooms() {
-	node, _ := relay.New(relay.Options{})
-	url, stop := serve(node)
-	defer stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	alice, err := relay.Dial(ctx, url, relay.ClientOptions{Prefix: "alice", Rooms: []string{"lobby"}})
-	if err != nil {
-		panic(err)
-	}
-	defer alice.Close()
-	bob, err := relay.Dial(ctx, url, relay.ClientOptions{Prefix: "bob"})
-	if err != nil {
-		panic(err)
-	}
-	defer bob.Close()
-	lamp, _ := bob.Create(map[string]any{"kind": "lamp", "room": "hall"})
-	until(func() bool { _, ok := node.World().Get(lamp); return ok })
-	chair, _ := bob.Create(map[string]any{"kind": "chair", "room": "lobby"})
-	until(func() bool { _, ok := alice.World().Get(chair); return ok })
-	_, seesLamp := alice.World().Get(lamp)
-	fmt.Println("alice sees the chair; the lamp:", seesLamp)
-	// Output: alice sees the chair; the lamp: false
 }
 
 // Two servers in a mesh (memberlist on loopback): a client of each sees
@@ -113,12 +87,12 @@ func ExampleNode_JoinMesh() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	alice, err := relay.Dial(ctx, urlA, relay.ClientOptions{Prefix: "alice"})
+	alice, err := client.Dial(ctx, urlA, client.Options{Prefix: "alice"})
 	if err != nil {
 		panic(err)
 	}
 	defer alice.Close()
-	bob, err := relay.Dial(ctx, urlB, relay.ClientOptions{Prefix: "bob"})
+	bob, err := client.Dial(ctx, urlB, client.Options{Prefix: "bob"})
 	if err != nil {
 		panic(err)
 	}
@@ -158,7 +132,7 @@ func ExampleNode_Attach() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	alice, err := relay.Dial(ctx, url, relay.ClientOptions{Prefix: "alice"})
+	alice, err := client.Dial(ctx, url, client.Options{Prefix: "alice"})
 	if err != nil {
 		panic(err)
 	}

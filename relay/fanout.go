@@ -425,9 +425,10 @@ func (n *Node) chainedLocked(id string) bool {
 	return c != nil && c.kind == ownership.Downstream && (len(n.deps.departing) == 0 || n.deps.departing[id] == nil)
 }
 
-// drain flushes the shared log now and waits until every link has
-// written what it was offered, or ctx is done.
-func (n *Node) drain(ctx context.Context) {
+// Flush sends what the node has queued now, rather than at the next
+// tick, and waits until every link has written it, or ctx is done: a
+// program about to close sends its last changes first.
+func (n *Node) Flush(ctx context.Context) {
 	n.mu.Lock()
 	if n.life.closed {
 		n.mu.Unlock()

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/internal/wiretest"
 )
@@ -90,9 +92,9 @@ func removesOf(p *wiretest.Peer, id string) int {
 // make its clients' objects vanish and reappear for everyone else; once it
 // stays away past the reclaim grace, they go.
 func TestFlappingProxyDoesNotFlicker(t *testing.T) {
-	s, urlS := startNode(t, Options{ReclaimGrace: 2 * time.Second})
+	s, urlS := startNode(t, relay.Options{ReclaimGrace: 2 * time.Second})
 	wire := newCutter(t, strings.TrimSuffix(strings.TrimPrefix(urlS, "ws://"), "/ws"))
-	p, urlP := startProxy(t, wire.url(), Options{Identifier: p1ID})
+	p, urlP := startProxy(t, wire.url(), relay.Options{Identifier: p1ID})
 	c := wiretest.Dial(t, urlP, c1ID, wiretest.Options{})
 	watcher := wiretest.Dial(t, urlS, c0ID, wiretest.Options{})
 	c.Change(wiretest.Add("mine", c1ID, props{"n": 0}))
@@ -103,9 +105,7 @@ func TestFlappingProxyDoesNotFlicker(t *testing.T) {
 	// The proxy holds the resume tokens of its identifiers (a peer that
 	// drops before it has them waits out the grace like a 2016 peer).
 	waitFor(t, "the proxy's resume tokens", 5*time.Second, func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.up.tokens[p1ID] != "" && p.up.tokens[c1ID] != ""
+		return p.HasResumeToken(p1ID) && p.HasResumeToken(c1ID)
 	})
 	for i := 1; i <= 4; i++ {
 		before := upstreamLinkID(p)
@@ -140,9 +140,9 @@ func TestFlappingProxyDoesNotFlicker(t *testing.T) {
 // it takes that client back with its own identifier: the client stays
 // connected, and its object is never removed for the server's clients.
 func TestProxyReconnectsWithoutAClientsToken(t *testing.T) {
-	s, urlS := startNode(t, Options{ReclaimGrace: 5 * time.Second})
+	s, urlS := startNode(t, relay.Options{ReclaimGrace: 5 * time.Second})
 	wire := newCutter(t, strings.TrimSuffix(strings.TrimPrefix(urlS, "ws://"), "/ws"))
-	p, urlP := startProxy(t, wire.url(), Options{Identifier: p1ID})
+	p, urlP := startProxy(t, wire.url(), relay.Options{Identifier: p1ID})
 	c1 := wiretest.Dial(t, urlP, c1ID, wiretest.Options{})
 	c2 := wiretest.Dial(t, urlP, c2ID, wiretest.Options{})
 	watcher := wiretest.Dial(t, urlS, c0ID, wiretest.Options{})
@@ -150,13 +150,9 @@ func TestProxyReconnectsWithoutAClientsToken(t *testing.T) {
 	c2.Change(wiretest.Add("two", c2ID, props{"n": 0}))
 	watcher.WaitProp("two", "n", "0")
 	waitFor(t, "the proxy's resume tokens", 5*time.Second, func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.up.tokens[p1ID] != "" && p.up.tokens[c2ID] != ""
+		return p.HasResumeToken(p1ID) && p.HasResumeToken(c2ID)
 	})
-	p.mu.Lock()
-	delete(p.up.tokens, c2ID) // as if c2 had joined just before the break
-	p.mu.Unlock()
+	p.ForgetResumeToken(c2ID) // as if c2 had joined just before the break
 	before := upstreamLinkID(p)
 	wire.cut()
 	waitFor(t, "the proxy to notice", 5*time.Second, func() bool { return upstreamLinkID(p) != before })

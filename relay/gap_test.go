@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/coder/websocket"
 
@@ -57,7 +59,7 @@ func TestScopeGapAsksAtOnce(t *testing.T) {
 		}
 	}))
 	t.Cleanup(up.Close)
-	p, _ := startProxy(t, wiretest.WSURL(up), Options{Tick: 5 * time.Millisecond, DigestInterval: time.Hour})
+	p, _ := startProxy(t, wiretest.WSURL(up), relay.Options{Tick: 5 * time.Millisecond, DigestInterval: time.Hour})
 	repairsAllowed[p] = true // the gap is a divergence, repaired
 	select {
 	case m := <-asked:
@@ -70,11 +72,9 @@ func TestScopeGapAsksAtOnce(t *testing.T) {
 	}
 	want := `{"a":{"c":1},"b":{"c":2}}`
 	waitFor(t, "the repaired grid", 5*time.Second, func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return sameJSON([]byte(scopeOf(p.world, "grid-1", "blocks")), []byte(want))
+		return sameJSON([]byte(scopeOf(p.World(), "grid-1", "blocks")), []byte(want))
 	})
-	if r := p.Repairs(); r[RepairStale] != 1 {
+	if r := p.Repairs(); r[relay.RepairStale] != 1 {
 		t.Errorf("repairs %v, want one stale object", r)
 	}
 }
@@ -83,7 +83,7 @@ func TestScopeGapAsksAtOnce(t *testing.T) {
 // minDigestGap of the first (a gap's, right after a digest's) is answered
 // a moment later, not dropped: the peer would wait on it.
 func TestRepairRequestsCloseTogether(t *testing.T) {
-	n, url := startNode(t, Options{Tick: 5 * time.Millisecond})
+	n, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond})
 	w := wiretest.Dial(t, url, "client-BBBBBBBB-BBBBBBBB", wiretest.Options{})
 	w.Change(wiretest.Add("obj-1", "client-BBBBBBBB-BBBBBBBB", props{"n": 1}))
 	waitFor(t, "the object", 5*time.Second, func() bool { _, ok := n.World().Get("obj-1"); return ok })
@@ -102,9 +102,9 @@ func TestRepairRequestsCloseTogether(t *testing.T) {
 	}
 	send(`["metadataChange",{"identifier":"client-CCCCCCCC-CCCCCCCC","identifierChain":["client-CCCCCCCC-CCCCCCCC"],"features":["ownership","digest","scopes"]}]`)
 	time.Sleep(100 * time.Millisecond) // the node takes the metadata
-	bucket := gameworld.IDHash("obj-1") % gapBuckets
+	bucket := gameworld.IDHash("obj-1") % relay.GapBuckets
 	send(fmt.Sprintf(`["requestRepair",{"of":4096,"buckets":[%d]}]`, bucket))
-	send(fmt.Sprintf(`["requestRepair",{"of":4096,"buckets":[%d]}]`, (bucket+1)%gapBuckets))
+	send(fmt.Sprintf(`["requestRepair",{"of":4096,"buckets":[%d]}]`, (bucket+1)%relay.GapBuckets))
 	repaired := 0
 	for repaired < 2 {
 		_, b, err := c.Read(ctx)

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/ownership"
@@ -25,7 +27,7 @@ func testLogger() *slog.Logger {
 
 // startNode starts a node behind a real HTTP server on 127.0.0.1 and
 // returns it with its ws:// URL.
-func startNode(t testing.TB, opts Options) (*Node, string) {
+func startNode(t testing.TB, opts relay.Options) (*relay.Node, string) {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = testLogger()
@@ -35,12 +37,12 @@ func startNode(t testing.TB, opts Options) (*Node, string) {
 		// often, and a healthy run repairs nothing.
 		opts.DigestInterval = testDigestInterval
 	}
-	n, err := New(opts)
+	n, err := relay.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if r := n.Repairs(); !repairsAllowed[n] && r[RepairMissing]+r[RepairStale]+r[RepairExtra] > 0 {
+		if r := n.Repairs(); !repairsAllowed[n] && r[relay.RepairMissing]+r[relay.RepairStale]+r[relay.RepairExtra] > 0 {
 			t.Errorf("node %s repaired divergences in a run without faults: %v", n.Identifier(), r)
 		}
 	})
@@ -62,7 +64,7 @@ func startNode(t testing.TB, opts Options) (*Node, string) {
 const testDigestInterval = 150 * time.Millisecond
 
 // repairsAllowed lists the nodes of tests that cause divergence on purpose.
-var repairsAllowed = map[*Node]bool{}
+var repairsAllowed = map[*relay.Node]bool{}
 
 // waitWorld waits until cond holds for the node's world.
 func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
@@ -79,7 +81,7 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 type props = map[string]any
 
 // startProxy starts a proxy node whose upstream is upstreamURL.
-func startProxy(t testing.TB, upstreamURL string, opts Options) (*Node, string) {
+func startProxy(t testing.TB, upstreamURL string, opts relay.Options) (*relay.Node, string) {
 	t.Helper()
 	opts.Role = ownership.Proxy
 	n, url := startNode(t, opts)
@@ -87,7 +89,7 @@ func startProxy(t testing.TB, upstreamURL string, opts Options) (*Node, string) 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n.RunUpstream(ctx, UpstreamOptions{URL: upstreamURL, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+		n.RunUpstream(ctx, relay.UpstreamOptions{URL: upstreamURL, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return n, url
@@ -95,20 +97,7 @@ func startProxy(t testing.TB, upstreamURL string, opts Options) (*Node, string) 
 
 // chainOf returns the identifierChain of the link that claims id, sorted,
 // or nil.
-func chainOf(n *Node, id string) []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ls := n.hub.claims[id]
-	if ls == nil {
-		return nil
-	}
-	var out []string
-	for c := range ls.chain {
-		out = append(out, c)
-	}
-	sort.Strings(out)
-	return out
-}
+func chainOf(n *relay.Node, id string) []string { return n.ChainOf(id) }
 
 func sameSet(got []string, want ...string) bool {
 	w := append([]string(nil), want...)
@@ -128,7 +117,7 @@ func ids(m map[string]wiretest.Object) []string {
 
 // upstreamConnected reports whether n has an open upstream link.
 // upstreamLinkID returns the id of n's upstream link, 0 for none.
-func upstreamLinkID(n *Node) uint64 {
+func upstreamLinkID(n *relay.Node) uint64 {
 	for _, l := range n.Links() {
 		if l.Kind == "upstream" {
 			return l.ID
@@ -137,7 +126,7 @@ func upstreamLinkID(n *Node) uint64 {
 	return 0
 }
 
-func upstreamConnected(n *Node) bool {
+func upstreamConnected(n *relay.Node) bool {
 	for _, l := range n.Links() {
 		if l.Kind == "upstream" {
 			return true

@@ -1,9 +1,13 @@
-package relay
+package relay_test
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/coder/websocket"
 
@@ -16,10 +20,10 @@ import (
 // a 2016-style peer, which has no tokens, reclaims once the old
 // connection is gone and the grace period has passed.
 func TestIdentityCannotBeStolen(t *testing.T) {
-	_, url := startNode(t, Options{Tick: 5 * time.Millisecond, ReclaimGrace: 500 * time.Millisecond})
+	_, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond, ReclaimGrace: 500 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	holder, err := Dial(ctx, url, ClientOptions{Identifier: c1ID, Tick: 5 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	holder, err := client.Dial(ctx, url, client.Options{Identifier: c1ID, Tick: 5 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +49,7 @@ func TestIdentityCannotBeStolen(t *testing.T) {
 		// The proxy's upstream link stays up: a world another connection
 		// holds upstream is refused alone (metadata "taken"), and the
 		// proxy closes the link that claims it with 4004.
-		p, urlP := startProxy(t, url, Options{})
+		p, urlP := startProxy(t, url, relay.Options{})
 		sibling := wiretest.Dial(t, urlP, c3ID, wiretest.Options{})
 		sibling.Change(wiretest.Add("sibling", c3ID, map[string]any{"n": 1}))
 		watcher.WaitProp("sibling", "n", "1")
@@ -73,13 +77,8 @@ func TestIdentityCannotBeStolen(t *testing.T) {
 	})
 
 	t.Run("our client reconnects with its token", func(t *testing.T) {
-		holder.node.mu.Lock()
-		for l, ls := range holder.node.hub.links {
-			if ls.kind == 2 { // upstream
-				l.Close(4999, "cut") // an abnormal close: the server keeps the claim through the grace
-			}
-		}
-		holder.node.mu.Unlock()
+		// An abnormal close: the server keeps the claim through the grace.
+		holder.Node().CloseLinks(ownership.Upstream, "", 4999, "cut")
 		waitFor(t, "the reconnect", 5*time.Second, func() bool { return holder.Connected() })
 		holder.Set(gem, map[string]any{"n": 5})
 		watcher.WaitProp(gem, "n", "5")

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
@@ -19,7 +21,7 @@ import (
 // positioned objects arrive and leave. At the end the watcher holds the
 // node's world, and neither side repaired anything.
 func TestInterestFlipsDuringBursts(t *testing.T) {
-	s, url := startNode(t, Options{Tick: 10 * time.Millisecond})
+	s, url := startNode(t, relay.Options{Tick: 10 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	w := dialTick(t, ctx, url, 10*time.Millisecond)
@@ -92,7 +94,7 @@ func TestInterestFlipsDuringBursts(t *testing.T) {
 		t.Fatalf("the watcher does not hold the node's world: %s; the node's links: %v", diff, links)
 	}
 	time.Sleep(3 * testDigestInterval)
-	if r := w.node.Repairs(); r[RepairMissing]+r[RepairStale]+r[RepairExtra] > 0 {
+	if r := w.Node().Repairs(); r[relay.RepairMissing]+r[relay.RepairStale]+r[relay.RepairExtra] > 0 {
 		t.Errorf("the watcher repaired %v: a divergence", r)
 	}
 }

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/interest"
 	"github.com/solipsism/mesh/internal/wiretest"
@@ -22,13 +25,13 @@ import (
 // seeing exactly the objects inside its boxes, where they are, and none
 // beyond them and their margin.
 func TestMeshInterestUnderLoad(t *testing.T) {
-	nodes := startMeshWith(t, 3, MeshOptions{}, Options{Tick: 5 * time.Millisecond})
+	nodes := startMeshWith(t, 3, relay.MeshOptions{}, relay.Options{Tick: 5 * time.Millisecond})
 	stop := wiretest.BusyCores()
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	dial := func(n int, prefix string, boxes []peer.Box) *Client {
-		c, err := Dial(ctx, nodes[n].url, ClientOptions{Prefix: prefix, Tick: 5 * time.Millisecond, Interest: boxes, Logger: testLogger()})
+	dial := func(n int, prefix string, boxes []peer.Box) *client.Client {
+		c, err := client.Dial(ctx, nodes[n].url, client.Options{Prefix: prefix, Tick: 5 * time.Millisecond, Interest: boxes, Logger: testLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +40,7 @@ func TestMeshInterestUnderLoad(t *testing.T) {
 	}
 	at := func(x float64) map[string]any { return map[string]any{"position": []float64{x, 0, 0}} }
 	// Objects every 10 units from -200 to 590, on nodes 1 and 2.
-	owners := []*Client{dial(1, "west", nil), dial(2, "east", nil)}
+	owners := []*client.Client{dial(1, "west", nil), dial(2, "east", nil)}
 	pos := map[string]float64{}
 	var mu sync.Mutex
 	for i := range 80 {
@@ -78,14 +81,14 @@ func TestMeshInterestUnderLoad(t *testing.T) {
 		}
 	}()
 
-	const margin = DefaultInterestMargin
+	const margin = relay.DefaultInterestMargin
 	regions := func(round, w int) []peer.Box {
 		// Two boxes, 40 wide, far apart, in a new place each round.
 		a := float64((round*37+w*53)%300 - 150)
 		b := a + 250
 		return []peer.Box{box(a, -5, -5, a+40, 5, 5), box(b, -5, -5, b+40, 5, 5)}
 	}
-	watchers := []*Client{dial(0, "watcher0", regions(0, 0)), dial(0, "watcher1", regions(0, 1))}
+	watchers := []*client.Client{dial(0, "watcher0", regions(0, 0)), dial(0, "watcher1", regions(0, 1))}
 	for round := range 12 {
 		for w, c := range watchers {
 			c.SetInterest(regions(round, w))

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
@@ -17,7 +20,7 @@ func box(x0, y0, z0, x1, y1, z1 float64) peer.Box {
 	return peer.Box{Min: [3]float64{x0, y0, z0}, Max: [3]float64{x1, y1, z1}}
 }
 
-func worldIDs(c *Client) []string {
+func worldIDs(c *client.Client) []string {
 	var out []string
 	for _, o := range c.World().Objects() {
 		out = append(out, o.ID)
@@ -26,9 +29,9 @@ func worldIDs(c *Client) []string {
 	return out
 }
 
-func ignored(c *Client) uint64 {
+func ignored(c *client.Client) uint64 {
 	var n uint64
-	for _, l := range c.node.Links() {
+	for _, l := range c.Node().Links() {
 		n += l.Ignored
 	}
 	return n
@@ -38,10 +41,10 @@ func ignored(c *Client) uint64 {
 // it, with the margin rule; gains what moves in, loses what moves out,
 // never gets a remove for an object it was not sent, and moves its region.
 func TestInterestRegion(t *testing.T) {
-	_, url := startNode(t, Options{Tick: 5 * time.Millisecond, InterestMargin: 2, InterestCell: 4})
+	_, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond, InterestMargin: 2, InterestCell: 4})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	writer, err := Dial(ctx, url, ClientOptions{Prefix: "writer", Tick: 5 * time.Millisecond})
+	writer, err := client.Dial(ctx, url, client.Options{Prefix: "writer", Tick: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +57,7 @@ func TestInterestRegion(t *testing.T) {
 	}
 	writer.CreateWithID("nowhere", map[string]any{"color": "red"})
 
-	viewer, err := Dial(ctx, url, ClientOptions{Prefix: "viewer", Tick: 5 * time.Millisecond, Interest: []peer.Box{box(0, -10, -10, 10, 10, 10)}})
+	viewer, err := client.Dial(ctx, url, client.Options{Prefix: "viewer", Tick: 5 * time.Millisecond, Interest: []peer.Box{box(0, -10, -10, 10, 10, 10)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +116,7 @@ func TestInterestRegion(t *testing.T) {
 // not see each other, and a client that crosses a border and reconnects to
 // the neighbouring proxy sees the neighbour's objects.
 func TestRegionProxies(t *testing.T) {
-	server, url := startNode(t, Options{Tick: 5 * time.Millisecond, InterestCell: 8})
+	server, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond, InterestCell: 8})
 	quad := func(i int) peer.Box {
 		x0, z0 := float64(i%2)*100, float64(i/2)*100
 		return box(x0, -1000, z0, x0+100, 1000, z0+100)
@@ -121,17 +124,17 @@ func TestRegionProxies(t *testing.T) {
 	center := func(i int) []float64 { b := quad(i); return []float64{b.Min[0] + 50, 0, b.Min[2] + 50} }
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var proxies []*Node
+	var proxies []*relay.Node
 	var urls []string
-	var clients []*Client
+	var clients []*client.Client
 	for i := range 4 {
-		opts := Options{Tick: 5 * time.Millisecond, InterestCell: 8}
+		opts := relay.Options{Tick: 5 * time.Millisecond, InterestCell: 8}
 		if i < 2 {
 			opts.Interest = []peer.Box{quad(i)}
 		}
 		p, purl := startProxy(t, url, opts)
 		proxies, urls = append(proxies, p), append(urls, purl)
-		c, err := Dial(ctx, purl, ClientOptions{Prefix: "player", Tick: 5 * time.Millisecond, Interest: []peer.Box{quad(i)}})
+		c, err := client.Dial(ctx, purl, client.Options{Prefix: "player", Tick: 5 * time.Millisecond, Interest: []peer.Box{quad(i)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +159,7 @@ func TestRegionProxies(t *testing.T) {
 	inQuad := func(i int, props gameworld.Properties) bool {
 		var p [3]float64
 		json.Unmarshal(props.Value("position"), &p)
-		return quad(i).Contains(p, DefaultInterestMargin)
+		return quad(i).Contains(p, relay.DefaultInterestMargin)
 	}
 	for i, c := range clients {
 		waitFor(t, "each client to see its quadrant's trees", 10*time.Second, func() bool { return len(c.World().Objects()) >= 6 })
@@ -187,7 +190,7 @@ func TestRegionProxies(t *testing.T) {
 	clients[0].Set(avatar, map[string]any{"position": center(1), "avatar": 0})
 	time.Sleep(50 * time.Millisecond)
 	clients[0].Close()
-	moved, err := Dial(ctx, urls[1], ClientOptions{Identifier: id, Tick: 5 * time.Millisecond, Interest: []peer.Box{quad(1)}})
+	moved, err := client.Dial(ctx, urls[1], client.Options{Identifier: id, Tick: 5 * time.Millisecond, Interest: []peer.Box{quad(1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +207,7 @@ func TestRegionProxies(t *testing.T) {
 }
 
 // TestRegionLatestWins: a peer that announces regions faster than a node
-// applies them (regionEvery) ends up with exactly its last region's
+// applies them (relay.RegionEvery) ends up with exactly its last region's
 // objects, however its announcements fell between the node's ticks, and
 // also on a node that sends at once (no tick loop).
 func TestRegionLatestWins(t *testing.T) {
@@ -214,7 +217,7 @@ func TestRegionLatestWins(t *testing.T) {
 }
 
 func regionLatestWins(t *testing.T, tick time.Duration) {
-	_, url := startNode(t, Options{Tick: tick, InterestMargin: 0.5, InterestCell: 8})
+	_, url := startNode(t, relay.Options{Tick: tick, InterestMargin: 0.5, InterestCell: 8})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	writer := dialTick(t, ctx, url, 5*time.Millisecond)
@@ -243,7 +246,7 @@ func regionLatestWins(t *testing.T, tick time.Duration) {
 	if !await(10*time.Second, func() bool { return sameSet(worldIDs(viewer), want...) }) {
 		t.Fatalf("the viewer sees %v, want %v", worldIDs(viewer), want)
 	}
-	time.Sleep(3 * regionEvery) // no older region applies late
+	time.Sleep(3 * relay.RegionEvery) // no older region applies late
 	if got := worldIDs(viewer); !sameSet(got, want...) {
 		t.Fatalf("the viewer sees %v after a while, want %v", got, want)
 	}
@@ -258,8 +261,8 @@ func regionLatestWins(t *testing.T, tick time.Duration) {
 // node's whole world. Narrowed again, it ends with exactly what is in its
 // box, and it is never sent a remove of an object it was not sent.
 func TestRegionChangeSliced(t *testing.T) {
-	const objects = 2*refreshSlice + 7
-	n, url := startNode(t, Options{Tick: 5 * time.Millisecond})
+	const objects = 2*relay.RefreshSlice + 7
+	n, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	writer := dialTick(t, ctx, url, 5*time.Millisecond)
@@ -268,10 +271,10 @@ func TestRegionChangeSliced(t *testing.T) {
 		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("o-%06d", k),
 			Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": json.RawMessage(fmt.Sprintf("[%d,0,0]", k))})})
 	}
-	if _, err := writer.node.Apply(changes); err != nil {
+	if _, err := writer.Node().Apply(changes); err != nil {
 		t.Fatal(err)
 	}
-	viewer, err := Dial(ctx, url, ClientOptions{Tick: 5 * time.Millisecond, Interest: []peer.Box{}})
+	viewer, err := client.Dial(ctx, url, client.Options{Tick: 5 * time.Millisecond, Interest: []peer.Box{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,8 +283,7 @@ func TestRegionChangeSliced(t *testing.T) {
 	waitFor(t, "the node holds the objects", 30*time.Second, func() bool { return n.World().Len() == objects })
 	slices, probed := 0, false
 	var probeErr error
-	n.mu.Lock()
-	n.sp.revealHook = func(done bool) {
+	n.SetRevealHook(func(done bool) {
 		slices++
 		if !probed {
 			// The node's lock is let go after this slice: the probe
@@ -289,19 +291,17 @@ func TestRegionChangeSliced(t *testing.T) {
 			probed = true
 			go func() { probeErr = prober.CreateWithID("probe", map[string]any{"n": 1}) }()
 		}
-	}
-	n.mu.Unlock()
+	})
 	viewer.SetInterest(nil)
 	sameWorld(t, "the viewer holds the node's world", n, viewer)
-	n.mu.Lock()
-	got := slices
-	n.sp.revealHook = nil
-	n.mu.Unlock()
+	var got int
+	n.Locked(func() { got = slices })
+	n.SetRevealHook(nil)
 	if probeErr != nil {
 		t.Fatal(probeErr)
 	}
 	if got < 3 {
-		t.Errorf("the region change took %d slices, want one per %d objects (3)", got, refreshSlice)
+		t.Errorf("the region change took %d slices, want one per %d objects (3)", got, relay.RefreshSlice)
 	}
 	viewer.SetInterest([]peer.Box{box(99.5, -1, -1, 120.5, 1, 1)})
 	// In the box, or near enough its edge (the margin, 2) to stay; the
@@ -323,7 +323,7 @@ func TestRegionChangeSliced(t *testing.T) {
 // region is removed (a refresh answer only adds), and it ends with the
 // region's objects alone.
 func TestRegionWhileRefreshWanted(t *testing.T) {
-	_, url := startNode(t, Options{Tick: 50 * time.Millisecond})
+	_, url := startNode(t, relay.Options{Tick: 50 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	writer := dialTick(t, ctx, url, 5*time.Millisecond)
@@ -352,8 +352,8 @@ func TestRegionWhileRefreshWanted(t *testing.T) {
 // must not pass for known: widened again, the viewer holds the node's
 // world exactly.
 func TestRegionRemovedWhileHiding(t *testing.T) {
-	const objects = 2*refreshSlice + 7
-	n, url := startNode(t, Options{Tick: 5 * time.Millisecond})
+	const objects = 2*relay.RefreshSlice + 7
+	n, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// The node's own objects: it removes some itself, as their owner.
@@ -368,8 +368,7 @@ func TestRegionRemovedWhileHiding(t *testing.T) {
 	viewer := dialTick(t, ctx, url, 5*time.Millisecond)
 	waitFor(t, "the viewer holds the world", 30*time.Second, func() bool { return viewer.World().Len() == objects })
 	removed := false
-	n.mu.Lock()
-	n.sp.revealHook = func(done bool) {
+	n.SetRevealHook(func(done bool) {
 		if removed {
 			return
 		}
@@ -380,15 +379,13 @@ func TestRegionRemovedWhileHiding(t *testing.T) {
 		for k := objects - 100; k < objects; k++ {
 			gone = append(gone, gameworld.Change{Type: gameworld.Remove, ID: fmt.Sprintf("o-%06d", k)})
 		}
-		n.route(n.world.Apply(gone, nil).Records, nil)
-	}
-	n.mu.Unlock()
+		n.ApplyLocked(gone)
+	})
 	viewer.SetInterest([]peer.Box{})
 	waitFor(t, "the viewer holds nothing", 30*time.Second, func() bool { return viewer.World().Len() == 0 })
-	n.mu.Lock()
-	n.sp.revealHook = nil
-	ok := removed
-	n.mu.Unlock()
+	n.SetRevealHook(nil)
+	var ok bool
+	n.Locked(func() { ok = removed })
 	if !ok {
 		t.Fatal("the hide pass was not sliced")
 	}
@@ -405,7 +402,7 @@ func TestRegionRemovedWhileHiding(t *testing.T) {
 	viewer.SetInterest(nil)
 	sameWorld(t, "the viewer holds the node's world", n, viewer)
 	time.Sleep(3 * testDigestInterval)
-	if r := viewer.node.Repairs(); r[RepairMissing]+r[RepairStale]+r[RepairExtra] > 0 {
+	if r := viewer.Node().Repairs(); r[relay.RepairMissing]+r[relay.RepairStale]+r[relay.RepairExtra] > 0 {
 		t.Errorf("the viewer repaired %v: it was not told what went, or not sent what came", r)
 	}
 }

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
 )
 
 // TestMemberFlipsDuringBursts: member a's clients come and go, so the
@@ -14,7 +17,7 @@ import (
 // the end a holds b's world, a last client holds a's, and no member
 // repaired anything (the nodes' cleanup fails the test on a repair).
 func TestMemberFlipsDuringBursts(t *testing.T) {
-	nodes := startMeshWith(t, 2, MeshOptions{}, Options{Tick: 10 * time.Millisecond})
+	nodes := startMeshWith(t, 2, relay.MeshOptions{}, relay.Options{Tick: 10 * time.Millisecond})
 	a, b := nodes[0], nodes[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -29,7 +32,7 @@ func TestMemberFlipsDuringBursts(t *testing.T) {
 				return
 			case <-time.After(time.Duration(5+rand.IntN(60)) * time.Millisecond):
 			}
-			c, err := Dial(ctx, a.url, ClientOptions{Tick: 10 * time.Millisecond})
+			c, err := client.Dial(ctx, a.url, client.Options{Tick: 10 * time.Millisecond})
 			if err != nil {
 				t.Error(err)
 				return

@@ -1,8 +1,10 @@
-package relay
+package relay_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/solipsism/mesh/relay"
 )
 
 func FuzzParseNodeMeta(f *testing.F) {
@@ -10,7 +12,7 @@ func FuzzParseNodeMeta(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := parseNodeMeta(b)
+		m, err := relay.ParseNodeMeta(b)
 		if err != nil {
 			return
 		}

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/relay"
+
 	"github.com/coder/websocket"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -22,8 +24,8 @@ import (
 
 // meshNode is a server node in a test mesh.
 type meshNode struct {
-	node *Node
-	mesh *Mesh
+	node *relay.Node
+	mesh *relay.Mesh
 	url  string
 	srv  *httptest.Server
 	logs *syncBuffer
@@ -61,20 +63,20 @@ type meshLog struct {
 // startMeshNode starts a server on 127.0.0.1 and joins it to the mesh at
 // join (empty: a new mesh). Failure detection is tuned to find a dead node
 // within about 2 s.
-func startMeshNode(t testing.TB, join string, mo MeshOptions) *meshNode {
+func startMeshNode(t testing.TB, join string, mo relay.MeshOptions) *meshNode {
 	t.Helper()
-	return startMeshNodeWith(t, join, mo, Options{})
+	return startMeshNodeWith(t, join, mo, relay.Options{})
 }
 
 // startMeshNodeWith is startMeshNode with the node's options.
-func startMeshNodeWith(t testing.TB, join string, mo MeshOptions, opts Options) *meshNode {
+func startMeshNodeWith(t testing.TB, join string, mo relay.MeshOptions, opts relay.Options) *meshNode {
 	t.Helper()
 	logs := &syncBuffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if opts.DigestInterval == 0 {
 		opts.DigestInterval = testDigestInterval
 	}
-	n, err := New(opts)
+	n, err := relay.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func startMeshNodeWith(t testing.TB, join string, mo MeshOptions, opts Options) 
 	meshLogs[t] = append(meshLogs[t], meshLog{n.Identifier(), logs})
 	meshLogsMu.Unlock()
 	t.Cleanup(func() {
-		if r := n.Repairs(); !repairsAllowed[n] && r[RepairMissing]+r[RepairStale]+r[RepairExtra] > 0 {
+		if r := n.Repairs(); !repairsAllowed[n] && r[relay.RepairMissing]+r[relay.RepairStale]+r[relay.RepairExtra] > 0 {
 			// (Every mesh node's log: the divergence began at another.)
 			var all strings.Builder
 			meshLogsMu.Lock()
@@ -133,7 +135,7 @@ func startMeshNodeWith(t testing.TB, join string, mo MeshOptions, opts Options) 
 // crash stops a node the way kill -9 would look to the others: no Leave,
 // connections cut.
 func (mn *meshNode) crash() {
-	mn.mesh.shutdownAbruptly()
+	mn.mesh.ShutdownAbruptly()
 	mn.srv.CloseClientConnections()
 	mn.srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -141,7 +143,7 @@ func (mn *meshNode) crash() {
 	mn.node.Close(ctx)
 }
 
-func meshLinks(n *Node) int {
+func meshLinks(n *relay.Node) int {
 	c := 0
 	for _, l := range n.Links() {
 		if l.Kind == "mesh" && l.Ready {
@@ -186,13 +188,13 @@ func waitIdentical(t testing.TB, nodes []*meshNode) string {
 	return want
 }
 
-func startMesh(t *testing.T, size int, mo MeshOptions) []*meshNode {
+func startMesh(t *testing.T, size int, mo relay.MeshOptions) []*meshNode {
 	t.Helper()
-	return startMeshWith(t, size, mo, Options{})
+	return startMeshWith(t, size, mo, relay.Options{})
 }
 
 // startMeshWith is startMesh with the nodes' options.
-func startMeshWith(t testing.TB, size int, mo MeshOptions, opts Options) []*meshNode {
+func startMeshWith(t testing.TB, size int, mo relay.MeshOptions, opts relay.Options) []*meshNode {
 	t.Helper()
 	nodes := []*meshNode{startMeshNodeWith(t, "", mo, opts)}
 	for i := 1; i < size; i++ {
@@ -218,7 +220,7 @@ func startMeshWith(t testing.TB, size int, mo MeshOptions, opts Options) []*mesh
 				for _, l := range mn.node.Links() {
 					ls = append(ls, fmt.Sprintf("%s ready=%v", l.Identifier, l.Ready))
 				}
-				t.Logf("%s (%s): members %v; links %v; memberlist sees %d", mn.node.Identifier(), mn.mesh.Name()[:8], ms, ls, mn.mesh.list.NumMembers())
+				t.Logf("%s (%s): members %v; links %v; memberlist sees %d", mn.node.Identifier(), mn.mesh.Name()[:8], ms, ls, mn.mesh.NumMembers())
 			}
 			t.Fatal("timed out waiting for a full mesh")
 		}
@@ -230,7 +232,7 @@ func TestMeshFiveNodes(t *testing.T) {
 	// A dead member's worlds are held for the reclaim grace, in case their
 	// peers reconnect elsewhere (meshMemberGone).
 	const grace = 500 * time.Millisecond
-	nodes := startMeshWith(t, 5, MeshOptions{}, Options{ReclaimGrace: grace})
+	nodes := startMeshWith(t, 5, relay.MeshOptions{}, relay.Options{ReclaimGrace: grace})
 	clients := make([]*wiretest.Peer, len(nodes))
 	for i, mn := range nodes {
 		clients[i] = wiretest.Dial(t, mn.url, fmt.Sprintf("client-%08d-mesh0000", i), wiretest.Options{})
@@ -295,7 +297,7 @@ func TestMeshFiveNodes(t *testing.T) {
 		}
 	})
 	t.Run("it restarts under a new name and the world converges", func(t *testing.T) {
-		reborn := startMeshNode(t, nodes[0].mesh.Addr(), MeshOptions{})
+		reborn := startMeshNode(t, nodes[0].mesh.Addr(), relay.MeshOptions{})
 		if reborn.mesh.Name() == nodes[4].mesh.Name() {
 			t.Fatal("restarted node reused its memberlist name")
 		}
@@ -318,7 +320,7 @@ func TestMeshFiveNodes(t *testing.T) {
 // Cutting a mesh link while both nodes live removes nothing anywhere; the
 // link comes back and what changed meanwhile converges.
 func TestMeshLinkCut(t *testing.T) {
-	nodes := startMesh(t, 3, MeshOptions{})
+	nodes := startMesh(t, 3, relay.MeshOptions{})
 	a, b := nodes[0], nodes[1]
 	ca := wiretest.Dial(t, a.url, "client-AAAAAAAA-cut00000", wiretest.Options{})
 	cb := wiretest.Dial(t, b.url, "client-BBBBBBBB-cut00000", wiretest.Options{})
@@ -341,13 +343,7 @@ func TestMeshLinkCut(t *testing.T) {
 		})
 	}
 	cut := func() {
-		a.node.mu.Lock()
-		defer a.node.mu.Unlock()
-		for _, ls := range a.node.hub.order {
-			if ls.kind == ownership.Mesh && ls.member == b.mesh.Name() {
-				ls.link.Close(websocketGoingAway, "cut for test")
-			}
-		}
+		a.node.CloseLinks(ownership.Mesh, b.mesh.Name(), websocketGoingAway, "cut for test")
 	}
 	// Cut it several times; each time the dialing side re-dials.
 	for i := 0; i < 3; i++ {
@@ -378,7 +374,7 @@ const websocketGoingAway = 1001
 // with a secret, a link without the right credentials is not accepted.
 func TestMeshRefusesForgery(t *testing.T) {
 	secret := bytes.Repeat([]byte{7}, 32)
-	nodes := startMesh(t, 2, MeshOptions{SecretKey: secret})
+	nodes := startMesh(t, 2, relay.MeshOptions{SecretKey: secret})
 	a, b := nodes[0], nodes[1]
 	victim := wiretest.Dial(t, a.url, "client-VVVVVVVV-VVVVVVVV", wiretest.Options{})
 	victim.Change(wiretest.Add("v", victim.ID, props{"hp": 100}))
@@ -386,14 +382,14 @@ func TestMeshRefusesForgery(t *testing.T) {
 
 	// No credentials: refused before the upgrade.
 	hdr := http.Header{}
-	hdr.Set(meshNameHeader, b.mesh.Name())
+	hdr.Set(relay.MeshNameHeader, b.mesh.Name())
 	_, resp, err := websocket.Dial(context.Background(), a.url, &websocket.DialOptions{HTTPHeader: hdr})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("mesh link without credentials: err=%v resp=%v", err, resp)
 	}
 
 	// Valid credentials (as member b), forged ownership: refused.
-	hdr.Set(meshAuthHeader, a.mesh.auth(b.mesh.Name()))
+	hdr.Set(relay.MeshAuthHeader, a.mesh.Auth(b.mesh.Name()))
 	c, _, err := websocket.Dial(context.Background(), a.url, &websocket.DialOptions{HTTPHeader: hdr})
 	if err != nil {
 		t.Fatal(err)
@@ -422,14 +418,14 @@ func TestMeshRefusesForgery(t *testing.T) {
 }
 
 func TestMeshWrongSecretOrLabel(t *testing.T) {
-	good := startMeshNode(t, "", MeshOptions{SecretKey: bytes.Repeat([]byte{1}, 32), Label: "blue"})
+	good := startMeshNode(t, "", relay.MeshOptions{SecretKey: bytes.Repeat([]byte{1}, 32), Label: "blue"})
 	tests := []struct {
 		name string
-		mo   MeshOptions
+		mo   relay.MeshOptions
 	}{
-		{"wrong secret", MeshOptions{SecretKey: bytes.Repeat([]byte{2}, 32), Label: "blue"}},
-		{"no secret", MeshOptions{Label: "blue"}},
-		{"wrong label", MeshOptions{SecretKey: bytes.Repeat([]byte{1}, 32), Label: "green"}},
+		{"wrong secret", relay.MeshOptions{SecretKey: bytes.Repeat([]byte{2}, 32), Label: "blue"}},
+		{"no secret", relay.MeshOptions{Label: "blue"}},
+		{"wrong label", relay.MeshOptions{SecretKey: bytes.Repeat([]byte{1}, 32), Label: "green"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -451,11 +447,11 @@ func TestMeshWrongSecretOrLabel(t *testing.T) {
 // TestMeshWarnsUnencrypted: a mesh without a secret says so at WARN; one
 // with a secret does not.
 func TestMeshWarnsUnencrypted(t *testing.T) {
-	open := startMeshNode(t, "", MeshOptions{})
+	open := startMeshNode(t, "", relay.MeshOptions{})
 	if !strings.Contains(open.logs.String(), `level=WARN msg="the mesh runs unencrypted`) {
 		t.Fatalf("no warning:\n%s", open.logs.String())
 	}
-	sealed := startMeshNode(t, "", MeshOptions{SecretKey: []byte(strings.Repeat("k", 32))})
+	sealed := startMeshNode(t, "", relay.MeshOptions{SecretKey: []byte(strings.Repeat("k", 32))})
 	if strings.Contains(sealed.logs.String(), "unencrypted") {
 		t.Fatalf("a warning with a secret:\n%s", sealed.logs.String())
 	}
@@ -464,7 +460,7 @@ func TestMeshWarnsUnencrypted(t *testing.T) {
 // TestLeavingLogsNoLoss: a node that leaves the mesh (shutting down) does
 // not report its own closing links as lost.
 func TestLeavingLogsNoLoss(t *testing.T) {
-	nodes := startMesh(t, 2, MeshOptions{})
+	nodes := startMesh(t, 2, relay.MeshOptions{})
 	if err := nodes[0].mesh.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"encoding/json"
@@ -6,6 +6,9 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/peer"
@@ -18,9 +21,9 @@ import (
 //
 //	go test ./relay -run '^$' -bench Messages -benchtime 200x
 func BenchmarkMessages(b *testing.B) {
-	_, url := startNode(b, Options{})
-	sender := func() *Client {
-		c, err := NewClient(url, ClientOptions{Prefix: "sender"})
+	_, url := startNode(b, relay.Options{})
+	sender := func() *client.Client {
+		c, err := client.New(url, client.Options{Prefix: "sender"})
 		if err != nil {
 			b.Fatal(err)
 		}

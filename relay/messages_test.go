@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/peer"
@@ -18,7 +21,7 @@ type inbox struct {
 	msgs []peer.AppMessage
 }
 
-func listen(c *Client) *inbox {
+func listen(c *client.Client) *inbox {
 	in := &inbox{}
 	c.SubscribeMessages(func(m peer.AppMessage) {
 		in.mu.Lock()
@@ -48,25 +51,25 @@ func (in *inbox) ofType(typ string) []peer.AppMessage {
 // each of the three, and a 2016 watcher on each.
 type messageNet struct {
 	mesh           []*meshNode
-	proxy          *Node
-	onProxy, onS1  *Client
-	onS2           *Client
-	in             map[*Client]*inbox
+	proxy          *relay.Node
+	onProxy, onS1  *client.Client
+	onS2           *client.Client
+	in             map[*client.Client]*inbox
 	watchers       []*wiretest.Peer
 	proxyURL, s1WS string
 }
 
 func newMessageNet(t *testing.T) *messageNet {
 	t.Helper()
-	mn := &messageNet{in: map[*Client]*inbox{}}
-	mn.mesh = startMeshWith(t, 2, MeshOptions{}, Options{Tick: 5 * time.Millisecond})
+	mn := &messageNet{in: map[*client.Client]*inbox{}}
+	mn.mesh = startMeshWith(t, 2, relay.MeshOptions{}, relay.Options{Tick: 5 * time.Millisecond})
 	mn.s1WS = mn.mesh[0].url
-	mn.proxy, mn.proxyURL = startProxy(t, mn.s1WS, Options{Tick: 5 * time.Millisecond})
+	mn.proxy, mn.proxyURL = startProxy(t, mn.s1WS, relay.Options{Tick: 5 * time.Millisecond})
 	waitFor(t, "the proxy connected", 10*time.Second, func() bool { return upstreamConnected(mn.proxy) })
 	mn.onProxy = dialClient(t, mn.proxyURL, "viaproxy")
 	mn.onS1 = dialClient(t, mn.s1WS, "ons1")
 	mn.onS2 = dialClient(t, mn.mesh[1].url, "ons2")
-	for _, c := range []*Client{mn.onProxy, mn.onS1, mn.onS2} {
+	for _, c := range []*client.Client{mn.onProxy, mn.onS1, mn.onS2} {
 		mn.in[c] = listen(c)
 	}
 	for i, u := range []string{mn.s1WS, mn.mesh[1].url, mn.proxyURL} {
@@ -76,9 +79,7 @@ func newMessageNet(t *testing.T) *messageNet {
 	// messages are the claims).
 	waitFor(t, "every client known everywhere", 10*time.Second, func() bool {
 		for _, m := range mn.mesh {
-			m.node.mu.Lock()
-			ok := m.node.hub.claims[mn.onProxy.Identifier()] != nil && m.node.hub.claims[mn.onS1.Identifier()] != nil && m.node.hub.claims[mn.onS2.Identifier()] != nil
-			m.node.mu.Unlock()
+			ok := m.node.Claimed(mn.onProxy.Identifier()) && m.node.Claimed(mn.onS1.Identifier()) && m.node.Claimed(mn.onS2.Identifier())
 			if !ok {
 				return false
 			}
@@ -101,7 +102,7 @@ func TestMessagesBroadcastInOrderEverywhere(t *testing.T) {
 	}
 	var stale []string
 	var smu sync.Mutex
-	for _, c := range []*Client{mn.onS1, mn.onS2} {
+	for _, c := range []*client.Client{mn.onS1, mn.onS2} {
 		c := c
 		c.SubscribeMessages(func(m peer.AppMessage) {
 			var n int
@@ -127,7 +128,7 @@ func TestMessagesBroadcastInOrderEverywhere(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, c := range []*Client{mn.onS1, mn.onS2} {
+	for _, c := range []*client.Client{mn.onS1, mn.onS2} {
 		in := mn.in[c]
 		waitFor(t, c.Identifier()+" received every message", 20*time.Second, func() bool { return len(in.ofType("tick")) >= count })
 		got := in.ofType("tick")
@@ -192,14 +193,12 @@ func TestMessagesToOneWorld(t *testing.T) {
 // TestMessagesSenderStamped: a peer cannot send as another world, and a
 // message it sends without a sender is stamped with its own.
 func TestMessagesSenderStamped(t *testing.T) {
-	n, url := startNode(t, Options{Tick: 5 * time.Millisecond})
+	n, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond})
 	victim := dialClient(t, url, "victim")
 	in := listen(victim)
 	p := wiretest.Dial(t, url, "mallory-AAAAAAAA-AAAAAAAA", wiretest.Options{Features: []string{"messages"}})
 	waitFor(t, "mallory's metadata", 5*time.Second, func() bool {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		return n.hub.claims[p.ID] != nil
+		return n.Claimed(p.ID)
 	})
 	p.Send("message", map[string]any{"from": victim.Identifier(), "type": "chat", "data": "I am the victim"})
 	p.Send("message", map[string]any{"from": "server-AAAAAAAA-AAAAAAAA", "type": "chat", "data": "I am the server"})
@@ -233,7 +232,7 @@ func TestMessagesBadInput(t *testing.T) {
 		{"deep data", `{"type":"x","data":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, url := startNode(t, Options{Tick: 5 * time.Millisecond})
+			_, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond})
 			bystander := dialClient(t, url, "by")
 			in := listen(bystander)
 			p := wiretest.Dial(t, url, "bad-AAAAAAAA-AAAAAAAA", wiretest.Options{Features: []string{"messages"}})
@@ -254,7 +253,7 @@ func TestMessagesBadInput(t *testing.T) {
 // TestMessagesAt: a message with a position reaches only peers whose
 // region holds it (and those with none).
 func TestMessagesAt(t *testing.T) {
-	_, url := startNode(t, Options{Tick: 5 * time.Millisecond})
+	_, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond})
 	sender := dialClient(t, url, "sender")
 	near := dialClient(t, url, "near")
 	near.SetInterest([]peer.Box{{Min: [3]float64{-10, -10, -10}, Max: [3]float64{10, 10, 10}}})
@@ -275,7 +274,7 @@ func TestMessagesAt(t *testing.T) {
 // TestMessagesSlowReader: a peer that reads nothing loses messages beyond
 // its queue's bound, not its link, and the others receive every one.
 func TestMessagesSlowReader(t *testing.T) {
-	n, url := startNode(t, Options{Tick: 5 * time.Millisecond})
+	n, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond})
 	sender := dialClient(t, url, "sender")
 	fast := listen(dialClient(t, url, "fast"))
 	slow := wiretest.Dial(t, url, "slow-AAAAAAAA-AAAAAAAA", wiretest.Options{Features: []string{"messages"}, ReadDelay: time.Second, Forget: true})

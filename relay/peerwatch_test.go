@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
@@ -45,7 +47,7 @@ func (r *roster) PeerLeft(key any) []gameworld.Change {
 // cannot write another world's objects.
 func TestPeerWatcher(t *testing.T) {
 	r := &roster{peers: map[any]bool{}}
-	n, url := startNode(t, Options{Tick: 5 * time.Millisecond, PeerWatchers: []PeerWatcher{r}})
+	n, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond, PeerWatchers: []relay.PeerWatcher{r}})
 	count := func() string {
 		o, ok := n.World().Get("roster")
 		if !ok {

@@ -1,9 +1,11 @@
-package relay
+package relay_test
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/store"
 )
@@ -29,7 +31,7 @@ func bolt(t *testing.T) func() store.Store {
 func TestPersistRestart(t *testing.T) {
 	open := bolt(t)
 	s := open()
-	srv, url := startNode(t, Options{Tick: 2 * time.Millisecond, Store: s, ReclaimGrace: 300 * time.Millisecond})
+	srv, url := startNode(t, relay.Options{Tick: 2 * time.Millisecond, Store: s, ReclaimGrace: 300 * time.Millisecond})
 	alice, bob := dialClient(t, url, "alice"), dialClient(t, url, "bob")
 	door, _ := alice.Create(map[string]any{"kind": "door", "persistent": true, "open": true})
 	toy, _ := alice.Create(map[string]any{"kind": "toy"})
@@ -54,7 +56,7 @@ func TestPersistRestart(t *testing.T) {
 	// The same data directory, a new node.
 	s2 := open()
 	t.Cleanup(func() { s2.Close() }) // after the node's own cleanup
-	srv2, url2 := startNode(t, Options{Tick: 2 * time.Millisecond, Store: s2, ReclaimGrace: 300 * time.Millisecond})
+	srv2, url2 := startNode(t, relay.Options{Tick: 2 * time.Millisecond, Store: s2, ReclaimGrace: 300 * time.Millisecond})
 	if srv2.Identifier() != id {
 		t.Fatalf("identifier %s after the restart, was %s", srv2.Identifier(), id)
 	}

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
@@ -20,7 +22,7 @@ import (
 // node right after reaches the proxy before the burst's last remove,
 // where it once waited for the whole burst (seconds, at scale).
 func TestLiveChangeOvertakesBurstWhileJoining(t *testing.T) {
-	_, url := startNode(t, Options{})
+	_, url := startNode(t, relay.Options{})
 	const proxyID = "proxy-PPPPPPPP-PPPPPPPP"
 	p := wiretest.Dial(t, url, proxyID, wiretest.Options{ReadDelay: 50 * time.Millisecond})
 	f := wiretest.Dial(t, url, "flood-FFFFFFFF-FFFFFFFF", wiretest.Options{})
@@ -79,7 +81,7 @@ func waitUntilObjects(t *testing.T, p *wiretest.Peer, n int, timeout time.Durati
 // object overtakes the burst: b applies it before the burst's last add. At
 // the end both members hold the same world, with no repair.
 func TestLiveChangeOvertakesBurstAcrossMesh(t *testing.T) {
-	nodes := startMesh(t, 2, MeshOptions{})
+	nodes := startMesh(t, 2, relay.MeshOptions{})
 	a, b := nodes[0], nodes[1]
 	watcher := wiretest.Dial(t, b.url, "watch-WWWWWWWW-WWWWWWWW", wiretest.Options{})
 	f := wiretest.Dial(t, a.url, "flood-FFFFFFFF-FFFFFFFF", wiretest.Options{})

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/ownership"
@@ -25,9 +28,9 @@ const (
 // Server ← P1 ← P2 ← clients, with clients at every level.
 func TestProxyChain(t *testing.T) {
 	// A vanished client's objects go after the reclaim grace, shortened here.
-	s, urlS := startNode(t, Options{ReclaimGrace: 300 * time.Millisecond})
-	p1, url1 := startProxy(t, urlS, Options{Identifier: p1ID, ReclaimGrace: 300 * time.Millisecond})
-	p2, url2 := startProxy(t, url1, Options{Identifier: p2ID, ReclaimGrace: 300 * time.Millisecond})
+	s, urlS := startNode(t, relay.Options{ReclaimGrace: 300 * time.Millisecond})
+	p1, url1 := startProxy(t, urlS, relay.Options{Identifier: p1ID, ReclaimGrace: 300 * time.Millisecond})
+	p2, url2 := startProxy(t, url1, relay.Options{Identifier: p2ID, ReclaimGrace: 300 * time.Millisecond})
 	c0 := wiretest.Dial(t, urlS, c0ID, wiretest.Options{})
 	c3 := wiretest.Dial(t, url1, c3ID, wiretest.Options{})
 	c1 := wiretest.Dial(t, url2, c1ID, wiretest.Options{})
@@ -106,8 +109,8 @@ func TestProxyChain(t *testing.T) {
 // A client behind a proxy cannot write another world's object through it,
 // and a peer cannot write a proxy's clients' objects at the server.
 func TestProxyForgedWritesRefusedAtEveryHop(t *testing.T) {
-	s, urlS := startNode(t, Options{})
-	p1, url1 := startProxy(t, urlS, Options{Identifier: p1ID})
+	s, urlS := startNode(t, relay.Options{})
+	p1, url1 := startProxy(t, urlS, relay.Options{Identifier: p1ID})
 	c0 := wiretest.Dial(t, urlS, c0ID, wiretest.Options{})
 	c1 := wiretest.Dial(t, url1, c1ID, wiretest.Options{})
 	c2 := wiretest.Dial(t, url1, c2ID, wiretest.Options{})
@@ -121,7 +124,7 @@ func TestProxyForgedWritesRefusedAtEveryHop(t *testing.T) {
 	tests := []struct {
 		name   string
 		via    *wiretest.Peer
-		at     *Node
+		at     *relay.Node
 		change map[string]any
 	}{
 		{"neighbour's object through the proxy", c2, p1, wiretest.Update("o1", c1ID, props{"hp": 0})},
@@ -142,7 +145,7 @@ func TestProxyForgedWritesRefusedAtEveryHop(t *testing.T) {
 	c1.Change(wiretest.Update("o1", c1ID, props{"marker": 1}))
 	c0.WaitProp("o1", "marker", "1")
 	c2.WaitProp("o1", "marker", "1")
-	for _, n := range []*Node{s, p1} {
+	for _, n := range []*relay.Node{s, p1} {
 		for _, id := range []string{"o0", "o1"} {
 			if o, ok := n.World().Get(id); !ok || string(o.Properties.Value("hp")) != "100" {
 				t.Errorf("%s: %s = %+v, %v", n.Identifier(), id, o, ok)
@@ -168,7 +171,7 @@ func TestProxyWithLegacyPeers(t *testing.T) {
 	mux.Handle("/ws", legacy)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	p, urlP := startProxy(t, wiretest.WSURL(srv), Options{Identifier: p1ID})
+	p, urlP := startProxy(t, wiretest.WSURL(srv), relay.Options{Identifier: p1ID})
 
 	direct := wiretest.Dial(t, wiretest.WSURL(srv), c0ID, wiretest.Options{}) // on the legacy server
 	old := wiretest.Dial(t, urlP, c1ID, wiretest.Options{})                   // 2016 client behind the proxy
@@ -221,7 +224,7 @@ func TestProxyWithLegacyPeers(t *testing.T) {
 
 // A proxy dials its upstream over wss://.
 func TestProxyOverWSS(t *testing.T) {
-	s, err := New(Options{Logger: testLogger()})
+	s, err := relay.New(relay.Options{Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,16 +234,16 @@ func TestProxyOverWSS(t *testing.T) {
 	t.Cleanup(func() { s.Close(context.Background()); srv.Close() })
 	wss := "wss" + strings.TrimPrefix(srv.URL, "https") + "/ws"
 
-	p, urlP := startNode(t, Options{Role: ownership.Proxy, Identifier: p1ID})
+	p, urlP := startNode(t, relay.Options{Role: ownership.Proxy, Identifier: p1ID})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		p.RunUpstream(ctx, UpstreamOptions{URL: wss, Dial: peer.DialOptions{HTTPClient: srv.Client()}})
+		p.RunUpstream(ctx, relay.UpstreamOptions{URL: wss, Dial: peer.DialOptions{HTTPClient: srv.Client()}})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 
-	c, err := Dial(ctx, wss, ClientOptions{Dial: peer.DialOptions{HTTPClient: srv.Client()}})
+	c, err := client.Dial(ctx, wss, client.Options{Dial: peer.DialOptions{HTTPClient: srv.Client()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/relay"
+
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/peer"
 )
@@ -15,7 +17,7 @@ import (
 // TestQuotas: each quota tripped on purpose refuses the offender's writes
 // (or connection, or reads it slower) and leaves others alone.
 func TestQuotas(t *testing.T) {
-	n, url := startNode(t, Options{Tick: 5 * time.Millisecond, Quotas: Quotas{
+	n, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond, Quotas: relay.Quotas{
 		ObjectsPerOwner: 3, PropertiesPerObject: 2, ValueBytes: 16, ObjectBytes: 40, ConnectionsPerIP: 4, MessagesPerSecond: 40,
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/peer"
@@ -22,7 +25,7 @@ type restartable struct {
 	srv  *http.Server
 }
 
-func (r *restartable) start(n *Node) {
+func (r *restartable) start(n *relay.Node) {
 	r.t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle("/ws", n)
@@ -58,19 +61,19 @@ func viewIs(p *wiretest.Peer, want ...string) func(map[string]wiretest.Object) b
 func TestProxyReconnect(t *testing.T) {
 	// The outage is simulated by the server dropping the proxy's link: the
 	// proxy's worlds go once the (shortened) reclaim grace is over.
-	s, err := New(Options{Logger: testLogger(), ReclaimGrace: 300 * time.Millisecond})
+	s, err := relay.New(relay.Options{Logger: testLogger(), ReclaimGrace: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rs := &restartable{t: t}
 	rs.start(s)
-	p, urlP := startProxy(t, rs.url(), Options{Identifier: p1ID})
+	p, urlP := startProxy(t, rs.url(), relay.Options{Identifier: p1ID})
 	c0 := wiretest.Dial(t, rs.url(), c0ID, wiretest.Options{})
 	c1 := wiretest.Dial(t, urlP, c1ID, wiretest.Options{})
 	c2 := wiretest.Dial(t, urlP, c2ID, wiretest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	g, err := Dial(ctx, rs.url(), ClientOptions{Identifier: "client-GGGGGGGG-GGGGGGGG", MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	g, err := client.Dial(ctx, rs.url(), client.Options{Identifier: "client-GGGGGGGG-GGGGGGGG", MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +90,7 @@ func TestProxyReconnect(t *testing.T) {
 
 	t.Run("upstream outage, server keeps its world", func(t *testing.T) {
 		rs.stop()
-		s.mu.Lock()
-		s.hub.claims[p1ID].link.Close(peer.StatusGoingAway, "simulated outage")
-		s.mu.Unlock()
+		s.CloseLinkOf(p1ID, peer.StatusGoingAway, "simulated outage")
 		waitFor(t, "proxy notices", 5*time.Second, func() bool { return !upstreamConnected(p) })
 
 		// While the proxy is cut off, the world moves on on both sides.
@@ -117,7 +118,7 @@ func TestProxyReconnect(t *testing.T) {
 		defer ccancel()
 		s.Close(cctx)
 		c0.WaitClosed(5 * time.Second)
-		s2, err := New(Options{Logger: testLogger()})
+		s2, err := relay.New(relay.Options{Logger: testLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,11 +147,11 @@ func TestProxyReconnect(t *testing.T) {
 // TestClientFailover: a client given two nodes' URLs moves to the second
 // when the first closes, and takes its objects along.
 func TestClientFailover(t *testing.T) {
-	a, urlA := startNode(t, Options{Tick: 2 * time.Millisecond})
-	b, urlB := startNode(t, Options{Tick: 2 * time.Millisecond})
+	a, urlA := startNode(t, relay.Options{Tick: 2 * time.Millisecond})
+	b, urlB := startNode(t, relay.Options{Tick: 2 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, urlA, ClientOptions{Prefix: "roamer", FailoverURLs: []string{urlB}, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Logger: testLogger()})
+	c, err := client.Dial(ctx, urlA, client.Options{Prefix: "roamer", FailoverURLs: []string{urlB}, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestClientFailover(t *testing.T) {
 // object and closes at once has its last change reach the node before it
 // leaves: the object falls to the node with it.
 func TestClientCloseSendsLastChanges(t *testing.T) {
-	srv, url := startNode(t, Options{Tick: 20 * time.Millisecond, ReclaimGrace: -1})
+	srv, url := startNode(t, relay.Options{Tick: 20 * time.Millisecond, ReclaimGrace: -1})
 	for round := range 5 {
 		c := dialClient(t, url, "leaver")
 		id, _ := c.Create(map[string]any{"persistent": true, "step": 0})

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
 )
@@ -20,12 +23,12 @@ import (
 //	go test ./relay -run '^$' -bench JoinLatency -benchtime 5x
 func BenchmarkJoinLatency(b *testing.B) {
 	const objects = 99_000
-	_, url := startNode(b, Options{})
+	_, url := startNode(b, relay.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var watchers []*Client
+	var watchers []*client.Client
 	for range 3 {
-		c, err := Dial(ctx, url, ClientOptions{})
+		c, err := client.Dial(ctx, url, client.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -37,7 +40,7 @@ func BenchmarkJoinLatency(b *testing.B) {
 		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("big-%06d", k),
 			Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": []byte(fmt.Sprintf("[%d,1,2]", k)), "n": []byte(fmt.Sprint(k))})})
 	}
-	if _, err := watchers[2].node.Apply(changes); err != nil {
+	if _, err := watchers[2].Node().Apply(changes); err != nil {
 		b.Fatal(err)
 	}
 	for _, w := range watchers {
@@ -48,7 +51,7 @@ func BenchmarkJoinLatency(b *testing.B) {
 	for i := range b.N {
 		probe := fmt.Sprintf("probe-%d", i)
 		t0 := time.Now()
-		newcomer, err := Dial(ctx, url, ClientOptions{})
+		newcomer, err := client.Dial(ctx, url, client.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

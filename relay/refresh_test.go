@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
@@ -18,16 +21,16 @@ import (
 // node's world, a 2016-style peer too (it never hears where the answer
 // ends).
 func TestBigRefreshInSlices(t *testing.T) {
-	n, url := startNode(t, Options{})
+	n, url := startNode(t, relay.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	owner := dialTick(t, ctx, url, 20*time.Millisecond)
-	const objects = 3*refreshSlice + 1000
+	const objects = 3*relay.RefreshSlice + 1000
 	changes := make([]gameworld.Change, 0, objects)
 	for k := range objects {
 		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("big-%06d", k), Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"n": []byte("0")})})
 	}
-	if _, err := owner.node.Apply(changes); err != nil {
+	if _, err := owner.Node().Apply(changes); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the node holds the world", time.Minute, func() bool { return n.World().Len() == objects })
@@ -46,15 +49,15 @@ func TestBigRefreshInSlices(t *testing.T) {
 			id := fmt.Sprintf("big-%06d", (i*7919)%objects)
 			switch i % 10 {
 			case 0:
-				owner.node.Apply([]gameworld.Change{{Type: gameworld.Remove, ID: id}})
+				owner.Node().Apply([]gameworld.Change{{Type: gameworld.Remove, ID: id}})
 			case 1:
-				owner.node.Apply([]gameworld.Change{{Type: gameworld.Add, ID: id, Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"n": []byte(fmt.Sprint(i))})}})
+				owner.Node().Apply([]gameworld.Change{{Type: gameworld.Add, ID: id, Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"n": []byte(fmt.Sprint(i))})}})
 			default:
-				owner.node.Apply([]gameworld.Change{{Type: gameworld.Update, ID: id, Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"n": []byte(fmt.Sprint(i))})}})
+				owner.Node().Apply([]gameworld.Change{{Type: gameworld.Update, ID: id, Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"n": []byte(fmt.Sprint(i))})}})
 			}
 		}
 	}()
-	var joiners []*Client
+	var joiners []*client.Client
 	for range 3 {
 		joiners = append(joiners, dialTick(t, ctx, url, 20*time.Millisecond))
 		time.Sleep(30 * time.Millisecond)

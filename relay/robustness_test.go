@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/coder/websocket"
 
@@ -38,13 +40,13 @@ func silentPeer(t *testing.T, url, id string) *websocket.Conn {
 	return c
 }
 
-func linkCount(n *Node) int { return len(n.Links()) }
+func linkCount(n *relay.Node) int { return len(n.Links()) }
 
 // A peer that stops reading only delays itself: the others keep receiving
 // at full speed, its queue stays at one entry per object, and it is closed
 // after the stall timeout.
 func TestSlowPeerDoesNotDisturbOthers(t *testing.T) {
-	node, url := startNode(t, Options{Tick: 10 * time.Millisecond, StallTimeout: time.Second})
+	node, url := startNode(t, relay.Options{Tick: 10 * time.Millisecond, StallTimeout: time.Second})
 	writer := wiretest.Dial(t, url, "client-wwwwwwww-wwwwwwww", wiretest.Options{})
 	healthy := wiretest.Dial(t, url, "client-hhhhhhhh-hhhhhhhh", wiretest.Options{})
 	silentPeer(t, url, "client-ssssssss-ssssssss")
@@ -82,7 +84,7 @@ func TestSlowPeerDoesNotDisturbOthers(t *testing.T) {
 // Keepalive pings find a peer that went silent even when nothing is sent
 // to it.
 func TestKeepaliveClosesSilentPeer(t *testing.T) {
-	node, url := startNode(t, Options{PingInterval: 50 * time.Millisecond, StallTimeout: 300 * time.Millisecond})
+	node, url := startNode(t, relay.Options{PingInterval: 50 * time.Millisecond, StallTimeout: 300 * time.Millisecond})
 	alive := wiretest.Dial(t, url, "client-aaaaaaaa-aaaaaaaa", wiretest.Options{})
 	silentPeer(t, url, "client-ssssssss-ssssssss")
 	waitFor(t, "two ready links", 5*time.Second, func() bool { return readyLinks(node) == 2 })
@@ -111,7 +113,7 @@ func TestOriginPatterns(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var logs syncBuffer
-			_, url := startNode(t, Options{OriginPatterns: tt.patterns, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			_, url := startNode(t, relay.Options{OriginPatterns: tt.patterns, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			h := http.Header{}
 			if tt.origin != "" {
 				h.Set("Origin", tt.origin)

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -9,17 +9,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
+
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/interest"
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/peer"
 )
 
-func dialIn(t *testing.T, url, prefix string, rooms []string, interest []peer.Box) *Client {
+func dialIn(t *testing.T, url, prefix string, rooms []string, interest []peer.Box) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, url, ClientOptions{Prefix: prefix, Tick: 5 * time.Millisecond, Rooms: rooms, Interest: interest})
+	c, err := client.Dial(ctx, url, client.Options{Prefix: prefix, Tick: 5 * time.Millisecond, Rooms: rooms, Interest: interest})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,20 +33,20 @@ func dialIn(t *testing.T, url, prefix string, rooms []string, interest []peer.Bo
 // roomView is what a peer in rooms (nil: all) with a region (nil:
 // everywhere) should hold of the world w: its own objects, and the others
 // of those rooms or none, inside the region.
-func roomView(n *Node, w *gameworld.World, self string, rooms []string, boxes []peer.Box) map[string]string {
+func roomView(n *relay.Node, w *gameworld.World, self string, rooms []string, boxes []peer.Box) map[string]string {
 	return sideView(n, w, func(owner string) bool { return owner == self }, rooms, boxes)
 }
 
 // sideView is roomView for a peer that holds all the objects of the
 // owners mine says are its own.
-func sideView(n *Node, w *gameworld.World, mine func(string) bool, rooms []string, boxes []peer.Box) map[string]string {
+func sideView(n *relay.Node, w *gameworld.World, mine func(string) bool, rooms []string, boxes []peer.Box) map[string]string {
 	out := map[string]string{}
 	w.Range(func(o gameworld.Object) bool {
 		if n != nil && !mine(o.Owner) {
-			if room := n.roomOf(o.Properties); rooms != nil && room != "" && !slices.Contains(rooms, room) {
+			if room := n.RoomOf(o.Properties); rooms != nil && room != "" && !slices.Contains(rooms, room) {
 				return true
 			}
-			if p, ok := n.positionOf(o.Properties); boxes != nil && ok && !interest.Contains(boxes, p, 0) {
+			if p, ok := n.PositionOf(o.Properties); boxes != nil && ok && !interest.Contains(boxes, p, 0) {
 				return true
 			}
 		}
@@ -65,9 +68,9 @@ func worldView(w *gameworld.World) map[string]string {
 func TestRoomsThroughProxyAndMesh(t *testing.T) {
 	stop := wiretest.BusyCores()
 	defer stop()
-	mesh := startMeshWith(t, 2, MeshOptions{}, Options{Tick: 5 * time.Millisecond})
+	mesh := startMeshWith(t, 2, relay.MeshOptions{}, relay.Options{Tick: 5 * time.Millisecond})
 	s1, s2 := mesh[0], mesh[1]
-	proxy, proxyURL := startProxy(t, s1.url, Options{Tick: 5 * time.Millisecond})
+	proxy, proxyURL := startProxy(t, s1.url, relay.Options{Tick: 5 * time.Millisecond})
 	waitFor(t, "the proxy connected", 10*time.Second, func() bool { return upstreamConnected(proxy) })
 	red, blue := []string{"red"}, []string{"blue"}
 	a := dialIn(t, proxyURL, "a", red, nil)
@@ -78,9 +81,9 @@ func TestRoomsThroughProxyAndMesh(t *testing.T) {
 	near := []peer.Box{{Min: [3]float64{-10, -10, -10}, Max: [3]float64{10, 10, 10}}}
 	e := dialIn(t, proxyURL, "e", red, near)
 	watcher := wiretest.Dial(t, s2.url, "w2016-AAAAAAAA-AAAAAAAA", wiretest.Options{})
-	rooms := map[*Client][]string{a: red, b: red, c: blue, d: nil, e: red}
-	boxes := map[*Client][]peer.Box{e: near}
-	inboxes := map[*Client]*inbox{}
+	rooms := map[*client.Client][]string{a: red, b: red, c: blue, d: nil, e: red}
+	boxes := map[*client.Client][]peer.Box{e: near}
+	inboxes := map[*client.Client]*inbox{}
 	for cl := range rooms {
 		inboxes[cl] = listen(cl)
 	}
@@ -151,7 +154,7 @@ func TestRoomsThroughProxyAndMesh(t *testing.T) {
 				}
 			}
 		}
-		for _, n := range []*Node{s1.node, s2.node, proxy} {
+		for _, n := range []*relay.Node{s1.node, s2.node, proxy} {
 			for _, l := range n.Links() {
 				t.Logf("%s: link %s %s rooms %v interest %v", n.Identifier(), l.Kind, l.Identifier, l.Rooms, l.Interest)
 			}
@@ -172,7 +175,7 @@ func TestRoomsThroughProxyAndMesh(t *testing.T) {
 		return len(inboxes[a].ofType("shout")) == 1 && len(inboxes[d].ofType("shout")) == 2 && len(inboxes[c].ofType("shout")) == 1 && len(inboxes[e].ofType("shout")) == 1
 	})
 	time.Sleep(50 * time.Millisecond)
-	for cl, want := range map[*Client]string{a: "1", c: "1", e: "1"} {
+	for cl, want := range map[*client.Client]string{a: "1", c: "1", e: "1"} {
 		if got := inboxes[cl].ofType("shout"); len(got) != 1 || string(got[0].Data) != want {
 			t.Errorf("%s received %+v, want only shout %s", cl.Identifier(), got, want)
 		}
@@ -192,7 +195,7 @@ func TestRoomsThroughProxyAndMesh(t *testing.T) {
 // nothing.
 func TestRoomsBadInput(t *testing.T) {
 	for _, rooms := range []any{"red", []any{1}, []any{""}, map[string]any{}} {
-		n, url := startNode(t, Options{Tick: 5 * time.Millisecond})
+		n, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond})
 		p := wiretest.Dial(t, url, "bad-AAAAAAAA-AAAAAAAA", wiretest.Options{Extra: map[string]any{"rooms": rooms}})
 		if code, _ := p.WaitClosed(5 * time.Second); code != 1007 {
 			t.Errorf("rooms %v: closed with %d, want 1007", rooms, code)

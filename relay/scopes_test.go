@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"bytes"
@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
@@ -48,8 +51,8 @@ func TestScopesThroughProxy(t *testing.T) {
 	defer cancel()
 	defer wiretest.BusyCores()() // both cores loaded, as on slow CI machines
 	const tick = 10 * time.Millisecond
-	server, url := startNode(t, Options{Tick: tick})
-	proxy, purl := startProxy(t, url, Options{Tick: tick})
+	server, url := startNode(t, relay.Options{Tick: tick})
+	proxy, purl := startProxy(t, url, relay.Options{Tick: tick})
 	waitFor(t, "the proxy's upstream", 10*time.Second, func() bool { return upstreamConnected(proxy) })
 	owner := dialTick(t, ctx, url, tick)
 	watcher := dialTick(t, ctx, purl, tick)
@@ -59,10 +62,10 @@ func TestScopesThroughProxy(t *testing.T) {
 	// The watcher rebuilds the grid from element events alone.
 	var mu sync.Mutex
 	rebuilt := map[string]scope.Fields{}
-	cancelSub := watcher.Subscribe(func(e Event) {
+	cancelSub := watcher.Subscribe(func(e client.Event) {
 		mu.Lock()
 		defer mu.Unlock()
-		e.Elements(func(ev ElementEvent) {
+		e.Elements(func(ev client.ElementEvent) {
 			switch {
 			case ev.Reset:
 				clear(rebuilt)
@@ -151,7 +154,7 @@ func TestScopesThroughProxy(t *testing.T) {
 func TestScopesBadInput(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	server, url := startNode(t, Options{Tick: 5 * time.Millisecond})
+	server, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond})
 	watcher := dialTick(t, ctx, url, 5*time.Millisecond)
 	p := wiretest.Dial(t, url, "client-wwwwwwww-wwwwwwww", wiretest.Options{})
 	waitFor(t, "the writer's metadata", 10*time.Second, func() bool { return chainOf(server, "client-wwwwwwww-wwwwwwww") != nil })
@@ -192,7 +195,7 @@ func TestScopesBadInput(t *testing.T) {
 func TestScopesPersist(t *testing.T) {
 	open := bolt(t)
 	s := open()
-	srv, url := startNode(t, Options{Tick: 2 * time.Millisecond, Store: s, ReclaimGrace: 300 * time.Millisecond})
+	srv, url := startNode(t, relay.Options{Tick: 2 * time.Millisecond, Store: s, ReclaimGrace: 300 * time.Millisecond})
 	alice := dialClient(t, url, "alice")
 	if err := alice.CreateWithID("grid", props{"persistent": true, "position": []int{0, 0, 0}}); err != nil {
 		t.Fatal(err)
@@ -218,7 +221,7 @@ func TestScopesPersist(t *testing.T) {
 
 	s2 := open()
 	t.Cleanup(func() { s2.Close() })
-	srv2, url2 := startNode(t, Options{Tick: 2 * time.Millisecond, Store: s2, ReclaimGrace: 300 * time.Millisecond})
+	srv2, url2 := startNode(t, relay.Options{Tick: 2 * time.Millisecond, Store: s2, ReclaimGrace: 300 * time.Millisecond})
 	got, ok := srv2.World().Get("grid")
 	if !ok || scopeOf(srv2.World(), "grid", "blocks") != want || got.Scopes.Ver("blocks") != o.Scopes.Ver("blocks") {
 		t.Fatalf("after the restart: %s version %d, want %s version %d", scopeOf(srv2.World(), "grid", "blocks"), got.Scopes.Ver("blocks"), want, o.Scopes.Ver("blocks"))
@@ -239,9 +242,9 @@ func TestScopesAcrossMeshWithInterest(t *testing.T) {
 	defer cancel()
 	defer wiretest.BusyCores()()
 	const tick = 5 * time.Millisecond
-	nodes := startMeshWith(t, 2, MeshOptions{}, Options{Tick: tick})
+	nodes := startMeshWith(t, 2, relay.MeshOptions{}, relay.Options{Tick: tick})
 	owner := dialTick(t, ctx, nodes[0].url, tick)
-	near, err := Dial(ctx, nodes[1].url, ClientOptions{Prefix: "near", Tick: tick, DigestInterval: testDigestInterval, Interest: []peer.Box{box(50, -10, -10, 70, 10, 10)}})
+	near, err := client.Dial(ctx, nodes[1].url, client.Options{Prefix: "near", Tick: tick, DigestInterval: testDigestInterval, Interest: []peer.Box{box(50, -10, -10, 70, 10, 10)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +272,7 @@ func TestScopesAcrossMeshWithInterest(t *testing.T) {
 	owner.Set("grid", props{"position": []int{60, 0, 0}})
 	write(25)
 	want = scopeOf(owner.World(), "grid", "blocks")
-	for _, c := range []*Client{near, everyone} {
+	for _, c := range []*client.Client{near, everyone} {
 		waitFor(t, "the grid in the region", 10*time.Second, func() bool { return scopeOf(c.World(), "grid", "blocks") == want })
 	}
 	o, _ := owner.World().Get("grid")

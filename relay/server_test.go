@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"encoding/json"
@@ -6,28 +6,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/relay"
+
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
-	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 )
 
 // readyLinks counts links whose metadata the node knows.
-func readyLinks(n *Node) int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	c := 0
-	for _, ls := range n.hub.order {
-		if ls.ready && ls.kind != ownership.Upstream {
-			c++
-		}
-	}
-	return c
-}
+func readyLinks(n *relay.Node) int { return n.ReadyLinks() }
 
 func TestServerThreeClients(t *testing.T) {
 	// A vanished client's objects go after the reclaim grace, shortened here.
-	node, url := startNode(t, Options{ReclaimGrace: 300 * time.Millisecond})
+	node, url := startNode(t, relay.Options{ReclaimGrace: 300 * time.Millisecond})
 	a := wiretest.Dial(t, url, "client-aaaaaaaa-aaaaaaaa", wiretest.Options{})
 	b := wiretest.Dial(t, url, "client-bbbbbbbb-bbbbbbbb", wiretest.Options{DocDialect: true})
 	c := wiretest.Dial(t, url, "client-cccccccc-cccccccc", wiretest.Options{})
@@ -99,11 +90,9 @@ func TestServerThreeClients(t *testing.T) {
 	}
 }
 
-func dialectOf(n *Node, id string) string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if ls := n.hub.claims[id]; ls != nil {
-		return ls.link.Dialect()
+func dialectOf(n *relay.Node, id string) string {
+	if d := n.DialectOf(id); d != "" {
+		return d
 	}
 	return ""
 }
@@ -111,7 +100,7 @@ func dialectOf(n *Node, id string) string {
 // A proxy-like peer whose identifierChain holds several worlds: all their
 // objects are accepted, none is echoed, and all go when it disconnects.
 func TestServerChainCleanup(t *testing.T) {
-	node, url := startNode(t, Options{})
+	node, url := startNode(t, relay.Options{})
 	chain := []string{"proxy-pppppppp-pppppppp", "client-11111111-11111111", "client-22222222-22222222"}
 	p := wiretest.Dial(t, url, chain[0], wiretest.Options{Chain: chain})
 	watcher := wiretest.Dial(t, url, "client-wwwwwwww-wwwwwwww", wiretest.Options{})
@@ -151,7 +140,7 @@ func TestServerChainCleanup(t *testing.T) {
 }
 
 func TestServerRefusesForgedWrites(t *testing.T) {
-	node, url := startNode(t, Options{})
+	node, url := startNode(t, relay.Options{})
 	victim := wiretest.Dial(t, url, "client-vvvvvvvv-vvvvvvvv", wiretest.Options{})
 	forger := wiretest.Dial(t, url, "client-ffffffff-ffffffff", wiretest.Options{})
 	waitFor(t, "ready", 5*time.Second, func() bool { return readyLinks(node) == 2 })
@@ -191,15 +180,7 @@ func TestServerRefusesForgedWrites(t *testing.T) {
 	victim.CheckClean()
 }
 
-func refusedCount(n *Node) uint64 {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var c uint64
-	for _, ls := range n.hub.order {
-		c += ls.link.Stats().Refused.Load()
-	}
-	return c
-}
+func refusedCount(n *relay.Node) uint64 { return n.RefusedCount() }
 
 // TestRefreshFollowsMetadata: requestRefresh is sent only once the peer has
 // said who it is, so a peer that is slow to answer requestMetadata (or
@@ -214,7 +195,7 @@ func TestRefreshFollowsMetadata(t *testing.T) {
 		{"proxy-like chain", wiretest.Options{MetadataDelay: 300 * time.Millisecond, Chain: []string{"proxy-ssssssss-ssssssss", "client-ssssssss-ssssssss"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, url := startNode(t, Options{})
+			_, url := startNode(t, relay.Options{})
 			watcher := wiretest.Dial(t, url, "client-wwwwwwww-wwwwwwww", wiretest.Options{})
 			id := "proxy-ssssssss-ssssssss"
 			owner := tc.opts.Chain
@@ -240,7 +221,7 @@ func TestRefreshFollowsMetadata(t *testing.T) {
 		legacy.MetadataDelay = 300 * time.Millisecond
 		srv := httptest.NewServer(legacy)
 		t.Cleanup(srv.Close)
-		proxy, purl := startProxy(t, wiretest.WSURL(srv), Options{})
+		proxy, purl := startProxy(t, wiretest.WSURL(srv), relay.Options{})
 		c := wiretest.Dial(t, purl, "client-cccccccc-cccccccc", wiretest.Options{})
 		c.Change(wiretest.Add("obj-c", c.ID, props{"n": 1}))
 		waitFor(t, "the legacy server to hold obj-c", 5*time.Second, func() bool { _, ok := legacy.Objects()["obj-c"]; return ok })
@@ -258,7 +239,7 @@ func TestRefreshFollowsMetadata(t *testing.T) {
 // Node.Apply relays property values as they are, so it refuses what is not
 // JSON and changes nothing.
 func TestApplyRefusesInvalidJSON(t *testing.T) {
-	node, _ := startNode(t, Options{})
+	node, _ := startNode(t, relay.Options{})
 	_, err := node.Apply([]gameworld.Change{{Type: gameworld.Add, ID: "x", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"a": json.RawMessage(`{"b":`)})}})
 	if err == nil {
 		t.Fatal("invalid JSON accepted")
@@ -286,7 +267,7 @@ func TestApplyRefusesInvalidJSON(t *testing.T) {
 func TestReaddedInAnotherSlot(t *testing.T) {
 	for _, tick := range []time.Duration{peer.Immediate, 20 * time.Millisecond} {
 		t.Run(tick.String(), func(t *testing.T) {
-			srv, url := startNode(t, Options{Tick: tick})
+			srv, url := startNode(t, relay.Options{Tick: tick})
 			writer := wiretest.Dial(t, url, "writer-WRITER00-WRITER00", wiretest.Options{})
 			legacy := wiretest.Dial(t, url, "legacy-LEGACY00-LEGACY00", wiretest.Options{})
 			const w = "writer-WRITER00-WRITER00"

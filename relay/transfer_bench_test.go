@@ -1,9 +1,12 @@
-package relay
+package relay_test
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
 )
@@ -18,17 +21,17 @@ import (
 //	go test ./relay -run '^$' -bench Transfer
 func BenchmarkTransfer(b *testing.B) {
 	b.Run("one node", func(b *testing.B) {
-		_, url := startNode(b, Options{Tick: -1})
+		_, url := startNode(b, relay.Options{Tick: -1})
 		benchTransfers(b, url, url)
 	})
 	b.Run("through a proxy", func(b *testing.B) {
-		_, url := startNode(b, Options{Tick: -1})
-		p, purl := startProxy(b, url, Options{Tick: -1})
+		_, url := startNode(b, relay.Options{Tick: -1})
+		p, purl := startProxy(b, url, relay.Options{Tick: -1})
 		waitFor(b, "the proxy's upstream", 5*time.Second, func() bool { return upstreamConnected(p) })
 		benchTransfers(b, url, purl)
 	})
 	b.Run("across a mesh", func(b *testing.B) {
-		nodes := startMeshWith(b, 3, MeshOptions{}, Options{Tick: -1})
+		nodes := startMeshWith(b, 3, relay.MeshOptions{}, relay.Options{Tick: -1})
 		benchTransfers(b, nodes[0].url, nodes[1].url)
 	})
 }
@@ -36,8 +39,8 @@ func BenchmarkTransfer(b *testing.B) {
 func benchTransfers(b *testing.B, urlX, urlY string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dial := func(url, prefix string) *Client {
-		c, err := Dial(ctx, url, ClientOptions{Prefix: prefix, Tick: -1, Logger: testLogger()})
+	dial := func(url, prefix string) *client.Client {
+		c, err := client.Dial(ctx, url, client.Options{Prefix: prefix, Tick: -1, Logger: testLogger()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -49,15 +52,15 @@ func benchTransfers(b *testing.B, urlX, urlY string) {
 	waitFor(b, "y sees the ball", 5*time.Second, func() bool { _, ok := y.World().Get(ball); return ok })
 	// Each client signals when it sees the ball go to the other: no
 	// polling, whose sleeps would be what is measured.
-	seen := map[*Client]chan string{x: make(chan string, 16), y: make(chan string, 16)}
+	seen := map[*client.Client]chan string{x: make(chan string, 16), y: make(chan string, 16)}
 	for c, ch := range seen {
-		c.Subscribe(func(e Event) {
+		c.Subscribe(func(e client.Event) {
 			if e.ID == ball && e.Type == gameworld.Transfer {
 				ch <- e.Owner
 			}
 		})
 	}
-	clients := []*Client{y, x}
+	clients := []*client.Client{y, x}
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {

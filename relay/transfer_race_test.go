@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
+
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
 )
@@ -18,10 +21,10 @@ import (
 // 2016-style observers on the owner, and each asker's answer must match
 // the outcome.
 type race struct {
-	owner     *Client
-	askers    []*Client
-	observers []*Client
-	nodes     []*Node
+	owner     *client.Client
+	askers    []*client.Client
+	observers []*client.Client
+	nodes     []*relay.Node
 	legacy    []*wiretest.Peer
 }
 
@@ -31,8 +34,8 @@ type lostLog struct {
 	lost map[string]map[string]int // client -> object -> times lost
 }
 
-func (l *lostLog) watch(c *Client) {
-	c.Subscribe(func(e Event) {
+func (l *lostLog) watch(c *client.Client) {
+	c.Subscribe(func(e client.Event) {
 		if !e.Lost {
 			return
 		}
@@ -48,7 +51,7 @@ func (l *lostLog) watch(c *Client) {
 	})
 }
 
-func (l *lostLog) times(c *Client, id string) int {
+func (l *lostLog) times(c *client.Client, id string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lost[c.Identifier()][id]
@@ -66,7 +69,7 @@ func (r race) run(t *testing.T, rounds int) {
 	for _, n := range r.nodes {
 		worlds, names = append(worlds, n.World()), append(names, n.Identifier())
 	}
-	for _, c := range append(append([]*Client{r.owner}, r.askers...), r.observers...) {
+	for _, c := range append(append([]*client.Client{r.owner}, r.askers...), r.observers...) {
 		worlds, names = append(worlds, c.World()), append(names, c.Identifier())
 	}
 	for round := range rounds {
@@ -149,7 +152,7 @@ func (r race) run(t *testing.T, rounds int) {
 			case i == winner:
 			case errs[i] == nil:
 				waitFor(t, c.Identifier()+", granted first, hears it lost the ball", 5*time.Second, func() bool { return lost.times(c, ball) > 0 })
-			case !errors.Is(errs[i], ErrTransferRefused):
+			case !errors.Is(errs[i], relay.ErrTransferRefused):
 				t.Fatalf("round %d: %s was told %v", round, c.Identifier(), errs[i])
 			}
 		}
@@ -175,7 +178,7 @@ func (r race) run(t *testing.T, rounds int) {
 // it; askers on each level race for objects owned at the top. Only the
 // server decides, so the proxies never disagree with it.
 func TestTransferRacesOnProxyChain(t *testing.T) {
-	opts := Options{Tick: 2 * time.Millisecond}
+	opts := relay.Options{Tick: 2 * time.Millisecond}
 	srv, url := startNode(t, opts)
 	p1, url1 := startProxy(t, url, opts)
 	p2, url2 := startProxy(t, url1, opts)
@@ -185,17 +188,17 @@ func TestTransferRacesOnProxyChain(t *testing.T) {
 	watcher := dialClient(t, url1, "watcher")
 	legacyTop := wiretest.Dial(t, url, "legacy-TOP00000-TOP00000", wiretest.Options{})
 	legacyBottom := wiretest.Dial(t, url2, "legacy-BOTTOM00-BOTTOM00", wiretest.Options{})
-	nodes := []*Node{srv, p1, p2}
+	nodes := []*relay.Node{srv, p1, p2}
 	legacy := []*wiretest.Peer{legacyTop, legacyBottom}
 	t.Run("two askers", func(t *testing.T) {
-		race{owner: owner, askers: []*Client{x, z}, observers: []*Client{y, watcher}, nodes: nodes, legacy: legacy}.run(t, 20)
+		race{owner: owner, askers: []*client.Client{x, z}, observers: []*client.Client{y, watcher}, nodes: nodes, legacy: legacy}.run(t, 20)
 	})
 	t.Run("three askers", func(t *testing.T) {
-		race{owner: owner, askers: []*Client{x, y, z}, observers: []*Client{watcher}, nodes: nodes, legacy: legacy}.run(t, 20)
+		race{owner: owner, askers: []*client.Client{x, y, z}, observers: []*client.Client{watcher}, nodes: nodes, legacy: legacy}.run(t, 20)
 	})
 	t.Run("two askers on one proxy", func(t *testing.T) {
 		w := dialClient(t, url2, "dub")
-		race{owner: owner, askers: []*Client{z, w}, observers: []*Client{x, y, watcher}, nodes: nodes, legacy: legacy}.run(t, 20)
+		race{owner: owner, askers: []*client.Client{z, w}, observers: []*client.Client{x, y, watcher}, nodes: nodes, legacy: legacy}.run(t, 20)
 	})
 }
 
@@ -205,8 +208,8 @@ func TestTransferRacesOnProxyChain(t *testing.T) {
 // asker only once its members have acknowledged the grant, so the answer
 // is the outcome.
 func TestTransferRacesOnMesh(t *testing.T) {
-	nodes := startMeshWith(t, 3, MeshOptions{}, Options{Tick: 5 * time.Millisecond})
-	p, purl := startProxy(t, nodes[2].url, Options{Tick: 2 * time.Millisecond})
+	nodes := startMeshWith(t, 3, relay.MeshOptions{}, relay.Options{Tick: 5 * time.Millisecond})
+	p, purl := startProxy(t, nodes[2].url, relay.Options{Tick: 2 * time.Millisecond})
 	waitFor(t, "the proxy's upstream", 5*time.Second, func() bool { return upstreamConnected(p) })
 	owner := dialClient(t, nodes[0].url, "owner")
 	a, b, c := dialClient(t, nodes[0].url, "aye"), dialClient(t, nodes[1].url, "bee"), dialClient(t, purl, "cee")
@@ -215,11 +218,11 @@ func TestTransferRacesOnMesh(t *testing.T) {
 		wiretest.Dial(t, nodes[1].url, "legacy-MESH0000-MESH0000", wiretest.Options{}),
 		wiretest.Dial(t, purl, "legacy-PROXY000-PROXY000", wiretest.Options{}),
 	}
-	all := []*Node{nodes[0].node, nodes[1].node, nodes[2].node, p}
+	all := []*relay.Node{nodes[0].node, nodes[1].node, nodes[2].node, p}
 	t.Run("two askers", func(t *testing.T) {
-		race{owner: owner, askers: []*Client{a, b}, observers: []*Client{c, watcher}, nodes: all, legacy: legacy}.run(t, 20)
+		race{owner: owner, askers: []*client.Client{a, b}, observers: []*client.Client{c, watcher}, nodes: all, legacy: legacy}.run(t, 20)
 	})
 	t.Run("three askers", func(t *testing.T) {
-		race{owner: owner, askers: []*Client{a, b, c}, observers: []*Client{watcher}, nodes: all, legacy: legacy}.run(t, 20)
+		race{owner: owner, askers: []*client.Client{a, b, c}, observers: []*client.Client{watcher}, nodes: all, legacy: legacy}.run(t, 20)
 	})
 }

@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -10,17 +10,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/relay"
+
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 )
 
-func dialClient(t *testing.T, url, prefix string) *Client {
+func dialClient(t *testing.T, url, prefix string) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, url, ClientOptions{Prefix: prefix, Tick: 2 * time.Millisecond, Logger: testLogger()})
+	c, err := client.Dial(ctx, url, client.Options{Prefix: prefix, Tick: 2 * time.Millisecond, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,12 +50,12 @@ func ownerIs(t *testing.T, id, owner string, worlds ...*gameworld.World) {
 // owner's accepted; a 2016-style peer sees the owner change as a remove
 // and, in a later message, an add, and nothing it does not understand.
 func TestTransferGrantAndRefuse(t *testing.T) {
-	srv, url := startNode(t, Options{Tick: 2 * time.Millisecond})
+	srv, url := startNode(t, relay.Options{Tick: 2 * time.Millisecond})
 	alice, bob := dialClient(t, url, "alice"), dialClient(t, url, "bob")
 	legacy := wiretest.Dial(t, url, "legacy-2016", wiretest.Options{})
 	var mu sync.Mutex
-	var aliceEvents []Event
-	alice.Subscribe(func(e Event) {
+	var aliceEvents []client.Event
+	alice.Subscribe(func(e client.Event) {
 		mu.Lock()
 		aliceEvents = append(aliceEvents, e)
 		mu.Unlock()
@@ -72,7 +75,7 @@ func TestTransferGrantAndRefuse(t *testing.T) {
 		t.Fatalf("take the ball: %v", err)
 	}
 	ownerIs(t, ball, bob.Identifier(), srv.World(), alice.World(), bob.World())
-	if err := bob.TakeOwnership(ctx, rock); !errors.Is(err, ErrTransferRefused) {
+	if err := bob.TakeOwnership(ctx, rock); !errors.Is(err, relay.ErrTransferRefused) {
 		t.Fatalf("take the rock: %v, want refused", err)
 	}
 	ownerIs(t, rock, alice.Identifier(), srv.World(), bob.World())
@@ -163,7 +166,7 @@ func TestTransferPolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.policy.String()+"/"+strings.Trim(strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(
 			strings.TrimSpace(strings.Join(keys(tt.props), ",")), " ", ""), "{", ""), "}", ""), ","), func(t *testing.T) {
-			_, url := startNode(t, Options{Tick: 2 * time.Millisecond, Transfers: tt.policy})
+			_, url := startNode(t, relay.Options{Tick: 2 * time.Millisecond, Transfers: tt.policy})
 			a, b := dialClient(t, url, "a"), dialClient(t, url, "b")
 			id, _ := a.Create(tt.props)
 			waitFor(t, "b sees it", 5*time.Second, func() bool { _, ok := b.World().Get(id); return ok })
@@ -193,7 +196,7 @@ func keys(m map[string]any) []string {
 // TestPersistentObject: a persistent object outlives its owner's
 // departure, falls to the server, and another client takes it.
 func TestPersistentObject(t *testing.T) {
-	srv, url := startNode(t, Options{Tick: 2 * time.Millisecond, ReclaimGrace: -1})
+	srv, url := startNode(t, relay.Options{Tick: 2 * time.Millisecond, ReclaimGrace: -1})
 	alice, bob := dialClient(t, url, "alice"), dialClient(t, url, "bob")
 	door, _ := alice.Create(map[string]any{"kind": "door", "persistent": true, "open": true})
 	toy, _ := alice.Create(map[string]any{"kind": "toy"})
@@ -218,8 +221,8 @@ func TestPersistentObject(t *testing.T) {
 // TestTransferThroughProxy: a client behind a proxy takes an object owned
 // by a client of the server, and the other way round.
 func TestTransferThroughProxy(t *testing.T) {
-	srv, url := startNode(t, Options{Tick: 2 * time.Millisecond})
-	proxy, purl := startProxy(t, url, Options{Tick: 2 * time.Millisecond})
+	srv, url := startNode(t, relay.Options{Tick: 2 * time.Millisecond})
+	proxy, purl := startProxy(t, url, relay.Options{Tick: 2 * time.Millisecond})
 	near, far := dialClient(t, url, "near"), dialClient(t, purl, "far")
 	ball, _ := near.Create(map[string]any{"transferable": true})
 	waitFor(t, "far sees the ball", 5*time.Second, func() bool { _, ok := far.World().Get(ball); return ok })
@@ -246,7 +249,7 @@ func TestTransferThroughProxy(t *testing.T) {
 // ask for one object at once; every node and client ends with the same
 // owner, the one whose claim wins (gameworld.Beats).
 func TestConcurrentTransfersAcrossMesh(t *testing.T) {
-	nodes := startMesh(t, 3, MeshOptions{})
+	nodes := startMesh(t, 3, relay.MeshOptions{})
 	owner := dialClient(t, nodes[0].url, "owner")
 	b, c := dialClient(t, nodes[1].url, "bee"), dialClient(t, nodes[2].url, "cee")
 	worlds := []*gameworld.World{nodes[0].node.World(), nodes[1].node.World(), nodes[2].node.World(), owner.World(), b.World(), c.World()}
@@ -263,7 +266,7 @@ func TestConcurrentTransfersAcrossMesh(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
-		for i, cl := range []*Client{b, c} {
+		for i, cl := range []*client.Client{b, c} {
 			wg.Add(1)
 			go func() { defer wg.Done(); errs[i] = cl.TakeOwnership(ctx, ball) }()
 		}
@@ -306,7 +309,7 @@ func TestConcurrentTransfersAcrossMesh(t *testing.T) {
 // both sides take one object back and forth; once the link stays up every
 // node and client agrees on one owner and epoch.
 func TestTransfersAcrossFlappingMesh(t *testing.T) {
-	nodes := startMesh(t, 2, MeshOptions{})
+	nodes := startMesh(t, 2, relay.MeshOptions{})
 	a, b := nodes[0], nodes[1]
 	owner := dialClient(t, a.url, "owner")
 	ca, cb := dialClient(t, a.url, "on-a"), dialClient(t, b.url, "on-b")
@@ -321,13 +324,7 @@ func TestTransfersAcrossFlappingMesh(t *testing.T) {
 		return true
 	})
 	cut := func() {
-		a.node.mu.Lock()
-		defer a.node.mu.Unlock()
-		for _, ls := range a.node.hub.order {
-			if ls.kind == ownership.Mesh {
-				ls.link.Close(websocketGoingAway, "cut for test")
-			}
-		}
+		a.node.CloseLinks(ownership.Mesh, "", websocketGoingAway, "cut for test")
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -346,7 +343,7 @@ func TestTransfersAcrossFlappingMesh(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i := range 10 {
-		cl := []*Client{ca, cb}[i%2]
+		cl := []*client.Client{ca, cb}[i%2]
 		cl.TakeOwnership(ctx, ball) // granted or refused: both are fine here
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -370,12 +367,12 @@ func TestTransfersAcrossFlappingMesh(t *testing.T) {
 // it; a client looking elsewhere is told nothing of the object or its
 // transfer; the old owner's writes are refused as everywhere.
 func TestTransferWithInterest(t *testing.T) {
-	srv, url := startNode(t, Options{Tick: 2 * time.Millisecond})
+	srv, url := startNode(t, relay.Options{Tick: 2 * time.Millisecond})
 	owner := dialClient(t, url, "owner")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	dialAt := func(prefix string, box peer.Box) *Client {
-		c, err := Dial(ctx, url, ClientOptions{Prefix: prefix, Tick: 2 * time.Millisecond, Interest: []peer.Box{box}, Logger: testLogger()})
+	dialAt := func(prefix string, box peer.Box) *client.Client {
+		c, err := client.Dial(ctx, url, client.Options{Prefix: prefix, Tick: 2 * time.Millisecond, Interest: []peer.Box{box}, Logger: testLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -415,7 +412,7 @@ func TestTransferUnderLegacyServer(t *testing.T) {
 	mux.Handle("/ws", legacy)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	p, urlP := startProxy(t, wiretest.WSURL(srv), Options{Tick: 2 * time.Millisecond})
+	p, urlP := startProxy(t, wiretest.WSURL(srv), relay.Options{Tick: 2 * time.Millisecond})
 	waitFor(t, "proxy upstream", 5*time.Second, func() bool { return upstreamConnected(p) })
 	direct := wiretest.Dial(t, wiretest.WSURL(srv), "client-DIRECT00-DIRECT00", wiretest.Options{})
 	direct.Change(wiretest.Add("above", "client-DIRECT00-DIRECT00", map[string]any{"transferable": true}))
@@ -428,7 +425,7 @@ func TestTransferUnderLegacyServer(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := b.TakeOwnership(ctx, "above"); !errors.Is(err, ErrTransferRefused) {
+	if err := b.TakeOwnership(ctx, "above"); !errors.Is(err, relay.ErrTransferRefused) {
 		t.Fatalf("take an object owned above a 2016 server: %v", err)
 	}
 	if err := b.TakeOwnership(ctx, below); err != nil {

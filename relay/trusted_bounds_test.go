@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/coder/websocket"
 
@@ -23,17 +25,17 @@ func TestHostileUpstreamBounded(t *testing.T) {
 	// of 100).
 	for _, c := range []struct {
 		name   string
-		quotas Quotas
+		quotas relay.Quotas
 		bound  int
 	}{
-		{"objects", Quotas{WorldObjects: 2000}, 2000},
-		{"bytes", Quotas{WorldBytes: 105 * 1500}, 1500},
+		{"objects", relay.Quotas{WorldObjects: 2000}, 2000},
+		{"bytes", relay.Quotas{WorldBytes: 105 * 1500}, 1500},
 	} {
 		t.Run(c.name, func(t *testing.T) { hostileUpstream(t, c.quotas, c.bound) })
 	}
 }
 
-func hostileUpstream(t *testing.T, quotas Quotas, bound int) {
+func hostileUpstream(t *testing.T, quotas relay.Quotas, bound int) {
 	flooded := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, nil)
@@ -70,7 +72,7 @@ func hostileUpstream(t *testing.T, quotas Quotas, bound int) {
 	}))
 	t.Cleanup(up.Close)
 	var logs syncBuffer
-	p, urlP := startProxy(t, wiretest.WSURL(up), Options{Tick: 5 * time.Millisecond, Quotas: quotas,
+	p, urlP := startProxy(t, wiretest.WSURL(up), relay.Options{Tick: 5 * time.Millisecond, Quotas: quotas,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	select {
 	case <-flooded:

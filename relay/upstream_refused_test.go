@@ -1,4 +1,4 @@
-package relay
+package relay_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/coder/websocket"
 
@@ -39,8 +41,8 @@ func TestUpstreamRefusesOneWorld(t *testing.T) {
 			name = "proxy checks none"
 		}
 		t.Run(name, func(t *testing.T) {
-			_, urlS := startNode(t, Options{Tick: 5 * time.Millisecond, Auth: hs, Registerer: nil})
-			popts := Options{Tick: 5 * time.Millisecond, Identifier: p1ID, Role: ownership.Proxy}
+			_, urlS := startNode(t, relay.Options{Tick: 5 * time.Millisecond, Auth: hs, Registerer: nil})
+			popts := relay.Options{Tick: 5 * time.Millisecond, Identifier: p1ID, Role: ownership.Proxy}
 			if proxyAuth {
 				popts.Auth = hs
 			}
@@ -50,7 +52,7 @@ func TestUpstreamRefusesOneWorld(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				p.RunUpstream(ctx, UpstreamOptions{URL: urlS, MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+				p.RunUpstream(ctx, relay.UpstreamOptions{URL: urlS, MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
 					Dial:      peer.DialOptions{Header: http.Header{"Authorization": {"Bearer " + issue("proxy", "client")}}},
 					OnConnect: func() { connects++ }})
 			}()

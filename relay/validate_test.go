@@ -1,10 +1,12 @@
-package relay
+package relay_test
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
@@ -32,9 +34,9 @@ func TestSchemasRefuseWithReason(t *testing.T) {
 	if err := writer.Set(id, map[string]any{"position": []any{nil, nil, nil}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the writer told why", 5*time.Second, func() bool { return len(in.ofType(TypeRefused)) == 1 })
-	m := in.ofType(TypeRefused)[0]
-	var d refusedData
+	waitFor(t, "the writer told why", 5*time.Second, func() bool { return len(in.ofType(relay.TypeRefused)) == 1 })
+	m := in.ofType(relay.TypeRefused)[0]
+	var d relay.RefusedData
 	json.Unmarshal(m.Data, &d)
 	// (The reason of docs/protocol.md's example.)
 	const reason = `breaks the property schema of kind "ball": at '/position/0': got null, want number; at '/position/1': got null, want number; at '/position/2': got null, want number`
@@ -67,12 +69,12 @@ func TestSchemasRefuseWithReason(t *testing.T) {
 	// A peer cannot send what only nodes send.
 	p := wiretest.Dial(t, sURL, "forger-AAAAAAAA-AAAAAAAA", wiretest.Options{Features: []string{"messages"}})
 	time.Sleep(20 * time.Millisecond)
-	p.Send("message", map[string]any{"type": TypeRefused, "world": writer.Identifier(), "data": map[string]any{"id": id, "properties": map[string]any{"position": []int{9, 9, 9}}}})
+	p.Send("message", map[string]any{"type": relay.TypeRefused, "world": writer.Identifier(), "data": map[string]any{"id": id, "properties": map[string]any{"position": []int{9, 9, 9}}}})
 	time.Sleep(100 * time.Millisecond)
 	if o, _ := writer.World().Get(id); string(o.Properties.Value("position")) != "[1,2,3]" {
 		t.Errorf("a forged refusal changed the writer's object: %s", o.Properties.Value("position"))
 	}
-	if got := len(in.ofType(TypeRefused)); got != 2 {
+	if got := len(in.ofType(relay.TypeRefused)); got != 2 {
 		t.Errorf("the writer got %d refusals, want 2", got)
 	}
 	watcher.CheckClean()
@@ -99,8 +101,8 @@ func TestSchemasRefuseBlocks(t *testing.T) {
 	if err := writer.SetElements("grid", "blocks", map[string]map[string]any{"1,1,1": {"c": "#5fd38d"}, "2,2,2": {"c": `red"><script>`}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the writer told why", 5*time.Second, func() bool { return len(in.ofType(TypeRefused)) == 1 })
-	if r := string(in.ofType(TypeRefused)[0].Data); !strings.Contains(r, `scope \"blocks\", element \"2,2,2\": at '/c'`) {
+	waitFor(t, "the writer told why", 5*time.Second, func() bool { return len(in.ofType(relay.TypeRefused)) == 1 })
+	if r := string(in.ofType(relay.TypeRefused)[0].Data); !strings.Contains(r, `scope \"blocks\", element \"2,2,2\": at '/c'`) {
 		t.Errorf("the refusal: %s", r)
 	}
 	for name, w := range map[string]*gameworld.World{"writer": writer.World(), "proxy": proxy.World()} {
@@ -120,14 +122,14 @@ func TestSchemasRefuseBlocks(t *testing.T) {
 
 // schemaChain starts a server with the demo's schemas and a proxy (which
 // checks nothing) under it, connected.
-func schemaChain(t *testing.T) (srv *Node, sURL string, proxy *Node, pURL string) {
+func schemaChain(t *testing.T) (srv *relay.Node, sURL string, proxy *relay.Node, pURL string) {
 	t.Helper()
 	set, err := schema.Load("../docs/demo-schemas.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, sURL = startNode(t, Options{Tick: 5 * time.Millisecond, Validator: set})
-	proxy, pURL = startProxy(t, sURL, Options{Tick: 5 * time.Millisecond})
+	srv, sURL = startNode(t, relay.Options{Tick: 5 * time.Millisecond, Validator: set})
+	proxy, pURL = startProxy(t, sURL, relay.Options{Tick: 5 * time.Millisecond})
 	waitFor(t, "the proxy connected", 10*time.Second, func() bool { return upstreamConnected(proxy) })
 	return srv, sURL, proxy, pURL
 }

@@ -14,13 +14,13 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/solipsism/mesh/client"
 	"github.com/solipsism/mesh/internal/wiretest"
-	"github.com/solipsism/mesh/relay"
 )
 
 // goScope returns a scope of an object in a Go client's world as its
 // version and elements (JSON), "0 {}" if it has none.
-func goScope(c *relay.Client, id, name string) (uint64, string) {
+func goScope(c *client.Client, id, name string) (uint64, string) {
 	o, ok := c.World().Get(id)
 	if !ok {
 		return 0, "{}"
@@ -243,7 +243,7 @@ func TestCSharpSnapshotElements(t *testing.T) {
 }
 
 // makeGrid has a Go client make a grid of 100 blocks and returns its id.
-func makeGrid(t *testing.T, goc *relay.Client) string {
+func makeGrid(t *testing.T, goc *client.Client) string {
 	t.Helper()
 	grid, err := goc.Create(map[string]any{"kind": "grid", "position": []float64{0, 0, 0}})
 	if err != nil {
@@ -261,7 +261,7 @@ func makeGrid(t *testing.T, goc *relay.Client) string {
 
 // writeBursts has a Go client change a grid's blocks in bursts: changes,
 // removals and new blocks, some within one tick.
-func writeBursts(t *testing.T, goc *relay.Client, grid string) {
+func writeBursts(t *testing.T, goc *client.Client, grid string) {
 	t.Helper()
 	for r := range 30 {
 		mod := map[string]map[string]any{}

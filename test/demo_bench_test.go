@@ -8,6 +8,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/solipsism/mesh/client"
 	"github.com/solipsism/mesh/relay"
 )
 
@@ -31,9 +32,9 @@ func BenchmarkDemo3D(b *testing.B) {
 
 		// One other avatar for the first-avatar time, then 50.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		walkers := make([]*relay.Client, 50)
+		walkers := make([]*client.Client, 50)
 		for k := range walkers {
-			c, err := relay.Dial(ctx, ws, relay.ClientOptions{Prefix: "walker", Tick: 50 * time.Millisecond})
+			c, err := client.Dial(ctx, ws, client.Options{Prefix: "walker", Tick: 50 * time.Millisecond})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/solipsism/mesh/client"
 	"github.com/solipsism/mesh/peer"
-	"github.com/solipsism/mesh/relay"
 )
 
 // BenchmarkDigestAtScale: what anti-entropy costs a node process holding
@@ -121,9 +121,9 @@ func fillGrid(tb testing.TB, url string, n int) {
 // dialMovers connects n Go clients spread over the grid of fillGrid, each
 // with an interest box of 30 × 30 (about 100 grid objects) around its own
 // object, which it moves at 5 Hz until stop is closed.
-func dialMovers(tb testing.TB, url string, n int, stop <-chan struct{}) []*relay.Client {
+func dialMovers(tb testing.TB, url string, n int, stop <-chan struct{}) []*client.Client {
 	tb.Helper()
-	clients := make([]*relay.Client, n)
+	clients := make([]*client.Client, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	span := 3 * float64(gridSide(100_000))
@@ -136,7 +136,7 @@ func dialMovers(tb testing.TB, url string, n int, stop <-chan struct{}) []*relay
 			z := (float64(i/per) + 0.5) * span / float64(per)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			c, err := relay.Dial(ctx, url, relay.ClientOptions{
+			c, err := client.Dial(ctx, url, client.Options{
 				Identifier: fmt.Sprintf("mover-%08d-%08d", i, i),
 				Interest:   []peer.Box{{Min: [3]float64{x - 15, -5, z - 15}, Max: [3]float64{x + 15, 5, z + 15}}},
 				Logger:     slog.New(slog.DiscardHandler),

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/solipsism/mesh/relay"
+	"github.com/solipsism/mesh/client"
 )
 
 // godotPath finds Debian's headless Godot 3.
@@ -207,7 +207,7 @@ func TestGodotSurvivesNodeRestart(t *testing.T) {
 	p := startProc(t, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	goc, err := relay.Dial(ctx, p.URL(), relay.ClientOptions{Prefix: "gotest", Tick: 10 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	goc, err := client.Dial(ctx, p.URL(), client.Options{Prefix: "gotest", Tick: 10 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func startExample(t *testing.T, ctx context.Context, url string) (*exec.Cmd, *st
 }
 
 // godotAvatar returns the id of an example's avatar a Go client holds.
-func godotAvatar(c *relay.Client) string {
+func godotAvatar(c *client.Client) string {
 	for _, o := range c.World().Objects() {
 		if kind, _ := o.Properties.Get("kind"); string(kind) == `"avatar3d"` && strings.HasPrefix(o.Owner, "godot-") {
 			return o.ID

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/client"
 	"github.com/solipsism/mesh/relay"
 )
 
@@ -268,9 +269,9 @@ func waitUntil(t testing.TB, what string, timeout time.Duration, cond func() boo
 	}
 }
 
-func dialNode(t testing.TB, ctx context.Context, url, prefix string) *relay.Client {
+func dialNode(t testing.TB, ctx context.Context, url, prefix string) *client.Client {
 	t.Helper()
-	c, err := relay.Dial(ctx, url, relay.ClientOptions{Prefix: prefix, Tick: 10 * time.Millisecond})
+	c, err := client.Dial(ctx, url, client.Options{Prefix: prefix, Tick: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/client"
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
 	"github.com/solipsism/mesh/relay"
@@ -41,7 +42,7 @@ func worldOf(t testing.TB, p *proc) map[string]wiretest.Object {
 }
 
 // clientView returns a Go client's world as worldOf does a node's.
-func clientView(c *relay.Client) map[string]wiretest.Object {
+func clientView(c *client.Client) map[string]wiretest.Object {
 
 	objs := c.World().Objects()
 	out := make(map[string]wiretest.Object, len(objs))

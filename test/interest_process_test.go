@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/client"
 	"github.com/solipsism/mesh/peer"
-	"github.com/solipsism/mesh/relay"
 )
 
 // TestMeshInterest: three node processes in a mesh, each with a client in
@@ -27,9 +27,9 @@ func TestMeshInterest(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	clients := make([]*relay.Client, 3)
+	clients := make([]*client.Client, 3)
 	for i, p := range procs {
-		c, err := relay.Dial(ctx, p.URL(), relay.ClientOptions{Prefix: fmt.Sprintf("player%d", i), Tick: 10 * time.Millisecond, Interest: []peer.Box{third(i)}})
+		c, err := client.Dial(ctx, p.URL(), client.Options{Prefix: fmt.Sprintf("player%d", i), Tick: 10 * time.Millisecond, Interest: []peer.Box{third(i)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestMeshInterest(t *testing.T) {
 	waitObject(t, clients[2], "thing-2-3", true) // its own objects stay in its world, wherever they are
 }
 
-func waitObject(t *testing.T, c *relay.Client, id string, present bool) {
+func waitObject(t *testing.T, c *client.Client, id string, present bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/solipsism/mesh/api"
 	"github.com/solipsism/mesh/auth"
+	"github.com/solipsism/mesh/client"
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/relay"
 	"github.com/solipsism/mesh/schema"
@@ -177,7 +178,7 @@ func TestInspectorCrowd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for k := range 110 {
-		c, err := relay.Dial(ctx, "ws"+front.URL[len("http"):]+"/ws", relay.ClientOptions{Prefix: "crowd"})
+		c, err := client.Dial(ctx, "ws"+front.URL[len("http"):]+"/ws", client.Options{Prefix: "crowd"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/solipsism/mesh/bridge/alloverse"
 	"github.com/solipsism/mesh/bridge/snapshot"
+	"github.com/solipsism/mesh/client"
 	"github.com/solipsism/mesh/relay"
 )
 
@@ -295,7 +296,7 @@ func TestReconnectAfterRestart(t *testing.T) {
 	p := startProc(t, "--data-dir", dir, "--tick", "10ms", "--reclaim-grace", "1s")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	bob, err := relay.Dial(ctx, p.URL(), relay.ClientOptions{Prefix: "bob", Tick: 10 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	bob, err := client.Dial(ctx, p.URL(), client.Options{Prefix: "bob", Tick: 10 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

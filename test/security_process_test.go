@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/auth"
+	"github.com/solipsism/mesh/client"
 	"github.com/solipsism/mesh/peer"
-	"github.com/solipsism/mesh/relay"
 )
 
 // selfSigned writes a certificate for 127.0.0.1 and its key, and returns
@@ -75,14 +75,14 @@ func TestProcessTLSAndAuth(t *testing.T) {
 		t.Fatal("plain ws:// reached a TLS listener")
 	}
 	playerTok, _ := auth.Issue(secret, nil, []string{"player"}, time.Now().Add(time.Hour))
-	direct, err := relay.Dial(ctx, wss, relay.ClientOptions{Prefix: "player", Token: playerTok, Dial: dial, Tick: 10 * time.Millisecond})
+	direct, err := client.Dial(ctx, wss, client.Options{Prefix: "player", Token: playerTok, Dial: dial, Tick: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer direct.Close()
 	// The proxy takes no token of its own clients (it has no --auth-key);
 	// the server checks the whole chain against the proxy's token.
-	via, err := relay.Dial(ctx, proxy.URL(), relay.ClientOptions{Prefix: "player", Tick: 10 * time.Millisecond})
+	via, err := client.Dial(ctx, proxy.URL(), client.Options{Prefix: "player", Tick: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/solipsism/mesh/relay"
+	"github.com/solipsism/mesh/client"
 )
 
 // TestTokenCommand: "solipsism-node token" prints a token that a node
@@ -35,7 +35,7 @@ func TestTokenCommand(t *testing.T) {
 	dial := func(token string) error {
 		dctx, dcancel := context.WithTimeout(ctx, 3*time.Second)
 		defer dcancel()
-		c, err := relay.Dial(dctx, p.URL(), relay.ClientOptions{Prefix: "bot", Token: token})
+		c, err := client.Dial(dctx, p.URL(), client.Options{Prefix: "bot", Token: token})
 		if err == nil {
 			err = c.WaitConnected(dctx)
 			c.Close()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/solipsism/mesh/client"
 	"github.com/solipsism/mesh/relay"
 )
 
@@ -61,11 +62,11 @@ func startPlaceWith(t *testing.T, opts Options, nodeOpts relay.Options) *place {
 	return &place{node: n, bridge: b, ws: base + "/ws", allo: base + "/alloverse"}
 }
 
-func (p *place) solipsist(t *testing.T, prefix string) *relay.Client {
+func (p *place) solipsist(t *testing.T, prefix string) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := relay.Dial(ctx, p.ws, relay.ClientOptions{Prefix: prefix, Tick: 2 * time.Millisecond})
+	c, err := client.Dial(ctx, p.ws, client.Options{Prefix: prefix, Tick: 2 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/bridge/alloverse"
+	"github.com/solipsism/mesh/client"
 	"github.com/solipsism/mesh/relay"
 )
 
@@ -30,7 +31,7 @@ func ExampleDialClient() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sol, _ := relay.Dial(ctx, url+"/ws", relay.ClientOptions{})
+	sol, _ := client.Dial(ctx, url+"/ws", client.Options{})
 	defer sol.Close()
 	ball, _ := sol.Create(map[string]any{"geometry": "sphere"})
 

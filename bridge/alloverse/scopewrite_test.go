@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/solipsism/mesh/relay"
+	"github.com/solipsism/mesh/client"
 )
 
 // TestAgentWritesBlocks: an Alloverse agent that owns a grid (taken from
@@ -33,8 +33,8 @@ func TestAgentWritesBlocks(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var touched []string
-	sol.Subscribe(func(e relay.Event) {
-		e.Elements(func(ee relay.ElementEvent) {
+	sol.Subscribe(func(e client.Event) {
+		e.Elements(func(ee client.ElementEvent) {
 			mu.Lock()
 			defer mu.Unlock()
 			if e.ID == "grid" {

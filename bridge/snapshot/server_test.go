@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/client"
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/relay"
 )
@@ -53,11 +54,11 @@ func startPlaceWith(t testing.TB, opts Options, nodeOpts relay.Options) *place {
 }
 
 // solipsist dials a WebSocket Solipsism client to the place's node.
-func (p *place) solipsist(t *testing.T) *relay.Client {
+func (p *place) solipsist(t *testing.T) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sol, err := relay.Dial(ctx, p.ws, relay.ClientOptions{Prefix: "sol", Tick: 5 * time.Millisecond})
+	sol, err := client.Dial(ctx, p.ws, client.Options{Prefix: "sol", Tick: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

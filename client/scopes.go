@@ -1,4 +1,4 @@
-package relay
+package client
 
 import (
 	"encoding/json"
@@ -27,7 +27,7 @@ func (c *Client) SetElements(id, name string, elems map[string]map[string]any) e
 		for k, v := range fields {
 			b, err := json.Marshal(v)
 			if err != nil {
-				return fmt.Errorf("relay: element %s, field %s: %w", eid, k, err)
+				return fmt.Errorf("client: element %s, field %s: %w", eid, k, err)
 			}
 			f[k] = b
 		}

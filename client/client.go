@@ -1,4 +1,4 @@
-package relay
+package client
 
 import (
 	"context"
@@ -13,22 +13,28 @@ import (
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/relay"
 	"github.com/solipsism/mesh/scope"
 )
 
-// ClientOptions configures a Client. The zero value is usable.
-type ClientOptions struct {
+// ErrTransferRefused is returned by TakeOwnership and Release when the
+// server decided otherwise (relay.ErrTransferRefused).
+var ErrTransferRefused = relay.ErrTransferRefused
+
+// Options configures a Client. The zero value is usable.
+type Options struct {
 	// Identifier is the client's world identifier. Keep it across restarts
 	// to keep ownership of objects; empty means a fresh one with Prefix
 	// ("client" if empty).
 	Identifier, Prefix string
-	// Tick is as in Options. Zero means peer.DefaultTick.
+	// Tick is how often the client sends what it changed (as
+	// relay.Options). Zero means peer.DefaultTick.
 	Tick time.Duration
 	// MinBackoff and MaxBackoff bound reconnect delays (see
-	// UpstreamOptions).
+	// relay.UpstreamOptions).
 	MinBackoff, MaxBackoff time.Duration
-	// Interest is the region the client wants to see (see
-	// Node.SetInterest); nil means everything.
+	// Interest is the region the client wants to see (see SetInterest);
+	// nil means everything.
 	Interest []peer.Box
 	// Rooms are the rooms the client is in from the start (see SetRooms);
 	// nil means all.
@@ -42,8 +48,8 @@ type ClientOptions struct {
 	FailoverURLs []string
 	// Dial configures the WebSocket handshake.
 	Dial peer.DialOptions
-	// DigestInterval is as in Options: how often the client sends the
-	// node a digest of its objects there.
+	// DigestInterval is how often the client sends the node a digest of
+	// its objects there (as relay.Options); zero means the default.
 	DigestInterval time.Duration
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
@@ -79,7 +85,7 @@ type Event struct {
 // everyone else's. It reconnects by itself and resynchronises without
 // duplicating or losing objects. Its methods are safe for concurrent use.
 type Client struct {
-	node   *Node
+	node   *relay.Node
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -92,13 +98,13 @@ type Client struct {
 	readyCh chan struct{}
 }
 
-// NewClient starts a client that connects to url (ws:// or wss://) in the
+// New starts a client that connects to url (ws:// or wss://) in the
 // background and keeps reconnecting until Close.
-func NewClient(url string, opts ClientOptions) (*Client, error) {
+func New(url string, opts Options) (*Client, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = "client"
 	}
-	node, err := New(Options{Role: ownership.Client, Identifier: opts.Identifier, Prefix: opts.Prefix, Tick: opts.Tick, DigestInterval: opts.DigestInterval, Logger: opts.Logger})
+	node, err := relay.New(relay.Options{Role: ownership.Client, Identifier: opts.Identifier, Prefix: opts.Prefix, Tick: opts.Tick, DigestInterval: opts.DigestInterval, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +126,7 @@ func NewClient(url string, opts ClientOptions) (*Client, error) {
 	c := &Client{node: node, cancel: cancel, done: make(chan struct{}), connCh: make(chan struct{}), readyCh: make(chan struct{})}
 	go func() {
 		defer close(c.done)
-		node.RunUpstream(ctx, UpstreamOptions{ //nolint:errcheck // returns only when closed
+		node.RunUpstream(ctx, relay.UpstreamOptions{ //nolint:errcheck // returns only when closed
 			URL: url, FailoverURLs: opts.FailoverURLs, MinBackoff: opts.MinBackoff, MaxBackoff: opts.MaxBackoff, Dial: opts.Dial,
 			OnConnect:    func() { c.setConnected(true) },
 			OnReady:      c.setReady,
@@ -131,14 +137,14 @@ func NewClient(url string, opts ClientOptions) (*Client, error) {
 }
 
 // Dial starts a client and waits until it is connected or ctx is done.
-func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) {
-	c, err := NewClient(url, opts)
+func Dial(ctx context.Context, url string, opts Options) (*Client, error) {
+	c, err := New(url, opts)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.WaitConnected(ctx); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("relay: connecting to %s: %w", url, err)
+		return nil, fmt.Errorf("client: connecting to %s: %w", url, err)
 	}
 	return c, nil
 }
@@ -198,6 +204,11 @@ func (c *Client) WaitConnected(ctx context.Context) error {
 // objects it creates.
 func (c *Client) Identifier() string { return c.node.Identifier() }
 
+// Node returns the client node the Client runs on, for what the Client
+// does not wrap: its links and repair counts, its message subscriptions.
+// Write through the Client, which checks and reports each change.
+func (c *Client) Node() *relay.Node { return c.node }
+
 // SetInterest moves the region the client sees: objects with a position
 // outside it (beyond the server's margin) leave the client's world, those
 // inside arrive. Nil means everything. The client's own objects stay
@@ -215,7 +226,7 @@ func (c *Client) Present(room string) []string {
 	var out []string
 	c.node.World().Range(func(o gameworld.Object) bool {
 		var who, in string
-		if json.Unmarshal(o.Properties.Value(PropPresence), &who) == nil && json.Unmarshal(o.Properties.Value(c.node.opts.RoomProperty), &in) == nil && in == room && who != "" {
+		if json.Unmarshal(o.Properties.Value(relay.PropPresence), &who) == nil && json.Unmarshal(o.Properties.Value(relay.DefaultRoomProperty), &in) == nil && in == room && who != "" {
 			out = append(out, who)
 		}
 		return true
@@ -239,7 +250,7 @@ func (c *Client) CreateWithID(id string, props map[string]any) error {
 	if err != nil {
 		return err
 	}
-	return c.apply(gameworld.Change{Type: gameworld.Add, ID: id, Owner: c.node.id, Properties: p})
+	return c.apply(gameworld.Change{Type: gameworld.Add, ID: id, Owner: c.node.Identifier(), Properties: p})
 }
 
 // Set updates some properties of an object this client owns; the others are
@@ -263,7 +274,7 @@ func (c *Client) apply(ch gameworld.Change) error {
 		return err
 	}
 	if len(res.Refused) > 0 {
-		return fmt.Errorf("relay: %s %s: %w", ch.Type, ch.ID, res.Refused[0].Err)
+		return fmt.Errorf("client: %s %s: %w", ch.Type, ch.ID, res.Refused[0].Err)
 	}
 	return nil
 }
@@ -273,7 +284,7 @@ func (c *Client) apply(ch gameworld.Change) error {
 // and must not call the Client's write methods. The returned function
 // cancels the subscription.
 func (c *Client) Subscribe(fn func(Event)) (cancel func()) {
-	self := c.node.id
+	self := c.node.Identifier()
 	return c.node.World().Subscribe(func(a gameworld.Applied) {
 		for _, r := range a.Records {
 			if r.Owner == self && r.Type != gameworld.Transfer {
@@ -293,7 +304,7 @@ func (c *Client) Subscribe(fn func(Event)) (cancel func()) {
 // is marked by its owner with the property "transferable" (or
 // "persistent"); see docs/protocol.md.
 func (c *Client) TakeOwnership(ctx context.Context, id string) error {
-	return c.transfer(ctx, id, c.node.id)
+	return c.transfer(ctx, id, c.node.Identifier())
 }
 
 // Release gives an object this client owns to the server node, from which
@@ -304,16 +315,16 @@ func (c *Client) Release(ctx context.Context, id string) error {
 
 // transfer sends a request and waits for the answer to it.
 func (c *Client) transfer(ctx context.Context, id, owner string) error {
-	a, err := c.node.ask(ctx, gameworld.Change{Type: gameworld.Transfer, ID: id, Owner: owner})
+	a, err := c.node.RequestTransfer(ctx, id, owner)
 	switch {
 	case err != nil:
 		return err
-	case a.gone && owner != "":
+	case a.Gone && owner != "":
 		return fmt.Errorf("%w: %s is gone", ErrTransferRefused, id)
-	case a.gone:
+	case a.Gone:
 		return nil // released, and gone since
-	case (owner != "") != (a.owner == c.node.id):
-		return fmt.Errorf("%w: %s is owned by %s", ErrTransferRefused, id, a.owner)
+	case (owner != "") != (a.Owner == c.node.Identifier()):
+		return fmt.Errorf("%w: %s is owned by %s", ErrTransferRefused, id, a.Owner)
 	}
 	return nil
 }
@@ -336,7 +347,7 @@ func (c *Client) Send(m peer.AppMessage) error {
 }
 
 // SubscribeMessages calls fn for every message that reaches this client,
-// in order, as Node.SubscribeMessages does: fn must not block for long and
+// in order, as relay.Node.SubscribeMessages does: fn must not block for long and
 // must not call the Client. The returned function cancels the
 // subscription.
 func (c *Client) SubscribeMessages(fn func(peer.AppMessage)) (cancel func()) {
@@ -355,7 +366,7 @@ func (c *Client) Close() error {
 	// What the client changed in its last tick goes out first: a
 	// persistent object's last move, a release, must not be lost.
 	dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Second)
-	c.node.drain(dctx)
+	c.node.Flush(dctx)
 	dcancel()
 	c.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -370,7 +381,7 @@ func marshalProps(props map[string]any) (gameworld.Properties, error) {
 	for k, v := range props {
 		b, err := json.Marshal(v)
 		if err != nil {
-			return gameworld.Properties{}, fmt.Errorf("relay: property %q: %w", k, err)
+			return gameworld.Properties{}, fmt.Errorf("client: property %q: %w", k, err)
 		}
 		p.Add(k, b)
 	}
