@@ -28,7 +28,7 @@ func StateHandler(n *relay.Node) http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		json.NewEncoder(w).Encode(n.State(limit, r.URL.Query().Get("q")))
+		json.NewEncoder(w).Encode(StateOf(n, limit, r.URL.Query().Get("q")))
 	}))
 }
 

@@ -137,7 +137,7 @@ func TestStateHandler(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var st relay.State
+		var st api.State
 		if resp.StatusCode == 200 {
 			if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 				t.Fatal(err)

@@ -42,7 +42,7 @@ func (n *Node) handleClose(l *peer.Link, err error) {
 			n.chainChanged()
 		}
 	}
-	n.hub.totals.add(l)
+	n.hub.totals.Add(l)
 	n.forgetAskerLocked(ls)
 	n.peerLeftLocked(ls)
 	if ls.kind == ownership.Upstream {

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/solipsism/mesh/metrics"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 	"golang.org/x/time/rate"
@@ -23,9 +24,9 @@ const DefaultDigestInterval = 30 * time.Second
 // Repair kinds: an object the peer lacked, one whose copy differed, and one
 // it held that it should not have.
 const (
-	RepairMissing = "missing"
-	RepairStale   = "stale"
-	RepairExtra   = "extra"
+	RepairMissing = metrics.RepairMissing
+	RepairStale   = metrics.RepairStale
+	RepairExtra   = metrics.RepairExtra
 )
 
 var repairKinds = []string{RepairMissing, RepairStale, RepairExtra}
@@ -190,7 +191,7 @@ func (n *Node) sendDigestsLocked(now time.Time) {
 		return
 	}
 	n.flushLocked()
-	defer n.digestTime(time.Now())
+	defer n.life.metrics.DigestSince(time.Now())
 	for _, ls := range n.hub.order {
 		if !speaksDigest(ls) || now.Before(ls.digest.next) {
 			continue

@@ -288,9 +288,7 @@ func (n *Node) flushLocked() {
 	if n.life.persist != nil {
 		n.life.persist.flushLocked(n)
 	}
-	if n.life.metrics != nil {
-		n.life.metrics.tick.Observe(time.Since(start).Seconds())
-	}
+	n.life.metrics.Tick(time.Since(start))
 }
 
 // offerSubset offers a link with a region the log entries it must

@@ -200,12 +200,12 @@ func (n *Node) handleMetadata(l *peer.Link, md peer.Metadata) {
 				// its worlds, a browser's worker speaking for its page
 				// say, is refused whole, as it can tell its user.)
 				n.log.Info("refused a claim its token does not grant", "identifier", id, "link", l.ID())
-				n.limited("unauthorized")
+				n.life.metrics.Limited("unauthorized")
 				l.Close(peer.StatusUnauthorized, "the token does not grant identifier "+id)
 				return
 			default:
 				n.log.Info("refused a world behind a peer: its token does not grant it", "identifier", id, "link", l.ID(), "peer", md.Identifier)
-				n.limited("unauthorized")
+				n.life.metrics.Limited("unauthorized")
 				refused = append(refused, id)
 				delete(next, id)
 			}
@@ -220,12 +220,12 @@ func (n *Node) handleMetadata(l *peer.Link, md peer.Metadata) {
 	for _, id := range n.takenClaims(ls, md) {
 		if id == md.Identifier || !md.Has(peer.FeatureRefused) {
 			n.log.Info("refused a claim to an identifier held by another connection", "identifier", id, "link", l.ID())
-			n.limited("identity_taken")
+			n.life.metrics.Limited("identity_taken")
 			l.Close(peer.StatusIdentityTaken, "identifier "+id+" is held by another connection; present its resume token")
 			return
 		}
 		n.log.Info("refused a world behind a peer: another connection holds it", "identifier", id, "link", l.ID(), "peer", md.Identifier)
-		n.limited("identity_taken")
+		n.life.metrics.Limited("identity_taken")
 		taken = append(taken, id)
 		delete(next, id)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/auth"
+	"github.com/solipsism/mesh/metrics"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 )
@@ -23,7 +24,7 @@ type hub struct {
 	// identifierChain holds it.
 	claims map[string]*linkState
 	nextID uint64
-	totals closedTotals
+	totals metrics.Totals
 	// perIP counts downstream connections per address.
 	perIP map[string]int
 	// bridged are the peers bridges serve (bridged.go).
@@ -207,7 +208,7 @@ func (n *Node) attach(conn peer.Conn, kind ownership.LinkKind, remoteURL, member
 		lopts.MessageRate, lopts.RecordRate = n.opts.Quotas.MessagesPerSecond, n.opts.Quotas.RecordsPerSecond
 	}
 	if n.life.metrics != nil {
-		lopts.Delivered = func(age time.Duration) { n.life.metrics.delivery.Observe(age.Seconds()) }
+		lopts.Delivered = n.life.metrics.Delivered
 	}
 	if kind != ownership.Upstream && n.opts.MetadataTimeout > 0 {
 		lopts.MetadataTimeout = n.opts.MetadataTimeout

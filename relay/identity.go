@@ -98,7 +98,7 @@ func (n *Node) upstreamRefusedLocked(refused, taken []string) {
 			if ls == nil || ls.kind != ownership.Downstream {
 				continue
 			}
-			n.limited(r.limit)
+			n.life.metrics.Limited(r.limit)
 			if ls.link == nil {
 				n.log.Warn(r.why+"; an attached peer's objects stay on this node", "identifier", id)
 				continue

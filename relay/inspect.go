@@ -3,10 +3,7 @@ package relay
 import (
 	"maps"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/solipsism/mesh/gameworld"
 )
 
 // LinkInfo is a snapshot of one link, for inspection.
@@ -94,79 +91,5 @@ func (n *Node) Links() []LinkInfo {
 	return out
 }
 
-// ObjectInfo is a snapshot of one object, for inspection.
-type ObjectInfo struct {
-	ID         string               `json:"id"`
-	Owner      string               `json:"owner"`
-	Epoch      uint64               `json:"epoch,omitempty"`
-	Properties gameworld.Properties `json:"properties"`
-	// Scopes are the object's scopes, by name: their versions and sizes
-	// (not their elements, which may be many).
-	Scopes  map[string]ScopeInfo `json:"scopes,omitempty"`
-	Version uint64               `json:"version"`
-	// AgeMs is how long ago the object was created; UpdatedMs how long ago
-	// it last changed.
-	AgeMs     int64 `json:"ageMs"`
-	UpdatedMs int64 `json:"updatedMs"`
-}
-
-// ScopeInfo describes one scope of an object, for inspection.
-type ScopeInfo struct {
-	Ver      uint64 `json:"ver"`
-	Elements int    `json:"elements"`
-	Bytes    int64  `json:"bytes"`
-}
-
-// State is what the inspector endpoint serves.
-type State struct {
-	Identifier string    `json:"identifier"`
-	Role       string    `json:"role"`
-	Started    time.Time `json:"started"`
-	Now        time.Time `json:"now"`
-	Revision   uint64    `json:"revision"`
-	// ObjectCount is the number of objects; Objects may hold fewer (limit).
-	ObjectCount int          `json:"objectCount"`
-	Objects     []ObjectInfo `json:"objects"`
-	Links       []LinkInfo   `json:"links"`
-	// Bridged are the peers bridges serve: Alloverse and snapshot clients.
-	Bridged []BridgedInfo `json:"bridged"`
-	Mesh    *MeshStatus   `json:"mesh,omitempty"`
-}
-
-// State returns a snapshot of the node with at most limit objects (all if
-// limit <= 0) whose id, owner or properties contain filter.
-func (n *Node) State(limit int, filter string) State {
-	now := time.Now()
-	objs := n.world.Objects()
-	st := State{Identifier: n.id, Role: n.role.String(), Started: n.life.started, Now: now,
-		Revision: n.world.Revision(), ObjectCount: len(objs), Objects: []ObjectInfo{},
-		Links: n.Links(), Bridged: n.Bridged(), Mesh: n.MeshStatus()}
-	for _, o := range objs {
-		if limit > 0 && len(st.Objects) >= limit {
-			break
-		}
-		if filter != "" && !strings.Contains(o.ID, filter) && !strings.Contains(o.Owner, filter) && !propsContain(o.Properties, filter) {
-			continue
-		}
-		info := ObjectInfo{ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties, Version: o.Version,
-			AgeMs: now.UnixMilli() - o.Created, UpdatedMs: now.UnixMilli() - o.Updated}
-		for _, name := range o.Scopes.Names() {
-			if info.Scopes == nil {
-				info.Scopes = map[string]ScopeInfo{}
-			}
-			n, b := o.Scopes.Size1(name)
-			info.Scopes[name] = ScopeInfo{Ver: o.Scopes.Ver(name), Elements: n, Bytes: b}
-		}
-		st.Objects = append(st.Objects, info)
-	}
-	return st
-}
-
-func propsContain(p gameworld.Properties, s string) bool {
-	for k, v := range p.All() {
-		if strings.Contains(k, s) || strings.Contains(string(v), s) {
-			return true
-		}
-	}
-	return false
-}
+// Started returns when the node was made.
+func (n *Node) Started() time.Time { return n.life.started }

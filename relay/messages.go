@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/solipsism/mesh/interest"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
@@ -112,7 +110,7 @@ func (n *Node) handleAppMessage(l *peer.Link, m peer.AppMessage) {
 		// Not the peer's to send (a world its link does not hold, or
 		// before its metadata): dropped, like a write to an object it
 		// does not own.
-		n.countMessage("refused")
+		n.life.metrics.Message("refused")
 		n.log.Debug("refused message", "link", l.ID(), "from", m.From, "type", m.Type)
 		return
 	}
@@ -125,7 +123,7 @@ func (n *Node) handleAppMessage(l *peer.Link, m peer.AppMessage) {
 // postLocked delivers m here and puts it in the shared log for the
 // links. n.mu must be held.
 func (n *Node) postLocked(m peer.AppMessage, from *linkState, oi ownerInfo) {
-	n.countMessage("relayed")
+	n.life.metrics.Message("relayed")
 	if n.forMeLocked(m) {
 		for _, fn := range n.fan.subs.fns {
 			fn(m)
@@ -175,7 +173,7 @@ func (n *Node) sendMessageLocked(ls *linkState, mm *msgMark) {
 		return
 	}
 	if !ls.link.SendAppMessage(mm.enc) {
-		n.countMessage("dropped")
+		n.life.metrics.Message("dropped")
 	}
 }
 
@@ -187,24 +185,4 @@ func (n *Node) towardLocked(ls *linkState, world string) bool {
 		return c == nil && world != n.id
 	}
 	return c == ls
-}
-
-// countMessage counts a message by what became of it.
-func (n *Node) countMessage(outcome string) {
-	if n.life.metrics != nil {
-		n.life.metrics.messages.WithLabelValues(outcome).Inc()
-	}
-}
-
-// messagesCounter is solipsism_app_messages_total with every outcome
-// present at zero.
-func messagesCounter(labels prometheus.Labels) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "solipsism_app_messages_total", ConstLabels: labels,
-		Help: "Ephemeral messages by outcome: relayed (taken from a peer or published here), refused (a sender the peer's link does not hold), dropped (once per peer too slow to take it).",
-	}, []string{"outcome"})
-	for _, o := range []string{"relayed", "refused", "dropped"} {
-		c.WithLabelValues(o)
-	}
-	return c
 }

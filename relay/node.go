@@ -12,10 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/metrics"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/store"
@@ -70,7 +70,7 @@ type lifecycle struct {
 	// workers run the links' writers and message handling.
 	workers peer.Workers
 	// metrics is nil unless Options.Registerer is set.
-	metrics *nodeMetrics
+	metrics *metrics.Recorder
 	// persist keeps durable objects in Options.Store (persist.go); nil
 	// without one, and once closing. persistStats stays for metrics.
 	persist, persistStats *persist
@@ -161,8 +161,8 @@ func New(opts Options) (*Node, error) {
 		n.life.persistStats = n.life.persist
 	}
 	if opts.Registerer != nil {
-		n.life.metrics = newNodeMetrics(n.role.String())
-		for _, c := range []prometheus.Collector{newCollector(n), n.life.metrics.tick, n.life.metrics.delivery, n.life.metrics.limited, n.life.metrics.repairs, n.life.metrics.digest, n.life.metrics.messages} {
+		n.life.metrics = metrics.NewRecorder(n.role.String())
+		for _, c := range append(n.life.metrics.Collectors(), metrics.NewCollector(n.role.String(), metricsSource{n})) {
 			if err := opts.Registerer.Register(c); err != nil {
 				cancel()
 				return nil, fmt.Errorf("relay: registering metrics: %w", err)

@@ -4,8 +4,6 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/store"
@@ -204,11 +202,4 @@ func (n *Node) closeStoreLocked() *store.Writer {
 	p.flushLocked(n)
 	n.life.persist = nil
 	return p.w
-}
-
-// storeCollector exports the store's counters.
-func (p *persist) collect(ch chan<- prometheus.Metric, writes, failures, objects *prometheus.Desc, stored int) {
-	ch <- prometheus.MustNewConstMetric(writes, prometheus.CounterValue, float64(p.writes.Load()))
-	ch <- prometheus.MustNewConstMetric(failures, prometheus.CounterValue, float64(p.failures.Load()))
-	ch <- prometheus.MustNewConstMetric(objects, prometheus.GaugeValue, float64(stored))
 }

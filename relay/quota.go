@@ -25,7 +25,7 @@ func (n *Node) checkQuota(c gameworld.Change, existing *gameworld.Object, owner 
 		// Adds earlier in the same batch count too (a refresh answer
 		// brings all of a peer's objects in one message).
 		if have := n.quota.owned[owner] + n.quota.batchAdds[owner]; have >= q.ObjectsPerOwner {
-			n.limited("objects_per_owner")
+			n.life.metrics.Limited("objects_per_owner")
 			return fmt.Errorf("%w: %s owns %d objects (limit %d)", ErrQuota, owner, have, q.ObjectsPerOwner)
 		}
 		if n.quota.batchAdds == nil {
@@ -65,7 +65,7 @@ func (n *Node) checkTrusted(ls *linkState, c gameworld.Change, existing *gamewor
 // overWorld counts and logs (at most every 10 s) a write refused for the
 // world's bounds, and returns err. n.mu must be held.
 func (n *Node) overWorld(ls *linkState, limit string, err error) error {
-	n.limited(limit)
+	n.life.metrics.Limited(limit)
 	if now := time.Now(); now.Sub(n.quota.worldWarned) > 10*time.Second {
 		n.quota.worldWarned = now
 		n.log.Warn("refusing objects from a trusted link: the world is at its bound (--max-world-objects, --max-world-bytes); serving what it has",
@@ -85,18 +85,18 @@ func (n *Node) checkObjectSize(c gameworld.Change, existing *gameworld.Object) e
 	}
 	for k, v := range c.Properties.All() {
 		if len(v) > q.ValueBytes {
-			n.limited("object_size")
+			n.life.metrics.Limited("object_size")
 			return fmt.Errorf("%w: property %q of %s has %d bytes (limit %d)", ErrQuota, k, c.ID, len(v), q.ValueBytes)
 		}
 		count++
 		size += len(k) + len(v)
 	}
 	if count > q.PropertiesPerObject {
-		n.limited("object_size")
+		n.life.metrics.Limited("object_size")
 		return fmt.Errorf("%w: %s would have %d properties (limit %d)", ErrQuota, c.ID, count, q.PropertiesPerObject)
 	}
 	if size > q.ObjectBytes {
-		n.limited("object_size")
+		n.life.metrics.Limited("object_size")
 		return fmt.Errorf("%w: %s would hold %d bytes (limit %d)", ErrQuota, c.ID, size, q.ObjectBytes)
 	}
 	return n.checkScopeSize(c, existing)
@@ -130,11 +130,11 @@ func (n *Node) checkScopeSize(c gameworld.Change, existing *gameworld.Object) er
 			}
 		}
 		if count > q.ScopeElements {
-			n.limited("scope_size")
+			n.life.metrics.Limited("scope_size")
 			return fmt.Errorf("%w: scope %q of %s would hold %d elements (limit %d)", ErrQuota, name, c.ID, count, q.ScopeElements)
 		}
 		if size > q.ScopeBytes {
-			n.limited("scope_size")
+			n.life.metrics.Limited("scope_size")
 			return fmt.Errorf("%w: scope %q of %s would take %d bytes (limit %d)", ErrQuota, name, c.ID, size, q.ScopeBytes)
 		}
 	}
@@ -179,7 +179,7 @@ func (n *Node) admitIP(w http.ResponseWriter, r *http.Request) (release func(), 
 	}
 	if n.hub.perIP[ip] >= n.opts.Quotas.ConnectionsPerIP {
 		n.log.Info("refused a connection over the per-address limit", "ip", ip, "limit", n.opts.Quotas.ConnectionsPerIP)
-		n.limited("connections_per_ip")
+		n.life.metrics.Limited("connections_per_ip")
 		http.Error(w, "too many connections from this address", http.StatusTooManyRequests)
 		return nil, false
 	}

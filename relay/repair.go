@@ -45,7 +45,7 @@ func (n *Node) handleRepair(l *peer.Link, typ string, r peer.Repair) {
 			return
 		}
 		ls.digest.repair = nil
-		defer n.digestTime(time.Now())
+		defer n.life.metrics.DigestSince(time.Now())
 		var extra []string
 		n.world.Range(func(o gameworld.Object) bool {
 			if r.Has(o.IDHash()) && rs.r.Has(o.IDHash()) && !rs.seen[o.ID] && n.heldFrom(ls, o.Owner) {
@@ -70,7 +70,7 @@ func (n *Node) handleRepair(l *peer.Link, typ string, r peer.Repair) {
 // be held.
 func (n *Node) answerRepairLocked(ls *linkState, r peer.Repair) {
 	n.flushLocked()
-	defer n.digestTime(time.Now())
+	defer n.life.metrics.DigestSince(time.Now())
 	known := ls.link.KnownSet()
 	var recs []*peer.Record
 	n.world.Range(func(o gameworld.Object) bool {
@@ -165,9 +165,7 @@ func (n *Node) seeLateLocked(ls *linkState, changes []gameworld.Change) {
 // divergence found. n.mu must be held.
 func (n *Node) repaired(ls *linkState, kind string, ids []string) {
 	n.dig.repairs.of(kind).Add(uint64(len(ids)))
-	if n.life.metrics != nil {
-		n.life.metrics.repairs.WithLabelValues(kind).Add(float64(len(ids)))
-	}
+	n.life.metrics.Repaired(kind, len(ids))
 	if n.dig.repairs.warned == nil {
 		n.dig.repairs.warned = map[string]bool{}
 	}

@@ -56,7 +56,7 @@ func (n *Node) validate(c gameworld.Change, existing *gameworld.Object) error {
 		return nil
 	}
 	if err := n.opts.Validator.Check(c, existing); err != nil {
-		n.limited("schema")
+		n.life.metrics.Limited("schema")
 		return &invalidWrite{err}
 	}
 	return nil

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/api"
 	"github.com/solipsism/mesh/client"
-	"github.com/solipsism/mesh/relay"
 )
 
 // The harness: node processes (startProc, proc), the binaries they run,
@@ -248,10 +248,10 @@ func runBinary(bin string, args, env []string) (string, error) {
 }
 
 // stateOf returns a node process's /api/state.
-func stateOf(t testing.TB, p *proc) relay.State {
+func stateOf(t testing.TB, p *proc) api.State {
 	t.Helper()
 	_, body := httpGet(t, "http://"+p.Addr+"/api/state?limit=100000")
-	var st relay.State
+	var st api.State
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatalf("/api/state: %v", err)
 	}
@@ -354,7 +354,7 @@ func readyz(t testing.TB, p *proc) (int, readiness) {
 func objectsOf(t testing.TB, p *proc) map[string]bool {
 	t.Helper()
 	_, body := httpGet(t, "http://"+p.Addr+"/api/state")
-	var st relay.State
+	var st api.State
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatalf("/api/state: %v", err)
 	}

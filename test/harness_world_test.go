@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/api"
 	"github.com/solipsism/mesh/client"
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/internal/wiretest"
-	"github.com/solipsism/mesh/relay"
 )
 
 // Worlds compared: a node's world as its API tells it, a peer's view, and
@@ -30,7 +30,7 @@ func worldOf(t testing.TB, p *proc) map[string]wiretest.Object {
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
-	var st relay.State
+	var st api.State
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatalf("/api/state: %v", err)
 	}

@@ -13,21 +13,21 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/solipsism/mesh/api"
 	"github.com/solipsism/mesh/bridge/alloverse"
 	"github.com/solipsism/mesh/bridge/snapshot"
 	"github.com/solipsism/mesh/client"
-	"github.com/solipsism/mesh/relay"
 )
 
 // objectOf returns one object of a node process's world.
-func objectOf(t testing.TB, p *proc, id string) (relay.ObjectInfo, bool) {
+func objectOf(t testing.TB, p *proc, id string) (api.ObjectInfo, bool) {
 	t.Helper()
 	for _, o := range stateOf(t, p).Objects {
 		if o.ID == id {
 			return o, true
 		}
 	}
-	return relay.ObjectInfo{}, false
+	return api.ObjectInfo{}, false
 }
 
 // TestRestartKeepsTheWorld: a persistent object falls to the node when
