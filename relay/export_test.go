@@ -24,7 +24,6 @@ const (
 )
 
 var (
-	ParseNodeMeta = parseNodeMeta
 	DigestBuckets = digestBuckets
 )
 
@@ -194,7 +193,7 @@ func (n *Node) SendDigestNow() (sent bool) {
 func (m *Mesh) ShutdownAbruptly() { m.shutdownAbruptly() }
 
 // NumMembers is the memberlist's count of members.
-func (m *Mesh) NumMembers() int { return m.list.NumMembers() }
+func (m *Mesh) NumMembers() int { return m.ms.NumMembers() }
 
 // Auth returns the credential of member name.
 func (m *Mesh) Auth(name string) string { return m.auth(name) }
