@@ -103,7 +103,7 @@ func (n *Node) releaseClaimsTo(ids []string, from *linkState, heir string) {
 		chained = chained || n.chainedLocked(id)
 		d := &departure{claim: n.hub.claims[id], heir: heir, from: from, told: told}
 		n.deps.departing[id], mine[id] = d, d
-		objects += n.quota.owned[id]
+		objects += n.quota.ledger.Owned(id)
 	}
 	if objects > departSlice {
 		// Too many to remove in one piece: our nodes downstream are told

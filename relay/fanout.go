@@ -82,7 +82,7 @@ type fanout struct {
 // route appends applied records to the shared log. from is the link whose
 // peer made the changes, or nil. n.mu must be held.
 func (n *Node) route(recs []gameworld.Record, from *linkState) {
-	n.countOwners(recs)
+	n.quota.ledger.Count(recs)
 	f := &n.fan
 	if f.bySlot == nil {
 		f.bySlot = make(map[uint32]int)

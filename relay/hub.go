@@ -25,8 +25,6 @@ type hub struct {
 	claims map[string]*linkState
 	nextID uint64
 	totals metrics.Totals
-	// perIP counts downstream connections per address.
-	perIP map[string]int
 	// bridged are the peers bridges serve (bridged.go).
 	bridged bridgedSet
 	// mesh is the mesh the node joined, if any (mesh.go).

@@ -116,7 +116,7 @@ func New(opts Options) (*Node, error) {
 	if opts.ReclaimGrace == 0 {
 		opts.ReclaimGrace = DefaultReclaimGrace
 	}
-	opts.Quotas.defaults()
+	opts.Quotas.Defaults()
 	if opts.InterestProperty == "" {
 		opts.InterestProperty = DefaultInterestProperty
 	}

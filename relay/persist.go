@@ -74,7 +74,7 @@ func (n *Node) openStoreLocked(s store.Store, st store.State) {
 		changes = append(changes, gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties, Scopes: o.Scopes})
 		p.stored[o.ID] = true
 	}
-	n.countOwners(n.world.Apply(changes, nil).Records)
+	n.quota.ledger.Count(n.world.Apply(changes, nil).Records)
 	if n.opts.Validator != nil {
 		// Kept (nothing a user owns is lost), but said: the schemas
 		// changed since, or the store was written without them.
