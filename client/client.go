@@ -51,6 +51,11 @@ type Options struct {
 	// DigestInterval is how often the client sends the node a digest of
 	// its objects there (as relay.Options); zero means the default.
 	DigestInterval time.Duration
+	// Budget is the bytes per second of changes the client asks the
+	// server for at most: beyond it, the nearest objects' changes come
+	// first and the others wait (docs/protocol.md, "Priority and
+	// budgets"). Zero asks no limit.
+	Budget int
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -104,7 +109,7 @@ func New(url string, opts Options) (*Client, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = "client"
 	}
-	node, err := relay.New(relay.Options{Role: ownership.Client, Identifier: opts.Identifier, Prefix: opts.Prefix, Tick: opts.Tick, DigestInterval: opts.DigestInterval, Logger: opts.Logger})
+	node, err := relay.New(relay.Options{Role: ownership.Client, Identifier: opts.Identifier, Prefix: opts.Prefix, Tick: opts.Tick, DigestInterval: opts.DigestInterval, Budget: opts.Budget, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}

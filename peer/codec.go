@@ -205,6 +205,11 @@ type Metadata struct {
 	// and messages of no room only).
 	Rooms    []string
 	HasRooms bool
+	// Budget is our extension (metadata key "budget"): the bytes per
+	// second of changes the peer wants at most; 0 (or absent) means no
+	// preference. A node sends it at most that, or its own cap if lower,
+	// nearer objects first (docs/protocol.md, "Priority and budgets").
+	Budget int
 }
 
 // MaxRooms bounds the rooms of one metadata message; a node whose peers
@@ -295,6 +300,13 @@ func (l Limits) DecodeMetadata(data json.RawMessage) (Metadata, error) {
 		md.Rooms = slices.Compact(md.Rooms)
 		md.HasRooms = true
 	}
+	if raw, ok := fields["budget"]; ok && !isNull(raw) {
+		var b float64
+		if json.Unmarshal(raw, &b) != nil || b < 0 || b > 1<<40 || b != float64(int64(b)) {
+			return md, invalid("budget is not a whole number of bytes per second")
+		}
+		md.Budget = int(b)
+	}
 	if raw, ok := fields["identifierChain"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &md.IdentifierChain); err != nil {
 			return md, invalid("identifierChain is not an array of strings")
@@ -347,6 +359,9 @@ func AppendMetadata(dst []byte, typeName string, md Metadata) []byte {
 			rooms = []string{}
 		}
 		dst = appendStrings(append(dst, `,"rooms":`...), rooms)
+	}
+	if md.Budget > 0 {
+		dst = strconv.AppendInt(append(dst, `,"budget":`...), int64(md.Budget), 10)
 	}
 	if len(md.Features) > 0 {
 		dst = appendStrings(append(dst, `,"features":`...), md.Features)

@@ -122,6 +122,12 @@ func TestDecodeMetadata(t *testing.T) {
 		{`{"identifier":"a","taken":["b"]}`, "a", "a", false},
 		{`{"identifier":"a","taken":"b"}`, "", "", true},
 		{`{"identifier":"a","taken":[""]}`, "", "", true},
+		{`{"identifier":"a","budget":20000}`, "a", "a", false},
+		{`{"identifier":"a","budget":null}`, "a", "a", false},
+		{`{"identifier":"a","budget":-1}`, "", "", true},
+		{`{"identifier":"a","budget":1.5}`, "", "", true},
+		{`{"identifier":"a","budget":"20000"}`, "", "", true},
+		{`{"identifier":"a","budget":1e300}`, "", "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -136,6 +142,20 @@ func TestDecodeMetadata(t *testing.T) {
 				t.Fatalf("got %+v, %v", md, err)
 			}
 		})
+	}
+}
+
+func TestBudgetRoundTrip(t *testing.T) {
+	var lim Limits
+	for _, b := range []int{0, 1, 20000, 1 << 30} {
+		m, err := DecodeMessage(AppendMetadata(nil, TypeMetadataChange, Metadata{Identifier: "a", Budget: b}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		md, err := lim.DecodeMetadata(m.Data)
+		if err != nil || md.Budget != b {
+			t.Errorf("budget %d came back as %d (%v)", b, md.Budget, err)
+		}
 	}
 }
 

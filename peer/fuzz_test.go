@@ -29,6 +29,7 @@ func FuzzDecode(f *testing.F) {
 		`["metadataChange",{"identifier":"a","taken":["client-AAAAAAAA-BBBBBBBB"]}]`,
 		`["metadataChange",{"identifier":"a","rooms":["lobby","lobby","b"]}]`,
 		`["metadataChange",{"identifier":"a","rooms":[""]}]`,
+		`["metadataChange",{"identifier":"a","budget":20000}]`,
 		`["message",{"type":"chat","data":{"text":"hello"},"room":"lobby"}]`,
 		`["worldChange",{"changes":[{"type":"update","id":"g","scopes":{"blocks":{"ver":2,"base":1,"added":{"1,2,3":{"c":"red"}},"modified":{"0,0,0":{"c":1}},"removed":["4,4,4"]}}}]}]`,
 		`["worldChange",{"changes":[{"type":"add","id":"g","properties":{},"scopes":{"blocks":{"ver":7,"full":true,"added":{"a":{}}},"b":null}}]}]`,

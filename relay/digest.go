@@ -196,6 +196,7 @@ func (n *Node) sendDigestsLocked(now time.Time) {
 		if !speaksDigest(ls) || now.Before(ls.digest.next) {
 			continue
 		}
+		n.sendOwedLocked(ls, "") // the digest is of what the world holds
 		if ls.digest.next.IsZero() {
 			// Links opened together digest apart.
 			ls.digest.next = now.Add(rand.N(n.opts.DigestInterval) + 1)

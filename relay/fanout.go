@@ -189,7 +189,7 @@ func (n *Node) tickLoop() {
 // refreshes, and empties the log. n.mu must be held.
 func (n *Node) flushLocked() {
 	f := &n.fan
-	if len(f.log) == 0 && !f.refreshes && len(f.mdAt) == 0 && len(f.departedAt) == 0 && len(f.msgAt) == 0 && !f.answers {
+	if len(f.log) == 0 && !f.refreshes && len(f.mdAt) == 0 && len(f.departedAt) == 0 && len(f.msgAt) == 0 && !f.answers && !n.owingLocked() {
 		return
 	}
 	start := time.Now()
@@ -222,6 +222,10 @@ func (n *Node) flushLocked() {
 			md = mdMesh
 		case announces && !n.departsOnMetadata(ls):
 			md = mdUpAll // it is sent every remove, in chain
+		}
+		if ls.prio != nil && !n.prioritised(ls) {
+			n.sendOwedLocked(ls, "") // priority no longer applies to it
+			ls.prio = nil
 		}
 		if !ls.ready {
 			if announces {
@@ -298,16 +302,15 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 	f := &n.fan
 	recs := make([]*peer.Record, 0, len(sub))
 	from := 0
-	flush := func(upTo int) {
-		// Entries of sub before log position upTo.
-		to := from
-		for to < len(sub) && sub[to] < upTo {
-			to++
-		}
-		if to == from {
+	var ps *prioState
+	if n.prioritised(ls) {
+		n.offerOwedLocked(ls, n.planLocked(ls, sub, func(j int) peer.Verdict { return n.regionVerdict(ls, sub[j], n.verdict(ls, sub[j])) }))
+		ps = ls.prio
+	}
+	offer := func(idx []int) {
+		if len(idx) == 0 {
 			return
 		}
-		idx := sub[from:to]
 		recs = recs[:0]
 		for _, i := range idx {
 			recs = append(recs, f.recs[i])
@@ -319,6 +322,33 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 		} else {
 			ls.link.Offer(recs, verdict, fullj, f.unique)
 		}
+	}
+	var kept []int
+	flush := func(upTo int) {
+		// Entries of sub before log position upTo.
+		to := from
+		for to < len(sub) && sub[to] < upTo {
+			to++
+		}
+		if ps == nil {
+			offer(sub[from:to])
+			from = to
+			return
+		}
+		// Under priority: without the entries that wait, and with what is
+		// owed of an object before its entry that cannot wait.
+		kept = kept[:0]
+		for j := from; j < to; j++ {
+			if o := ps.before[j]; o != nil {
+				offer(kept)
+				kept = kept[:0]
+				n.offerOwedLocked(ls, []*owedRec{o})
+			}
+			if !ps.skip[j] {
+				kept = append(kept, sub[j])
+			}
+		}
+		offer(kept)
 		from = to
 	}
 	n.markLocked(ls, announces, md, flush)
@@ -362,10 +392,14 @@ func (n *Node) markLocked(ls *linkState, announces bool, md peer.Metadata, upTo 
 				continue // its peer told us
 			}
 			upTo(dm.at)
+			for _, w := range dm.worlds {
+				n.sendOwedLocked(ls, w)
+			}
 			ls.link.SendDeparted(peer.Departed{Worlds: dm.worlds, Heir: dm.heir})
 			dm.told[ls] = true
 		case atMsg != none:
 			upTo(atMsg)
+			n.sendOwedLocked(ls, f.msgAt[k].m.From) // the sender's changes before its message
 			n.sendMessageLocked(ls, &f.msgAt[k])
 			k++
 		default:

@@ -360,6 +360,7 @@ func (n *Node) chainMetadataLocked(kind ownership.LinkKind, departing bool) peer
 	}
 	if n.role == ownership.Client {
 		md.Rooms, md.HasRooms = n.up.rooms, n.up.rooms != nil
+		md.Budget = n.opts.Budget
 	} else {
 		md.Rooms, md.HasRooms = n.unionRoomsLocked()
 	}

@@ -85,6 +85,9 @@ type linkState struct {
 	release func()
 	// digest is the link's anti-entropy schedule (digest.go).
 	digest digestState
+	// prio is what the link is owed under priority and budgets
+	// (priority.go); nil when neither applies.
+	prio *prioState
 }
 
 // ServeHTTP accepts a downstream WebSocket link. It returns once the link

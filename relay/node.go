@@ -117,6 +117,9 @@ func New(opts Options) (*Node, error) {
 		opts.ReclaimGrace = DefaultReclaimGrace
 	}
 	opts.Quotas.Defaults()
+	if opts.Priority.Bands <= 0 {
+		opts.Priority.Bands = 4
+	}
 	if opts.InterestProperty == "" {
 		opts.InterestProperty = DefaultInterestProperty
 	}

@@ -89,6 +89,14 @@ type Options struct {
 	// Quotas bound what one peer may do; the zero value has the defaults
 	// (see Quotas).
 	Quotas Quotas
+	// Priority sends clients with a region far objects less often, and
+	// bounds what each client is sent per second (priority.go); the zero
+	// value turns both off.
+	Priority PriorityOptions
+	// Budget, for a client node, is the bytes per second of changes it
+	// asks its upstream for at most (metadata "budget"); zero asks no
+	// limit.
+	Budget int
 	// ResumeSecret keys the resume tokens the node hands its downstream
 	// peers (see docs/security.md). Nil means the one in Store, or a
 	// random one kept there (without a Store, tokens do not survive a

@@ -31,6 +31,7 @@ const refreshSlice = 8192
 // then marks the refresh complete: at once, or a slice at a time in a big
 // world (continueRefreshLocked). n.mu must be held.
 func (n *Node) sendRefreshLocked(ls *linkState) {
+	n.sendOwedLocked(ls, "")
 	ls.refreshing = false
 	if ls.att == nil && ls.region == nil && n.opts.Tick != peer.Immediate && n.world.Len() > refreshSlice {
 		ls.refreshing, ls.refreshAt = true, 0

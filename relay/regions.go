@@ -35,6 +35,7 @@ func (n *Node) setRegionLocked(ls *linkState, v wants) {
 		// what the link knows the world.
 		n.flushLocked()
 	}
+	n.sendOwedLocked(ls, "") // what it is owed, under the region it had
 	var oldCells []interest.Cell
 	oldWide := false
 	if old != nil {

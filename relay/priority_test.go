@@ -1,0 +1,220 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/internal/wiretest"
+	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/relay"
+)
+
+// region is a viewer's region around the origin: 100 each way.
+var region = map[string]any{"min": []float64{-100, -10, -100}, "max": []float64{100, 10, 100}}
+
+// updatesOf counts the records of each object in the worldChange
+// messages p received, and their bytes.
+func updatesOf(p *wiretest.Peer) (count map[string]int, bytes int) {
+	count = map[string]int{}
+	for _, m := range p.Messages() {
+		if m.Type != "worldChange" {
+			continue
+		}
+		bytes += len(m.Data)
+		var wc struct {
+			Changes []struct {
+				ID string `json:"id"`
+			} `json:"changes"`
+		}
+		json.Unmarshal(m.Data, &wc)
+		for _, c := range wc.Changes {
+			count[c.ID]++
+		}
+	}
+	return count, bytes
+}
+
+// viewerHolds reports whether a wiretest peer holds what the node holds
+// of ids.
+func viewerHolds(p *wiretest.Peer, n *relay.Node, ids ...string) string {
+	objs := p.Objects()
+	for _, id := range ids {
+		o, ok := n.World().Get(id)
+		got, has := objs[id]
+		switch {
+		case !ok || !has:
+			return fmt.Sprintf("%s: at the node %v, at the viewer %v", id, ok, has)
+		case string(got.Properties["n"]) != string(o.Properties.Value("n")):
+			return fmt.Sprintf("%s: n=%s at the viewer, %s at the node", id, got.Properties["n"], o.Properties.Value("n"))
+		}
+	}
+	return ""
+}
+
+// TestPriorityBands: a viewer is sent near objects' changes every tick,
+// farther ones less often, and everything's last value; a Go client with
+// the same region (which speaks digests) ends with the node's world and
+// nothing repaired. With both cores kept busy.
+func TestPriorityBands(t *testing.T) {
+	stop := wiretest.BusyCores()
+	defer stop()
+	n, url := startNode(t, relay.Options{Tick: 50 * time.Millisecond, Priority: relay.PriorityOptions{Near: 10}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	writer := dialTick(t, ctx, url, 50*time.Millisecond)
+	// Bands: near (5 away) every tick, mid (30: band 2) every 4th, far
+	// (90: band 3, the last) every 8th.
+	at := map[string]float64{"near": 5, "mid": 30, "far": 90}
+	for id, x := range at {
+		if err := writer.CreateWithID(id, map[string]any{"position": []float64{x, 0, 0}, "n": 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	viewer := wiretest.Dial(t, url, "client-vvvvvvvv-vvvvvvvv", wiretest.Options{Extra: map[string]any{"interest": region}})
+	goViewer, err := client.Dial(ctx, url, client.Options{Tick: 50 * time.Millisecond, DigestInterval: testDigestInterval,
+		Interest: []peer.Box{{Min: [3]float64{-100, -10, -100}, Max: [3]float64{100, 10, 100}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer goViewer.Close()
+	viewer.Wait("the three objects", 10*time.Second, func(o map[string]wiretest.Object) bool { return len(o) == 3 })
+	before, _ := updatesOf(viewer)
+	const rounds = 80
+	for i := 1; i <= rounds; i++ {
+		for id := range at {
+			writer.Set(id, map[string]any{"n": i})
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitFor(t, "the node holds the last values", 10*time.Second, func() bool {
+		o, _ := n.World().Get("far")
+		return string(o.Properties.Value("n")) == fmt.Sprint(rounds)
+	})
+	var diff string
+	waitFor(t, "the viewer holds the last values", 5*time.Second, func() bool {
+		diff = viewerHolds(viewer, n, "near", "mid", "far")
+		return diff == ""
+	})
+	sameWorld(t, "the Go viewer holds the node's world", n, goViewer)
+	after, _ := updatesOf(viewer)
+	near, mid, far := after["near"]-before["near"], after["mid"]-before["mid"], after["far"]-before["far"]
+	t.Logf("updates over %d rounds: near %d, mid %d, far %d", rounds, near, mid, far)
+	if !(far*3 < near && mid*2 < near && far <= mid) {
+		t.Errorf("updates sent near %d, mid %d, far %d: want far ones less often", near, mid, far)
+	}
+	if r := goViewer.Node().Repairs(); r[relay.RepairMissing]+r[relay.RepairStale]+r[relay.RepairExtra] > 0 {
+		t.Errorf("repairs at the Go viewer: %v", r)
+	}
+	viewer.CheckClean()
+}
+
+// TestBudget: a viewer that asks for 3,000 bytes a second is sent about
+// that while 40 objects change every tick (far more), and then every
+// last value; another viewer, without a budget, is sent them all.
+func TestBudget(t *testing.T) {
+	n, url := startNode(t, relay.Options{Tick: 50 * time.Millisecond, Priority: relay.PriorityOptions{MaxBytesPerSecond: 1 << 20}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	writer := dialTick(t, ctx, url, 50*time.Millisecond)
+	pad := strings.Repeat("x", 100)
+	var ids []string
+	for k := range 40 {
+		id := fmt.Sprintf("o-%02d", k)
+		ids = append(ids, id)
+		if err := writer.CreateWithID(id, map[string]any{"position": []float64{float64(k), 0, 0}, "pad": pad, "n": 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const budget = 3000
+	slow := wiretest.Dial(t, url, "client-ssssssss-ssssssss", wiretest.Options{Extra: map[string]any{"interest": region, "budget": budget}})
+	full := wiretest.Dial(t, url, "client-ffffffff-ffffffff", wiretest.Options{Extra: map[string]any{"interest": region}})
+	for _, v := range []*wiretest.Peer{slow, full} {
+		v.Wait("the objects", 30*time.Second, func(o map[string]wiretest.Object) bool { return len(o) == len(ids) })
+	}
+	_, slow0 := updatesOf(slow)
+	_, full0 := updatesOf(full)
+	start := time.Now()
+	const rounds = 60
+	for i := 1; i <= rounds; i++ {
+		for _, id := range ids {
+			writer.Set(id, map[string]any{"n": i})
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	took := time.Since(start).Seconds()
+	_, slow1 := updatesOf(slow)
+	_, full1 := updatesOf(full)
+	sent, unbounded := float64(slow1-slow0), float64(full1-full0)
+	t.Logf("over %.1f s: %.0f B/s to the viewer with a budget of %d, %.0f B/s to the one without", took, sent/took, budget, unbounded/took)
+	// The budget counts the records; messages add their envelope.
+	if sent > 1.5*budget*took+budget {
+		t.Errorf("the viewer with a budget of %d B/s was sent %.0f B/s", budget, sent/took)
+	}
+	if unbounded < 10*sent {
+		t.Errorf("the viewer without a budget was sent %.0f B, hardly more than the one with (%.0f B)", unbounded, sent)
+	}
+	var diff string
+	for _, v := range []*wiretest.Peer{slow, full} {
+		waitFor(t, "every last value", 30*time.Second, func() bool {
+			diff = viewerHolds(v, n, ids...)
+			return diff == ""
+		})
+		v.CheckClean()
+	}
+}
+
+// TestPriorityKeepsMessageOrder: a message comes after the changes its
+// sender made before it, however far the objects are.
+func TestPriorityKeepsMessageOrder(t *testing.T) {
+	_, url := startNode(t, relay.Options{Tick: 50 * time.Millisecond, Priority: relay.PriorityOptions{Near: 1}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	writer := dialTick(t, ctx, url, 50*time.Millisecond)
+	if err := writer.CreateWithID("far", map[string]any{"position": []float64{90, 0, 0}, "n": 0}); err != nil {
+		t.Fatal(err)
+	}
+	viewer := wiretest.Dial(t, url, "client-mmmmmmmm-mmmmmmmm", wiretest.Options{Features: []string{"messages"}, Extra: map[string]any{"interest": region}})
+	viewer.WaitHas("far")
+	for i := 1; i <= 5; i++ {
+		writer.Set("far", map[string]any{"n": i})
+		if err := writer.Send(peer.AppMessage{Type: "moved", Data: json.RawMessage(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitFor(t, "the five messages", 10*time.Second, func() bool { return len(viewer.AppMessages()) == 5 })
+	// Replay what the viewer got: at each message, far is at least where
+	// the writer had put it.
+	n := 0
+	for _, m := range viewer.Messages() {
+		switch m.Type {
+		case "worldChange":
+			var wc struct {
+				Changes []struct {
+					ID         string         `json:"id"`
+					Properties map[string]int `json:"properties"`
+				} `json:"changes"`
+			}
+			json.Unmarshal(m.Data, &wc)
+			for _, c := range wc.Changes {
+				if v, ok := c.Properties["n"]; c.ID == "far" && ok {
+					n = v
+				}
+			}
+		case "message":
+			var am struct {
+				Data int `json:"data"`
+			}
+			json.Unmarshal(m.Data, &am)
+			if n < am.Data {
+				t.Errorf("message %d arrived with far at n=%d", am.Data, n)
+			}
+		}
+	}
+	viewer.CheckClean()
+}
