@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/solipsism/mesh/ownership"
 )
 
 // LinkInfo is a snapshot of one link, for inspection.
@@ -40,6 +42,11 @@ type LinkInfo struct {
 	MessagesDropped uint64 `json:"messagesDropped"`
 	// Rooms are the rooms the peer is in; absent means all of them.
 	Rooms []string `json:"rooms,omitempty"`
+	// Budget is the bytes per second the link is sent at most (the
+	// peer's ask, capped by the node's); Owed the objects whose updates
+	// wait (priority.go). Absent when neither applies.
+	Budget int `json:"budget,omitempty"`
+	Owed   int `json:"owed,omitempty"`
 }
 
 // RegionBox is one box of an interest region, as the inspector shows it.
@@ -65,6 +72,12 @@ func (n *Node) Links() []LinkInfo {
 			RecordsIn: s.RecordsIn.Load(), RecordsOut: s.RecordsOut.Load(),
 			BytesIn: s.BytesIn.Load(), BytesOut: s.BytesOut.Load(),
 			Refused: s.Refused.Load(), Ignored: s.Ignored.Load(), MessagesDropped: s.MessagesDropped.Load(),
+		}
+		if ls.kind == ownership.Downstream {
+			info.Budget = n.budgetLocked(ls)
+		}
+		if ls.prio != nil {
+			info.Owed = len(ls.prio.owed)
 		}
 		if ls.region != nil && ls.region.rooms != nil {
 			info.Rooms = slices.Sorted(maps.Keys(ls.region.rooms))

@@ -40,6 +40,7 @@ const page = new Link(world, { send: (m) => self.postMessage(m) }, "downstream",
     // the server before any of the page's objects reach it.
     world.interest = page.peerInterest;
     world.rooms = page.peerRooms;
+    world.budget = page.peerBudget;
     presence(page.peer.identifier, page.peerRooms || []);
     if (conn && conn.link) conn.link.sendMetadata();
   },

@@ -160,6 +160,8 @@ export declare class GameWorld extends EventTarget {
   resumeTokens: { [identifier: string]: string };
   /** The rooms this world is in (set with setRooms); null means all of them. */
   readonly rooms: string[] | null;
+  /** The bytes per second of changes asked of the node at most (Session.setBudget); 0 means no limit. */
+  readonly budget: number;
   /** Sends an ephemeral message (never stored); a type of 1 to 64 bytes, any JSON data. */
   send(type: string, data?: any, to?: MessageTarget): void;
   /** Sets the rooms this world is in: the node sends it only their objects and messages (and those of no room). */
@@ -193,6 +195,8 @@ export declare class Session extends EventTarget {
   readonly mode: "worker" | "main";
   /** Sets the region this world sees; null means everything. */
   setInterest(boxes: Box | Box[] | null): void;
+  /** Sets the bytes per second of changes asked of the node at most; 0 means no limit. */
+  setBudget(bytesPerSecond: number): void;
   /** Sends an ephemeral message: see GameWorld.send. */
   send(type: string, data?: any, to?: MessageTarget): void;
   /** Sets the rooms this world is in: see GameWorld.setRooms. */

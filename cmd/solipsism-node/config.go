@@ -56,6 +56,7 @@ type config struct {
 	placeName     string
 	interest      []peer.Box
 	quotas        relay.Quotas
+	priority      relay.PriorityOptions
 	transfers     ownership.Policy
 	alloENet      string
 	authKey       string
@@ -129,7 +130,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 		transfers                     string
 		authKeyFile, meshSecretFile   string
 		upstreamTokenFile             string
-		worldBytes                    string
+		worldBytes, clientBytes       string
 		iceServers                    string
 	)
 	fs.StringVar(&c.listen, "listen", ":8080", "HTTP listen address")
@@ -177,6 +178,9 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 	fs.IntVar(&c.quotas.ScopeBytes, "max-scope-bytes", 896<<10, "bytes of one scope as a JSON object, which peers without scopes get as one property; -1 for no limit")
 	fs.IntVar(&c.quotas.WorldObjects, "max-world-objects", 500000, "objects the node accepts from its upstream and mesh members (further new ones are refused); -1 for no limit")
 	fs.StringVar(&worldBytes, "max-world-bytes", "256MiB", "bytes of properties the node accepts from its upstream and mesh members (bytes, or with KiB/MiB/GiB); -1 for no limit")
+	fs.Float64Var(&c.priority.Near, "priority-near", 0, "clients with a region are sent the changes of objects this near its centre every tick, and each doubling of the distance beyond half as often (never dropped: the latest value follows); 0: everything every tick")
+	fs.IntVar(&c.priority.Bands, "priority-bands", 4, "bands of distance for --priority-near: the farthest is sent every 2^(bands-1) ticks")
+	fs.StringVar(&clientBytes, "max-client-bytes", "0", "most bytes per second of changes sent to one client with a region (bytes, or with KiB/MiB); nearer objects first, the rest waits; a client may ask for less (metadata \"budget\"); 0: no cap")
 	fs.StringVar(&c.authKey, "auth-key", "", "turns authentication on: peers must present a JWT signed with this key (an HS256 secret of 32+ bytes in hex or base64, or ed25519:<base64 public key>); see docs/security.md")
 	fs.StringVar(&c.upstreamToken, "upstream-token", "", "proxy: the token presented to an upstream that wants one")
 	fs.StringVar(&iceServers, "ice-servers", "", `STUN/TURN servers for the pages' voice (WebRTC), a JSON list as RTCPeerConnection takes it, e.g. '[{"urls":"stun:stun.example.org:3478"}]'; told to the pages at /config.json; empty: none (peers on one network still connect)`)
@@ -256,6 +260,16 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 	}
 	if c.readRate, err = parseSize(readRate, math.MaxInt32); err != nil {
 		return c, fmt.Errorf("--read-rate: %w", err)
+	}
+	if v := strings.TrimSpace(clientBytes); v != "0" && v != "" {
+		cb, err := parseSize(v, math.MaxInt32)
+		if err != nil {
+			return c, fmt.Errorf("--max-client-bytes: %w", err)
+		}
+		c.priority.MaxBytesPerSecond = int(cb)
+	}
+	if c.priority.Near < 0 || c.priority.Bands < 1 || c.priority.Bands > 16 {
+		return c, fmt.Errorf("--priority-near must not be negative, --priority-bands within 1 to 16")
 	}
 	if strings.TrimSpace(worldBytes) == "-1" {
 		c.quotas.WorldBytes = -1

@@ -130,6 +130,18 @@ func TestParseConfig(t *testing.T) {
 			}
 		}, ""},
 		{"schemas missing", []string{"--schemas", filepath.Join(dir, "nope.json")}, env(), nil, "--schemas"},
+		{"crowds", []string{"--priority-near", "12", "--max-client-bytes", "64KiB"}, env("SOLIPSISM_PRIORITY_BANDS", "5"), func(t *testing.T, c config) {
+			if c.priority != (relay.PriorityOptions{Near: 12, Bands: 5, MaxBytesPerSecond: 64 << 10}) {
+				t.Fatalf("%+v", c.priority)
+			}
+		}, ""},
+		{"no priority by default", nil, env(), func(t *testing.T, c config) {
+			if c.priority.Near != 0 || c.priority.MaxBytesPerSecond != 0 {
+				t.Fatalf("%+v", c.priority)
+			}
+		}, ""},
+		{"bad client bytes", []string{"--max-client-bytes", "lots"}, env(), nil, "--max-client-bytes"},
+		{"bad bands", []string{"--priority-bands", "0"}, env(), nil, "--priority-bands"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

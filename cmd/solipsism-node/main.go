@@ -109,7 +109,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	opts := relay.Options{
 		Store: st,
-		Auth:  authn, Quotas: cfg.quotas, Transfers: cfg.transfers,
+		Auth:  authn, Quotas: cfg.quotas, Priority: cfg.priority, Transfers: cfg.transfers,
 		Role: cfg.role, Prefix: cfg.prefix, Tick: cfg.nodeTick(),
 		Limits:   peer.Limits{MaxRecordBytes: int(cfg.readLimit)},
 		ReadRate: int(cfg.readRate), OriginPatterns: cfg.origins,

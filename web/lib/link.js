@@ -77,6 +77,7 @@ export class Link {
     const md = { identifier: this.world.identifier, identifierChain: chain, features: ["ownership", "messages", "scopes"], ...(this.metaExtra ? this.metaExtra() : {}), ...extra };
     if (this.kind === "upstream" && this.world.interest) md.interest = this.world.interest;
     if (this.kind === "upstream" && this.world.rooms) md.rooms = this.world.rooms;
+    if (this.kind === "upstream" && this.world.budget > 0) md.budget = this.world.budget;
     if (this.kind === "upstream" && this.world.role) md.role = this.world.role;
     if (this.kind === "upstream" && Object.keys(this.world.resumeTokens).length) md.resumeTokens = { ...this.world.resumeTokens };
     return md;
@@ -410,6 +411,7 @@ export class Link {
     this.peerChain = chain;
     this.peerInterest = validInterest(data.interest);
     this.peerRooms = Array.isArray(data.rooms) ? data.rooms.filter((r) => typeof r === "string") : null;
+    this.peerBudget = Number.isSafeInteger(data.budget) && data.budget > 0 ? data.budget : 0;
     this.keepTokens(data.resumeTokens);
     if (first) this.post(["requestRefresh", null]);
     if (this.kind === "downstream") {

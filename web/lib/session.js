@@ -38,6 +38,19 @@ export class Session extends EventTarget {
   }
 
   /**
+   * Sets the bytes per second of changes this world asks the node for at
+   * most (0: no limit). Beyond it, with a region set, the nearest objects'
+   * changes come first and the others wait; none is lost.
+   * @param {number} bytesPerSecond
+   */
+  setBudget(bytesPerSecond) {
+    if (!Number.isSafeInteger(bytesPerSecond) || bytesPerSecond < 0) throw new TypeError("budget: a whole number of bytes per second");
+    this.world.budget = bytesPerSecond;
+    if (this.link) this.link.sendMetadata();
+    else if (this.connection && this.connection.link) this.connection.link.sendMetadata();
+  }
+
+  /**
    * Sets the region this world sees: objects whose position is outside
    * it leave the world, those inside arrive. null means everything; the
    * world's own objects stay wherever they are.

@@ -130,6 +130,8 @@ export class GameWorld extends EventTarget {
      * @type {Array<{min: number[], max: number[]}>|null}
      */
     this.interest = null;
+    /** Bytes per second of changes asked of the node at most; 0: no limit. */
+    this.budget = 0;
     /**
      * Resume tokens the server handed this world, by identifier: presented
      * when the world reconnects, so that it takes its identifiers back from

@@ -199,6 +199,30 @@ test("a region: only what is inside arrives, moves in and out, and the region mo
   await node.stop();
 });
 
+test("priority and a budget: far objects' changes wait, the last value arrives, the node sees the budget", async () => {
+  const node = await startNode(await freePort(), ["--priority-near", "5", "--max-client-bytes", "64KiB"]);
+  const a = connect({ url: node.url, worker: false });
+  const b = connect({ url: node.url, worker: false });
+  await Promise.all([connected(a), connected(b)]);
+  b.setInterest({ min: [-100, -10, -100], max: [100, 10, 100] });
+  b.setBudget(2000);
+  assert.equal(b.world.budget, 2000);
+  assert.throws(() => b.setBudget(-1), /budget/);
+  const far = a.world.create({ position: [90, 0, 0], n: 0 });
+  await waitFor("b sees the far object", () => b.world.get(far.id));
+  for (let i = 1; i <= 30; i++) {
+    far.set({ n: i });
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  await waitFor("b holds its last value", () => b.world.get(far.id).properties.n === 30);
+  const st = await (await fetch(node.http + "/api/state")).json();
+  const link = st.links.find((l) => l.identifier === b.world.identifier);
+  assert.equal(link.budget, 2000);
+  a.close();
+  b.close();
+  await node.stop();
+});
+
 test("resume tokens: a reconnect with them takes the identifier over, a claim without them is refused", async () => {
   const node = await startNode(await freePort());
   const a = connect({ url: node.url, worker: false });
