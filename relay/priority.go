@@ -196,28 +196,44 @@ func (n *Node) planLocked(ls *linkState, sub []int, verdict func(j int) peer.Ver
 		// debt it leaves is at most one window's, so that a burst of
 		// adds does not starve the updates for long.
 		ps.tokens = max(ps.tokens-float64(forced), -budget*max(2*n.opts.Tick.Seconds(), 0.1))
-		sort.SliceStable(cands, func(a, b int) bool { return cands[a].s > cands[b].s })
 	}
-	for _, c := range cands {
-		fits := budget <= 0 || ps.tokens > 0
-		switch {
-		case c.o != nil && fits:
-			first = append(first, c.o)
-			delete(ps.owed, c.o.rec.Slot)
-		case c.o == nil && !fits:
+	// Near objects first, those that waited longest first, with a quarter
+	// of the tick's budget kept for the rest; then the rest by how long
+	// they waited for their band; then near ones again if any is left.
+	sort.SliceStable(cands, func(a, b int) bool { return cands[a].s > cands[b].s })
+	bandOf := func(c cand) int {
+		if c.o != nil {
+			return c.o.band
+		}
+		return 0
+	}
+	reserve := budget * n.opts.Tick.Seconds() / 4
+	taken := make([]bool, len(cands))
+	admit := func(near bool, floor float64) {
+		for k, c := range cands {
+			if taken[k] || (bandOf(c) == 0) != near || (budget > 0 && ps.tokens <= floor) {
+				continue
+			}
+			taken[k] = true
+			if c.o != nil {
+				first = append(first, c.o)
+				delete(ps.owed, c.o.rec.Slot)
+				ps.tokens -= float64(len(c.o.rec.Encoded()))
+			} else {
+				ps.tokens -= float64(len(f.log[sub[c.j]].rec.Encoded()))
+			}
+		}
+	}
+	admit(true, reserve)
+	admit(false, 0)
+	admit(true, 0)
+	for k, c := range cands {
+		if !taken[k] && c.o == nil {
 			// A near update that does not fit waits, first in line next
 			// time (it will have waited a tick).
 			e := &f.log[sub[c.j]]
 			ps.owed[e.rec.Slot] = &owedRec{rec: e.rec, v: verdict(c.j), since: ps.tick, band: 0}
 			ps.skip[c.j] = true
-		}
-		if fits && budget > 0 {
-			rec := c.o
-			if rec == nil {
-				ps.tokens -= float64(len(f.log[sub[c.j]].rec.Encoded()))
-			} else {
-				ps.tokens -= float64(len(rec.rec.Encoded()))
-			}
 		}
 	}
 	return first

@@ -80,6 +80,12 @@ type loadReport struct {
 	AlloInconsistent     int `json:"allo_inconsistent"`
 	SnapshotClients      int `json:"snapshot_clients"`
 	SnapshotInconsistent int `json:"snapshot_inconsistent"`
+	// What the crowd scenarios add (--near).
+	BytesPerClient float64 `json:"bytes_per_client_per_second"`
+	NearP99ms      float64 `json:"near_p99_ms"`
+	FarStaleP99ms  float64 `json:"far_stale_p99_ms"`
+	FarStaleMaxMs  float64 `json:"far_stale_max_ms"`
+	Repairs        float64 `json:"repairs"`
 }
 
 // startLoad runs the load tool in the background, for traffic that is not
@@ -123,6 +129,7 @@ func measureLoad(tb testing.TB, cmd *exec.Cmd, cpu func() time.Duration, atStart
 	var rep loadReport
 	var cpu0, used time.Duration
 	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 64<<10), 4<<20) // the report carries its timeline
 	for sc.Scan() {
 		switch line := sc.Text(); {
 		case line == "measuring":

@@ -67,10 +67,34 @@ type report struct {
 	SnapshotP50ms        float64 `json:"snapshot_p50_ms,omitempty"`
 	SnapshotP99ms        float64 `json:"snapshot_p99_ms,omitempty"`
 	SnapshotInconsistent int     `json:"snapshot_inconsistent,omitempty"`
+	// BytesPerClientPerS is what one client was delivered a second.
+	BytesPerClientPerS float64 `json:"bytes_per_client_per_second"`
+	// NearP99ms is the p99 latency of the objects within --near of an
+	// observer's own; FarP99ms and FarMaxMs those beyond 4 × --near: how
+	// stale the farthest get.
+	NearP99ms float64 `json:"near_p99_ms,omitempty"`
+	FarP99ms  float64 `json:"far_p99_ms,omitempty"`
+	FarMaxMs  float64 `json:"far_max_ms,omitempty"`
+	// FarStaleP99ms and FarStaleMaxMs are how old the value a client
+	// showed of a far object had become when the next one arrived (the
+	// objects change every 1/--rate s, so never less than that).
+	FarStaleP99ms float64 `json:"far_stale_p99_ms,omitempty"`
+	FarStaleMaxMs float64 `json:"far_stale_max_ms,omitempty"`
+	// NodeCPUCores is the nodes' CPU over the window (summed over the
+	// nodes), per client-second and per delivered record; NodeRSSMiB
+	// their peak resident memory; Repairs their anti-entropy repairs
+	// over the window. Zero when no node answered /metrics.
+	NodeCPUCores       float64 `json:"node_cpu_cores,omitempty"`
+	NodeCPUPerClientMs float64 `json:"node_cpu_ms_per_client_second,omitempty"`
+	NodeCPUPerRecordUs float64 `json:"node_cpu_us_per_record,omitempty"`
+	NodeRSSMiB         float64 `json:"node_rss_mib,omitempty"`
+	Repairs            float64 `json:"repairs"`
+	// Timeline is the run second by second.
+	Timeline []sample `json:"timeline,omitempty"`
 }
 
 func main() {
-	url := flag.String("url", "ws://127.0.0.1:8080/ws", "node WebSocket URL")
+	url := flag.String("url", "ws://127.0.0.1:8080/ws", "node WebSocket URL; several, comma-separated (mesh members, proxies), spread the clients over them round robin")
 	clients := flag.Int("clients", 200, "number of clients")
 	rate := flag.Float64("rate", 20, "updates per second per client; 0 makes pure observers that own nothing")
 	warmup := flag.Duration("warmup", 2*time.Second, "time before measuring")
@@ -91,11 +115,26 @@ func main() {
 	snapshotAddr := flag.String("snapshot-addr", "127.0.0.1:7777", "the node's snapshot endpoint (host:port, UDP)")
 	rooms := flag.Int("rooms", 0, "if positive, put the clients in this many rooms, round robin (client i in room-<i mod rooms>), each client's object in its room: the node sends each only its room's objects")
 	persistent := flag.Bool("persistent", false, "mark the clients' objects \"persistent\": true, so that a node with a store writes every update to disk")
+	spacing := flag.Float64("spacing", 10, "with --interest, the distance between neighbouring clients' objects on the grid")
+	move := flag.Float64("move", 0, "with --interest, each update moves the client's object on a circle of this radius around its place")
+	budget := flag.Int("budget", 0, "bytes per second each client asks the node for at most (metadata \"budget\"; the node sends the nearest objects first); 0: no limit")
+	near := flag.Float64("near", 0, "if positive, observers also report the latency of objects within this distance of their own (near) and beyond 4 times it (far: their staleness)")
+	scenario := flag.String("scenario", "", "a preset of the flags above, which flags given override:"+scenarioHelp())
+	htmlOut := flag.String("html", "", "also write a self-contained HTML report (plots of latency, bytes per client, node CPU and RSS, repairs over time) to this file")
 	flag.Parse()
+	if err := applyScenario(flag.CommandLine, *scenario); err != nil {
+		fmt.Fprintln(os.Stderr, "solipsism-load:", err)
+		os.Exit(2)
+	}
+	urls := strings.Split(*url, ",")
+	if *scenario == "mesh" && len(urls) < 2 {
+		fmt.Fprintln(os.Stderr, "solipsism-load: --scenario mesh: give the members' URLs, comma-separated, in --url")
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg := &config{url: *url, outJSON: *jsonOut, check: *check, progress: *progress,
+	cfg := &config{url: urls[0], urls: urls, spacing: *spacing, move: *move, budget: *budget, near: *near, html: *htmlOut, scenario: *scenario, outJSON: *jsonOut, check: *check, progress: *progress,
 		churners: *churn, stalled: *stall, settle: *settle, interest: *interest, token: *token,
 		allo: *allo, alloURL: *alloURL, snapshots: *snapshots, snapshotAddr: *snapshotAddr, persistent: *persistent, rooms: *rooms}
 	if *token != "" {
@@ -113,6 +152,10 @@ func main() {
 // config is how the tool runs, from its flags.
 type config struct {
 	url                      string
+	urls                     []string
+	spacing, move, near      float64
+	budget                   int
+	html, scenario           string
 	dialOpts                 *websocket.DialOptions
 	token                    string
 	outJSON, check, progress bool
@@ -127,10 +170,6 @@ type config struct {
 	allo, snapshots       int
 	alloURL, snapshotAddr string
 }
-
-// gridSpacing is the distance between neighbouring clients' objects with
-// --interest.
-const gridSpacing = 10
 
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
@@ -150,6 +189,10 @@ type stats struct {
 	firstDial   atomic.Value // string
 	mu          sync.Mutex
 	latencies   []time.Duration
+	// near and far are the observers' latencies of near and far objects
+	// (--near); win* the samples since the timeline last took them.
+	near, far, farStale     []time.Duration
+	winAll, winNear, winFar []time.Duration
 	// Latencies seen by the Alloverse and snapshot clients.
 	alloLat, snapLat []time.Duration
 }
@@ -158,6 +201,37 @@ type stats struct {
 func (st *stats) fail(err error) {
 	st.errors.Add(1)
 	st.firstError.CompareAndSwap(nil, err.Error())
+}
+
+// observe adds an observer's latency sample of an object dist away.
+// stale, if not negative, is how old the value the client showed until
+// then had become.
+func (st *stats) observe(lat, stale time.Duration, dist, near float64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.latencies = append(st.latencies, lat)
+	st.winAll = append(st.winAll, lat)
+	switch {
+	case near <= 0:
+	case dist <= near:
+		st.near = append(st.near, lat)
+		st.winNear = append(st.winNear, lat)
+	case dist > 4*near:
+		st.far = append(st.far, lat)
+		st.winFar = append(st.winFar, lat)
+		if stale >= 0 {
+			st.farStale = append(st.farStale, stale)
+		}
+	}
+}
+
+// takeWindow returns the samples since it was last called.
+func (st *stats) takeWindow() (all, near, far []time.Duration) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	all, near, far = st.winAll, st.winNear, st.winFar
+	st.winAll, st.winNear, st.winFar = nil, nil, nil
+	return all, near, far
 }
 
 // record adds latency samples to one of st's lists.
@@ -203,7 +277,8 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 	cfg.side = side
 	for i := 0; i < n; i++ {
 		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-		c, _, err := websocket.Dial(dctx, cfg.url, cfg.dialOpts)
+		curl := cfg.urls[i%len(cfg.urls)]
+		c, _, err := websocket.Dial(dctx, curl, cfg.dialOpts)
 		dcancel()
 		if err != nil {
 			return fmt.Errorf("client %d: %w", i, err)
@@ -212,10 +287,10 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 		// Each client starts at once, as a real one does: it answers the
 		// node's handshake while the others are still connecting.
 		cl := &client{id: fmt.Sprintf("load-%08d-%08d", os.Getpid()%100000000, i), obj: fmt.Sprintf("obj-%08d-%08d", os.Getpid()%100000000, i),
-			world: map[string]string{}, cfg: cfg,
+			world: map[string]string{}, cfg: cfg, url: curl, phase: float64(i) * 2.399,
 			c: c, st: &st, observer: i < observers, idle: idle || rate <= 0}
 		if cfg.interest > 0 {
-			cl.at = [3]float64{float64(i%side) * gridSpacing, 0, float64(i/side) * gridSpacing}
+			cl.at = [3]float64{float64(i%side) * cfg.spacing, 0, float64(i/side) * cfg.spacing}
 			r := cfg.interest
 			cl.box = &peer.Box{Min: [3]float64{cl.at[0] - r, -r, cl.at[2] - r}, Max: [3]float64{cl.at[0] + r, r, cl.at[2] + r}}
 		}
@@ -257,6 +332,7 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 			fmt.Println("measuring")
 		}
 		stopProgress := startProgress(cfg, &st, n)
+		tl := startTimeline(&st, cfg.urls, n)
 		churnCtx, stopChurn := context.WithCancel(ctx)
 		var churnWG sync.WaitGroup
 		for i := range cfg.churners {
@@ -271,6 +347,7 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 		case <-ctx.Done():
 		}
 		st.measuring.Store(false)
+		samples := tl.end()
 		stopProgress()
 		stopChurn()
 		churnWG.Wait()
@@ -286,14 +363,20 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 			// client on a busy machine) gets up to --settle to catch up.
 			time.Sleep(time.Second)
 			for deadline := time.Now().Add(cfg.settle); ; time.Sleep(time.Second) {
-				node, err := nodeWorld(cfg.url, cfg.token)
+				nodes := map[string]map[string]nodeObject{}
+				var err error
+				for _, u := range cfg.urls {
+					if nodes[u], err = nodeWorld(u, cfg.token); err != nil {
+						break
+					}
+				}
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "solipsism-load: check:", err)
 					st.fail(err)
 					break
 				}
-				checked, inconsistent = checkMirrors(node, clients)
-				bc = bridged.check(node)
+				checked, inconsistent = checkMirrors(nodes, clients)
+				bc = bridged.check(nodes[cfg.url])
 				if inconsistent+bc.allo+bc.snaps == 0 {
 					break
 				}
@@ -313,6 +396,16 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 			Errors: st.errors.Load(), Reconnects: st.reconnects.Load(), FirstError: firstError(&st),
 			DialRetries: st.dialRetries.Load(), FirstDialError: loadString(&st.firstDial), Checked: checked, Inconsistent: inconsistent}
 		bridged.fill(&r, &st, bc)
+		fillNodes(&r, &st, tl, samples, secs)
+		if cfg.html != "" {
+			title := cfg.scenario
+			if title == "" {
+				title = "custom"
+			}
+			if err := writeHTML(cfg.html, fmt.Sprintf("%s, %d clients on %d node(s)", title, n, len(cfg.urls)), r); err != nil {
+				fmt.Fprintln(os.Stderr, "solipsism-load: --html:", err)
+			}
+		}
 		if cfg.outJSON {
 			b, _ := json.Marshal(r)
 			fmt.Println(string(b))
@@ -332,6 +425,12 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 type client struct {
 	cfg     *config
 	id, obj string
+	// url is the node the client connects to; phase its place on the
+	// circle it moves along (--move).
+	url   string
+	phase float64
+	// lastT is, for an observer, the "t" of each object's last delivery.
+	lastT map[string]int64
 	// at is the object's fixed place and box the client's interest, with
 	// --interest.
 	at  [3]float64
@@ -411,7 +510,7 @@ func (cl *client) reconnect(ctx context.Context) bool {
 			return false
 		}
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		c, _, err := websocket.Dial(dctx, cl.cfg.url, cl.cfg.dialOpts)
+		c, _, err := websocket.Dial(dctx, cl.url, cl.cfg.dialOpts)
 		cancel()
 		if err == nil {
 			c.SetReadLimit(64 << 20)
@@ -449,15 +548,6 @@ func (cl *client) add(t int64) []byte {
 		time.Now().UnixMilli(), cl.obj, cl.id, cl.position(0), t, persistent)
 }
 
-// position is where the client's object is at its i-th update: in its
-// grid cell with --interest, else moving along x.
-func (cl *client) position(i int) string {
-	if cl.box != nil {
-		return fmt.Sprintf("[%g,%g,%g]", cl.at[0], cl.at[1], cl.at[2])
-	}
-	return fmt.Sprintf("[%d,1,2]", i)
-}
-
 // metadata is the client's answer to requestMetadata: with the resume
 // token the node handed it, once it has one, so that after a reconnect it
 // takes its identifier (and object) back from the connection the node
@@ -470,6 +560,9 @@ func (cl *client) metadata() []byte {
 	}
 	if cl.room != "" {
 		resume += `,"rooms":["` + cl.room + `"]`
+	}
+	if cl.cfg.budget > 0 {
+		resume += fmt.Sprintf(`,"budget":%d`, cl.cfg.budget)
 	}
 	if cl.box == nil {
 		return fmt.Appendf(nil, `["metadataChange",{"identifier":"%s","identifierChain":["%s"]%s}]`, cl.id, cl.id, resume)
@@ -577,7 +670,8 @@ func (cl *client) observe(b []byte) {
 		Changes []struct {
 			ID         string `json:"id"`
 			Properties struct {
-				T int64 `json:"t"`
+				T        int64     `json:"t"`
+				Position []float64 `json:"position"`
 			} `json:"properties"`
 		} `json:"changes"`
 	}
@@ -585,17 +679,98 @@ func (cl *client) observe(b []byte) {
 		cl.st.fail(errors.New("a worldChange the client cannot decode"))
 		return
 	}
-	lat := make([]time.Duration, 0, len(wc.Changes))
 	for _, c := range wc.Changes {
 		if c.Properties.T > 0 && c.ID != cl.obj {
-			lat = append(lat, time.Duration(now-c.Properties.T))
+			dist := -1.0
+			if len(c.Properties.Position) == 3 {
+				dist = cl.distance([3]float64(c.Properties.Position))
+			}
+			// Just before this, the client showed the value of the last
+			// delivery: as old as that value is now.
+			stale := time.Duration(-1)
+			if cl.lastT == nil {
+				cl.lastT = map[string]int64{}
+			}
+			if prev := cl.lastT[c.ID]; prev > 0 {
+				stale = time.Duration(now - prev)
+			}
+			cl.lastT[c.ID] = c.Properties.T
+			cl.st.observe(time.Duration(now-c.Properties.T), stale, dist, cl.cfg.near)
 		}
 	}
-	cl.st.record(&cl.st.latencies, lat...)
 }
 
-// mirror applies a worldChange to the client's copy of the world.
+// mirror applies a worldChange to the client's copy of the world. It
+// scans the node's encoding (peer.AppendChange: each change an object
+// starting {"type":"…","id":"…", its "t" a number) rather than decoding
+// it, which would cost the tool more than the node spends sending it;
+// anything it does not expect goes to mirrorJSON.
 func (cl *client) mirror(b []byte) {
+	// An escaped string, or an object with a "type" inside properties
+	// (every change has an owner; such an object has none), is decoded.
+	if bytes.IndexByte(b, '\\') >= 0 || bytes.Count(b, typeKey) != bytes.Count(b, []byte(`"owner":`)) {
+		cl.mirrorJSON(b)
+		return
+	}
+	type change struct{ typ, id, t string }
+	var out []change
+	rest := b
+	for {
+		i := bytes.Index(rest, typeKey)
+		if i < 0 {
+			break
+		}
+		rest = rest[i+len(typeKey):]
+		typ, after, ok := bytes.Cut(rest, []byte(`"`))
+		if !ok || !bytes.HasPrefix(after, []byte(`,"id":"`)) {
+			cl.mirrorJSON(b)
+			return
+		}
+		id, after, ok := bytes.Cut(after[len(`,"id":"`):], []byte(`"`))
+		if !ok {
+			cl.mirrorJSON(b)
+			return
+		}
+		c := change{typ: string(typ), id: string(id)}
+		switch c.typ {
+		case "add", "update", "remove", "transfer":
+		default:
+			cl.mirrorJSON(b)
+			return
+		}
+		end := bytes.Index(after, typeKey)
+		if end < 0 {
+			end = len(after)
+		}
+		if k := bytes.Index(after[:end], []byte(`"t":`)); k >= 0 {
+			v := after[k+4 : end]
+			n := 0
+			for n < len(v) && (v[n] >= '0' && v[n] <= '9' || v[n] == '-') {
+				n++
+			}
+			c.t = string(v[:n])
+		}
+		out = append(out, c)
+		rest = after
+	}
+	cl.wmuMirror.Lock()
+	defer cl.wmuMirror.Unlock()
+	for _, c := range out {
+		switch {
+		case c.typ == "remove":
+			delete(cl.world, c.id)
+		case c.t != "":
+			cl.world[c.id] = c.t
+		default:
+			if _, ok := cl.world[c.id]; !ok {
+				cl.world[c.id] = ""
+			}
+		}
+	}
+}
+
+// mirrorJSON is mirror by decoding.
+func (cl *client) mirrorJSON(b []byte) {
 	var msg []json.RawMessage
 	if json.Unmarshal(b, &msg) != nil || len(msg) != 2 {
 		cl.st.fail(errors.New("a worldChange the client cannot decode"))
@@ -681,11 +856,12 @@ func nodeWorld(wsURL, token string) (map[string]nodeObject, error) {
 // checkMirrors compares every client's copy of the world with what the
 // node holds for it: everything but its own object (a node never sends a
 // client its own), within its interest box if it has one.
-func checkMirrors(node map[string]nodeObject, cls []*client) (checked, inconsistent int) {
+func checkMirrors(nodes map[string]map[string]nodeObject, cls []*client) (checked, inconsistent int) {
 	for _, cl := range cls {
 		if cl.idle {
 			continue
 		}
+		node := nodes[cl.url]
 		checked++
 		want := 0
 		cl.wmuMirror.Lock()
@@ -747,6 +923,16 @@ func printTable(r report) {
 	fmt.Fprintf(w, "records delivered\t%.0f /s\n", r.DeliveredPerS)
 	fmt.Fprintf(w, "bytes delivered\t%.0f /s\n", r.BytesPerS)
 	fmt.Fprintf(w, "latency p50 / p95 / p99 / max\t%.1f / %.1f / %.1f / %.1f ms (%d samples)\n", r.P50ms, r.P95ms, r.P99ms, r.MaxMs, r.LatencySamples)
+	if r.NearP99ms > 0 || r.FarP99ms > 0 {
+		fmt.Fprintf(w, "near p99; far p99 / max\t%.1f ms; %.1f / %.1f ms\n", r.NearP99ms, r.FarP99ms, r.FarMaxMs)
+		fmt.Fprintf(w, "far staleness p99 / max\t%.1f / %.1f ms\n", r.FarStaleP99ms, r.FarStaleMaxMs)
+	}
+	fmt.Fprintf(w, "bytes per client\t%.0f /s\n", r.BytesPerClientPerS)
+	if r.NodeCPUCores > 0 {
+		fmt.Fprintf(w, "node CPU\t%.2f cores (%.2f ms per client-second, %.1f µs per record)\n", r.NodeCPUCores, r.NodeCPUPerClientMs, r.NodeCPUPerRecordUs)
+		fmt.Fprintf(w, "node RSS (peak)\t%.0f MiB\n", r.NodeRSSMiB)
+	}
+	fmt.Fprintf(w, "repairs\t%.0f\n", r.Repairs)
 	fmt.Fprintf(w, "errors\t%d\n", r.Errors)
 	fmt.Fprintf(w, "reconnects\t%d\n", r.Reconnects)
 	fmt.Fprintf(w, "dial retries\t%d\n", r.DialRetries)
@@ -808,7 +994,7 @@ func churn(ctx context.Context, cfg *config, k int, st *stats) {
 					// the world, seen by those around it.
 					props := `"churn":true`
 					if cfg.interest > 0 {
-						props += fmt.Sprintf(`,"position":[%d,0,%d]`, (k*7+i*13)%cfg.side*gridSpacing, (k*11+i*5)%cfg.side*gridSpacing)
+						props += fmt.Sprintf(`,"position":[%g,0,%g]`, float64((k*7+i*13)%cfg.side)*cfg.spacing, float64((k*11+i*5)%cfg.side)*cfg.spacing)
 					}
 					c.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `["worldChange",{"timestamp":%d,"changes":[{"type":"add","id":"%s-obj","owner":"%s","properties":{%s}}]}]`, time.Now().UnixMilli(), id, id, props))
 				}
