@@ -2,7 +2,6 @@ package relay
 
 import (
 	"math"
-	"sort"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -41,7 +40,12 @@ type PriorityOptions struct {
 
 // prioState is what a link is owed, and its budget. Guarded by Node.mu.
 type prioState struct {
-	owed   map[uint32]*owedRec
+	owed map[uint32]*owedRec
+	// queues hold, by band, the owed updates in the order they began to
+	// wait (oldest first): the longest waiting of a band is at its head.
+	// An entry no longer owed, or since moved to a nearer band, is
+	// skipped.
+	queues []owedQueue
 	tick   uint64
 	tokens float64
 	last   time.Time
@@ -52,6 +56,12 @@ type prioState struct {
 	before map[int]*owedRec
 }
 
+// owedQueue is a band's owed updates, oldest first from head.
+type owedQueue struct {
+	items []*owedRec
+	head  int
+}
+
 // owedRec is an update a link waits for: its latest value, the verdict it
 // had, when it began waiting and how far it is.
 type owedRec struct {
@@ -59,12 +69,56 @@ type owedRec struct {
 	v     peer.Verdict
 	since uint64
 	band  int
+	done  bool // sent, or no longer owed
 }
 
 // score is how due an owed update is: 1 when its band's period has
 // passed, more the longer it waited.
 func (o *owedRec) score(tick uint64) float64 {
 	return float64(tick-o.since+1) / float64(uint64(1)<<o.band)
+}
+
+// owe adds an update to what the link is owed.
+func (ps *prioState) owe(o *owedRec) {
+	ps.owed[o.rec.Slot] = o
+	ps.queue(o)
+}
+
+// queue puts o at the end of its band's queue.
+func (ps *prioState) queue(o *owedRec) {
+	for len(ps.queues) <= o.band {
+		ps.queues = append(ps.queues, owedQueue{})
+	}
+	q := &ps.queues[o.band]
+	q.items = append(q.items, o)
+	if q.head > 64 && q.head > len(q.items)/2 {
+		q.items = append(q.items[:0:0], q.items[q.head:]...)
+		q.head = 0
+	}
+}
+
+// take removes o from what the link is owed.
+func (ps *prioState) take(o *owedRec) {
+	o.done = true
+	delete(ps.owed, o.rec.Slot)
+}
+
+// peek returns the longest waiting update of band b still owed there, or
+// nil.
+func (ps *prioState) peek(b int) *owedRec {
+	if b >= len(ps.queues) {
+		return nil
+	}
+	q := &ps.queues[b]
+	for q.head < len(q.items) {
+		if o := q.items[q.head]; !o.done && o.band == b {
+			return o
+		}
+		q.items[q.head] = nil
+		q.head++
+	}
+	q.items, q.head = q.items[:0], 0
+	return nil
 }
 
 // budgetLocked returns ls's budget in bytes per second, 0 for none. n.mu
@@ -78,25 +132,26 @@ func (n *Node) budgetLocked(ls *linkState) int {
 }
 
 // bandOf returns the band of position p for region boxes: 0 within Near
-// of a box's centre.
+// of a box's centre, b within Near·2^b (squared distances: no roots).
 func (n *Node) bandOf(p [3]float64, boxes []peer.Box) int {
 	near := n.opts.Priority.Near
 	if near <= 0 || len(boxes) == 0 {
 		return 0
 	}
-	d := math.Inf(1)
-	for _, b := range boxes {
+	d2 := math.Inf(1)
+	for _, bx := range boxes {
 		var s float64
 		for k := range 3 {
-			c := (b.Min[k] + b.Max[k]) / 2
+			c := (bx.Min[k] + bx.Max[k]) / 2
 			s += (p[k] - c) * (p[k] - c)
 		}
-		d = min(d, math.Sqrt(s))
+		d2 = min(d2, s)
 	}
-	if d <= near {
-		return 0
+	band, r2 := 0, near*near
+	for band < n.opts.Priority.Bands-1 && d2 > r2 {
+		band, r2 = band+1, r2*4
 	}
-	return min(n.opts.Priority.Bands-1, int(math.Ceil(math.Log2(d/near))))
+	return band
 }
 
 // prioritised reports whether priority or a budget applies to ls now.
@@ -144,12 +199,7 @@ func (n *Node) planLocked(ls *linkState, sub []int, verdict func(j int) peer.Ver
 			seen[s] = true
 		}
 	}
-	type cand struct {
-		j int
-		o *owedRec
-		s float64
-	}
-	var cands []cand
+	var fresh []int // near updates of this flush, not owed before
 	forced := 0
 	for j, i := range sub {
 		e := &f.log[i]
@@ -161,7 +211,7 @@ func (n *Node) planLocked(ls *linkState, sub []int, verdict func(j int) peer.Ver
 					ps.before = map[int]*owedRec{}
 				}
 				ps.before[j] = o
-				delete(ps.owed, e.rec.Slot)
+				ps.take(o)
 				forced += len(o.rec.Encoded())
 			}
 			if v != peer.Skip && v != peer.Echo {
@@ -172,24 +222,22 @@ func (n *Node) planLocked(ls *linkState, sub []int, verdict func(j int) peer.Ver
 		band := n.bandOf(e.p, ls.region.boxes)
 		if o := ps.owed[e.rec.Slot]; o != nil {
 			o.rec = peer.Coalesce(o.rec, e.rec)
-			o.band = min(o.band, band)
 			if v == peer.Send {
 				o.v = peer.Send
+			}
+			if band < o.band {
+				o.band = band // it came nearer: it waits in its new band
+				ps.queue(o)
 			}
 			ps.skip[j] = true
 			continue
 		}
 		if band == 0 {
-			cands = append(cands, cand{j: j, s: 1})
+			fresh = append(fresh, j)
 			continue
 		}
-		ps.owed[e.rec.Slot] = &owedRec{rec: e.rec, v: v, since: ps.tick, band: band}
+		ps.owe(&owedRec{rec: e.rec, v: v, since: ps.tick, band: band})
 		ps.skip[j] = true
-	}
-	for _, o := range ps.owed {
-		if s := o.score(ps.tick); s >= 1 {
-			cands = append(cands, cand{o: o, s: s})
-		}
 	}
 	if budget > 0 {
 		// What cannot wait is sent whatever the budget, and counted; the
@@ -197,44 +245,43 @@ func (n *Node) planLocked(ls *linkState, sub []int, verdict func(j int) peer.Ver
 		// adds does not starve the updates for long.
 		ps.tokens = max(ps.tokens-float64(forced), -budget*max(2*n.opts.Tick.Seconds(), 0.1))
 	}
-	// Near objects first, those that waited longest first, with a quarter
-	// of the tick's budget kept for the rest; then the rest by how long
-	// they waited for their band; then near ones again if any is left.
-	sort.SliceStable(cands, func(a, b int) bool { return cands[a].s > cands[b].s })
-	bandOf := func(c cand) int {
-		if c.o != nil {
-			return c.o.band
-		}
-		return 0
+	fits := func(floor float64) bool { return budget <= 0 || ps.tokens > floor }
+	send := func(o *owedRec) {
+		first = append(first, o)
+		ps.take(o)
+		ps.tokens -= float64(len(o.rec.Encoded()))
 	}
-	reserve := budget * n.opts.Tick.Seconds() / 4
-	taken := make([]bool, len(cands))
-	admit := func(near bool, floor float64) {
-		for k, c := range cands {
-			if taken[k] || (bandOf(c) == 0) != near || (budget > 0 && ps.tokens <= floor) {
-				continue
-			}
-			taken[k] = true
-			if c.o != nil {
-				first = append(first, c.o)
-				delete(ps.owed, c.o.rec.Slot)
-				ps.tokens -= float64(len(c.o.rec.Encoded()))
-			} else {
-				ps.tokens -= float64(len(f.log[sub[c.j]].rec.Encoded()))
-			}
+	// Near objects first, those that waited first, with a quarter of the
+	// tick's budget kept for the rest; then the rest by how long they
+	// waited for their band; then near ones again if any is left.
+	next := 0 // of fresh
+	near := func(floor float64) {
+		for o := ps.peek(0); o != nil && fits(floor); o = ps.peek(0) {
+			send(o)
+		}
+		for ; next < len(fresh) && fits(floor); next++ {
+			ps.tokens -= float64(len(f.log[sub[fresh[next]]].rec.Encoded()))
 		}
 	}
-	admit(true, reserve)
-	admit(false, 0)
-	admit(true, 0)
-	for k, c := range cands {
-		if !taken[k] && c.o == nil {
-			// A near update that does not fit waits, first in line next
-			// time (it will have waited a tick).
-			e := &f.log[sub[c.j]]
-			ps.owed[e.rec.Slot] = &owedRec{rec: e.rec, v: verdict(c.j), since: ps.tick, band: 0}
-			ps.skip[c.j] = true
+	near(budget * n.opts.Tick.Seconds() / 4)
+	for fits(0) {
+		var best *owedRec
+		for b := 1; b < len(ps.queues); b++ {
+			if o := ps.peek(b); o != nil && o.score(ps.tick) >= 1 && (best == nil || o.score(ps.tick) > best.score(ps.tick)) {
+				best = o
+			}
 		}
+		if best == nil {
+			break
+		}
+		send(best)
+	}
+	near(0)
+	for _, j := range fresh[next:] {
+		// A near update that does not fit waits, first in line next time
+		// (it will have waited a tick).
+		ps.owe(&owedRec{rec: f.log[sub[j]].rec, v: verdict(j), since: ps.tick})
+		ps.skip[j] = true
 	}
 	return first
 }
@@ -257,25 +304,16 @@ func (n *Node) sendOwedLocked(ls *linkState, owner string) {
 		return
 	}
 	var out []*owedRec
-	for slot, o := range ls.prio.owed {
+	for _, o := range ls.prio.owed {
 		if owner == "" || o.rec.Owner == owner {
 			out = append(out, o)
-			delete(ls.prio.owed, slot)
+			ls.prio.take(o)
 		}
 	}
+	if owner == "" {
+		ls.prio.queues = nil
+	}
 	n.offerOwedLocked(ls, out)
-}
-
-// sendOwedSlotLocked sends ls what it is owed of the object in slot, if
-// anything. n.mu must be held.
-func (n *Node) sendOwedSlotLocked(ls *linkState, slot uint32) {
-	if ls.prio == nil {
-		return
-	}
-	if o := ls.prio.owed[slot]; o != nil {
-		delete(ls.prio.owed, slot)
-		n.offerOwedLocked(ls, []*owedRec{o})
-	}
 }
 
 // offerOwedLocked offers ls owed updates, each with its verdict, whole
