@@ -214,7 +214,9 @@ func (n *Node) planLocked(ls *linkState, sub []int, verdict func(j int) peer.Ver
 				ps.take(o)
 				forced += len(o.rec.Encoded())
 			}
-			if v != peer.Skip && v != peer.Echo {
+			if v == peer.Send || v == peer.Reveal {
+				// (A hide or keep of an object the peer lacks sends
+				// nothing: only what surely goes is counted.)
 				forced += len(e.rec.Encoded())
 			}
 			continue

@@ -21,7 +21,7 @@ type scaleTopo struct {
 // -1 (the load comes from one address).
 func startScaleTopo(tb testing.TB, name string) scaleTopo {
 	tb.Helper()
-	base := []string{"--max-conns-per-ip", "-1", "--log-level", "warn"}
+	base := []string{"--max-conns-per-ip", "-1"}
 	kind, nStr, _ := strings.Cut(name, "-")
 	n, _ := strconv.Atoi(nStr)
 	switch kind {

@@ -94,7 +94,7 @@ type report struct {
 }
 
 func main() {
-	url := flag.String("url", "ws://127.0.0.1:8080/ws", "node WebSocket URL; several, comma-separated (mesh members, proxies), spread the clients over them round robin")
+	url := flag.String("url", "ws://127.0.0.1:8080/ws", "node WebSocket URL; several, comma-separated (mesh members, proxies), spread the clients over them in contiguous blocks (rows of the --interest grid: each node serves a part of the world)")
 	clients := flag.Int("clients", 200, "number of clients")
 	rate := flag.Float64("rate", 20, "updates per second per client; 0 makes pure observers that own nothing")
 	warmup := flag.Duration("warmup", 2*time.Second, "time before measuring")
@@ -277,7 +277,9 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 	cfg.side = side
 	for i := 0; i < n; i++ {
 		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-		curl := cfg.urls[i%len(cfg.urls)]
+		// Contiguous blocks (rows of the grid): each node serves a part of
+		// the world, as a deployment sharded by region does.
+		curl := cfg.urls[i*len(cfg.urls)/n]
 		c, _, err := websocket.Dial(dctx, curl, cfg.dialOpts)
 		dcancel()
 		if err != nil {
