@@ -307,16 +307,21 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 		n.offerOwedLocked(ls, n.planLocked(ls, sub, func(j int) peer.Verdict { return n.regionVerdict(ls, sub[j], n.verdict(ls, sub[j])) }))
 		ps = ls.prio
 	}
-	offer := func(idx []int) {
-		if len(idx) == 0 {
+	// offer offers the entries at positions js of sub; under priority with
+	// the verdicts the plan took.
+	offer := func(js []int) {
+		if len(js) == 0 {
 			return
 		}
 		recs = recs[:0]
-		for _, i := range idx {
-			recs = append(recs, f.recs[i])
+		for _, j := range js {
+			recs = append(recs, f.recs[sub[j]])
 		}
-		verdict := func(j int) peer.Verdict { return n.regionVerdict(ls, idx[j], n.verdict(ls, idx[j])) }
-		fullj := func(j int) *peer.Record { return full(idx[j]) }
+		verdict := func(k int) peer.Verdict { return n.regionVerdict(ls, sub[js[k]], n.verdict(ls, sub[js[k]])) }
+		if ps != nil {
+			verdict = func(k int) peer.Verdict { return ps.v[js[k]] }
+		}
+		fullj := func(k int) *peer.Record { return full(sub[js[k]]) }
 		if ls.att != nil {
 			ls.att.offer(recs, verdict, fullj)
 		} else {
@@ -330,23 +335,21 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 		for to < len(sub) && sub[to] < upTo {
 			to++
 		}
-		if ps == nil {
-			offer(sub[from:to])
-			from = to
-			return
-		}
 		// Under priority: without the entries that wait, and with what is
 		// owed of an object before its entry that cannot wait.
 		kept = kept[:0]
 		for j := from; j < to; j++ {
-			if o := ps.before[j]; o != nil {
-				offer(kept)
-				kept = kept[:0]
-				n.offerOwedLocked(ls, []*owedRec{o})
+			if ps != nil {
+				if o := ps.before[j]; o != nil {
+					offer(kept)
+					kept = kept[:0]
+					n.offerOwedLocked(ls, []*owedRec{o})
+				}
+				if ps.skip[j] {
+					continue
+				}
 			}
-			if !ps.skip[j] {
-				kept = append(kept, sub[j])
-			}
+			kept = append(kept, j)
 		}
 		offer(kept)
 		from = to

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -54,6 +55,8 @@ type prioState struct {
 	// entry j's object, to go before it.
 	skip   []bool
 	before map[int]*owedRec
+	// v holds the verdicts of this flush's sub, as the plan took them.
+	v []peer.Verdict
 }
 
 // owedQueue is a band's owed updates, oldest first from head.
@@ -183,7 +186,9 @@ func (n *Node) planLocked(ls *linkState, sub []int, verdict func(j int) peer.Ver
 		ps.last = now
 	}
 	f := &n.fan
-	ps.skip = append(ps.skip[:0], make([]bool, len(sub))...)
+	ps.skip = slices.Grow(ps.skip[:0], len(sub))[:len(sub)]
+	clear(ps.skip)
+	ps.v = slices.Grow(ps.v[:0], len(sub))[:len(sub)]
 	clear(ps.before)
 	var twice map[uint32]bool
 	if !f.unique {
@@ -204,6 +209,7 @@ func (n *Node) planLocked(ls *linkState, sub []int, verdict func(j int) peer.Ver
 	for j, i := range sub {
 		e := &f.log[i]
 		v := verdict(j)
+		ps.v[j] = v
 		if e.rec.Type != gameworld.Update || (v != peer.Send && v != peer.Keep) || !e.hasP || twice[e.rec.Slot] {
 			if o := ps.owed[e.rec.Slot]; o != nil {
 				// What it is owed of the object goes first.
@@ -282,7 +288,7 @@ func (n *Node) planLocked(ls *linkState, sub []int, verdict func(j int) peer.Ver
 	for _, j := range fresh[next:] {
 		// A near update that does not fit waits, first in line next time
 		// (it will have waited a tick).
-		ps.owe(&owedRec{rec: f.log[sub[j]].rec, v: verdict(j), since: ps.tick})
+		ps.owe(&owedRec{rec: f.log[sub[j]].rec, v: ps.v[j], since: ps.tick})
 		ps.skip[j] = true
 	}
 	return first
