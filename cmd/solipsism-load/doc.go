@@ -18,5 +18,13 @@
 // snapshot clients that follow the world, write an object of their own and
 // report their own latency and consistency.
 //
+// --scenario presets the flags for a crowd in one area, clients spread over
+// a big world, rooms, or a mesh (several --url, each node a contiguous part
+// of the clients). --near splits the observers' latency into near and far
+// objects, with how stale the far ones get. Every second of the measured
+// window it samples the latency, the bytes per client and the nodes' CPU,
+// RSS and repairs (their /metrics); --html writes all of it as a
+// self-contained report with plots.
+//
 //	solipsism-load --url ws://127.0.0.1:8080/ws --clients 200 --rate 20 --duration 10s
 package main
