@@ -210,7 +210,7 @@ func (n *Node) planLocked(ls *linkState, sub []int, verdict func(j int) peer.Ver
 		e := &f.log[i]
 		v := verdict(j)
 		ps.v[j] = v
-		if e.rec.Type != gameworld.Update || (v != peer.Send && v != peer.Keep) || !e.hasP || twice[e.rec.Slot] {
+		if e.rec.Type != gameworld.Update || (v != peer.Send && v != peer.Keep) || !e.hasP {
 			if o := ps.owed[e.rec.Slot]; o != nil {
 				// What it is owed of the object goes first.
 				if ps.before == nil {
@@ -240,10 +240,12 @@ func (n *Node) planLocked(ls *linkState, sub []int, verdict func(j int) peer.Ver
 			ps.skip[j] = true
 			continue
 		}
-		if band == 0 {
+		if band == 0 && !twice[e.rec.Slot] {
 			fresh = append(fresh, j)
 			continue
 		}
+		// Far, or one of several changes of the object in this flush
+		// (folded together, and due at once if near).
 		ps.owe(&owedRec{rec: e.rec, v: v, since: ps.tick, band: band})
 		ps.skip[j] = true
 	}

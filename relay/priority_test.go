@@ -135,6 +135,16 @@ func TestBudget(t *testing.T) {
 	full := wiretest.Dial(t, url, "client-ffffffff-ffffffff", wiretest.Options{Extra: map[string]any{"interest": region}})
 	for _, v := range []*wiretest.Peer{slow, full} {
 		v.Wait("the objects", 30*time.Second, func(o map[string]wiretest.Object) bool { return len(o) == len(ids) })
+		// The answer to its refresh request (the world as it is, outside
+		// any budget) too: it may come after the objects' adds.
+		waitFor(t, "the refresh answer", 10*time.Second, func() bool {
+			for _, m := range v.Messages() {
+				if m.Type == "worldChange" && strings.Contains(string(m.Data), `"refreshed":true`) {
+					return true
+				}
+			}
+			return false
+		})
 	}
 	_, slow0 := updatesOf(slow)
 	_, full0 := updatesOf(full)
