@@ -67,6 +67,8 @@ func short(v float64) string {
 		return fmt.Sprintf("%.1fM", v/1e6)
 	case v >= 1e4:
 		return fmt.Sprintf("%.0fk", v/1e3)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
 	case v >= 10:
 		return fmt.Sprintf("%.0f", v)
 	}
