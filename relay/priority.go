@@ -124,11 +124,17 @@ func (ps *prioState) peek(b int) *owedRec {
 	return nil
 }
 
-// budgetLocked returns ls's budget in bytes per second, 0 for none. n.mu
-// must be held.
+// budgetLocked returns ls's budget in bytes per second, 0 for none: what
+// its peer asked, capped by the node's cap, which does not apply to a
+// peer that relays others (a proxy, a page's worker: "role":"proxy"),
+// whose clients' budgets hold at their own links. n.mu must be held.
 func (n *Node) budgetLocked(ls *linkState) int {
+	md, _ := ls.link.Metadata()
 	b := n.opts.Priority.MaxBytesPerSecond
-	if md, ok := ls.link.Metadata(); ok && md.Budget > 0 && (b == 0 || md.Budget < b) {
+	if md.Role == ownership.Proxy.String() {
+		b = 0
+	}
+	if md.Budget > 0 && (b == 0 || md.Budget < b) {
 		b = md.Budget
 	}
 	return b

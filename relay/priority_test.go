@@ -113,11 +113,14 @@ func TestPriorityBands(t *testing.T) {
 	viewer.CheckClean()
 }
 
-// TestBudget: a viewer that asks for 3,000 bytes a second is sent about
-// that while 40 objects change every tick (far more), and then every
-// last value; another viewer, without a budget, is sent them all.
+// TestBudget: while 40 objects change every tick (about 60,000 bytes a
+// second), a viewer that asks for 3,000 bytes a second is sent about that,
+// one that asks nothing about the node's cap (6,000), and a relay (a
+// proxy, a page's worker: its clients are held at their own links)
+// everything; each then gets every last value.
 func TestBudget(t *testing.T) {
-	n, url := startNode(t, relay.Options{Tick: 50 * time.Millisecond, Priority: relay.PriorityOptions{MaxBytesPerSecond: 1 << 20}})
+	const budget, capB = 3000, 6000
+	n, url := startNode(t, relay.Options{Tick: 50 * time.Millisecond, Priority: relay.PriorityOptions{MaxBytesPerSecond: capB}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	writer := dialTick(t, ctx, url, 50*time.Millisecond)
@@ -130,10 +133,10 @@ func TestBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const budget = 3000
 	slow := wiretest.Dial(t, url, "client-ssssssss-ssssssss", wiretest.Options{Extra: map[string]any{"interest": region, "budget": budget}})
-	full := wiretest.Dial(t, url, "client-ffffffff-ffffffff", wiretest.Options{Extra: map[string]any{"interest": region}})
-	for _, v := range []*wiretest.Peer{slow, full} {
+	capped := wiretest.Dial(t, url, "client-cccccccc-cccccccc", wiretest.Options{Extra: map[string]any{"interest": region}})
+	relay_ := wiretest.Dial(t, url, "proxy-pppppppp-pppppppp", wiretest.Options{Extra: map[string]any{"interest": region, "role": "proxy"}})
+	for _, v := range []*wiretest.Peer{slow, capped, relay_} {
 		v.Wait("the objects", 30*time.Second, func(o map[string]wiretest.Object) bool { return len(o) == len(ids) })
 		// The answer to its refresh request (the world as it is, outside
 		// any budget) too: it may come after the objects' adds.
@@ -147,7 +150,8 @@ func TestBudget(t *testing.T) {
 		})
 	}
 	_, slow0 := updatesOf(slow)
-	_, full0 := updatesOf(full)
+	_, capped0 := updatesOf(capped)
+	_, relay0 := updatesOf(relay_)
 	start := time.Now()
 	const rounds = 60
 	for i := 1; i <= rounds; i++ {
@@ -158,18 +162,23 @@ func TestBudget(t *testing.T) {
 	}
 	took := time.Since(start).Seconds()
 	_, slow1 := updatesOf(slow)
-	_, full1 := updatesOf(full)
-	sent, unbounded := float64(slow1-slow0), float64(full1-full0)
-	t.Logf("over %.1f s: %.0f B/s to the viewer with a budget of %d, %.0f B/s to the one without", took, sent/took, budget, unbounded/took)
-	// The budget counts the records; messages add their envelope.
+	_, capped1 := updatesOf(capped)
+	_, relay1 := updatesOf(relay_)
+	sent, held, relayed := float64(slow1-slow0), float64(capped1-capped0), float64(relay1-relay0)
+	t.Logf("over %.1f s: %.0f B/s to the viewer that asked %d, %.0f B/s to the one held to the node's cap of %d, %.0f B/s to the relay",
+		took, sent/took, budget, held/took, capB, relayed/took)
+	// A budget counts the records; messages add their envelope.
 	if sent > 1.5*budget*took+budget {
-		t.Errorf("the viewer with a budget of %d B/s was sent %.0f B/s", budget, sent/took)
+		t.Errorf("the viewer that asked %d B/s was sent %.0f B/s", budget, sent/took)
 	}
-	if unbounded < 10*sent {
-		t.Errorf("the viewer without a budget was sent %.0f B, hardly more than the one with (%.0f B)", unbounded, sent)
+	if held > 1.5*capB*took+capB || held <= sent {
+		t.Errorf("the viewer held to the node's cap of %d B/s was sent %.0f B/s (the one that asked %d: %.0f)", capB, held/took, budget, sent/took)
+	}
+	if relayed < 5*held {
+		t.Errorf("the relay was sent %.0f B, hardly more than a capped client (%.0f B): the node's cap held it", relayed, held)
 	}
 	var diff string
-	for _, v := range []*wiretest.Peer{slow, full} {
+	for _, v := range []*wiretest.Peer{slow, capped, relay_} {
 		waitFor(t, "every last value", 30*time.Second, func() bool {
 			diff = viewerHolds(v, n, ids...)
 			return diff == ""

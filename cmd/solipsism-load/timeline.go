@@ -44,12 +44,16 @@ func metricsURL(ws string) string {
 	return strings.TrimSuffix(u, "/ws") + "/metrics"
 }
 
+// metricsClient gives up on a node that does not answer within a second,
+// so that a stuck node does not stop the timeline.
+var metricsClient = &http.Client{Timeout: time.Second}
+
 // readNodes reads every node's /metrics (those that do not answer are
 // left out).
 func readNodes(urls []string) nodeSample {
 	var s nodeSample
 	for _, u := range urls {
-		resp, err := http.Get(metricsURL(u))
+		resp, err := metricsClient.Get(metricsURL(u))
 		if err != nil {
 			continue
 		}
