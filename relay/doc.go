@@ -5,7 +5,7 @@
 // link's own objects back to it), a proxy (one upstream link toward a server
 // plus downstream clients, chainable to any depth) or a client (one upstream
 // link; package client wraps one as the Go client API). Servers can join a mesh
-// (JoinMesh): membership comes from hashicorp/memberlist, and each pair of
+// (JoinMesh): membership comes from package membership (hashicorp/memberlist), and each pair of
 // members keeps one mesh link carrying only what is local to its sender. The same routing code serves all
 // three: applied change records go to one shared log, offered once per tick
 // to every ready link, and ownership.MaySend decides per link. Every incoming record is
@@ -23,7 +23,8 @@
 // Every link between our peers proves convergence (digest.go): each side
 // periodically sends the other a digest of what it sent it, and the
 // buckets that differ are repaired and counted (Node.Repairs). What the
-// node accepts from its upstream and mesh members is bounded (quota.go),
+// node accepts from its upstream and mesh members is bounded (quota.go,
+// over package quota),
 // and a world behind a proxy that the upstream does not grant is refused
 // alone (identity.go). Work proportional to the world (a departure, a
 // refresh answer, a region change over everything) is taken a slice at a
@@ -69,7 +70,13 @@
 //
 // Where a capability needs state of its own, that state is a type of the
 // capability's file (Node groups it by concern: hub, fan, sp, deps, xfer,
-// up, quota, dig), and spatial geometry lives in package interest.
+// up, quota, dig), and spatial geometry lives in package interest;
+// Prometheus instruments are package metrics'.
+//
+// One concern breaks that rule for now: priority and budgets
+// (priority.go) decide in the flush, per link with a region, which
+// updates wait; their state is the link's (linkState.prio), and their
+// natural home is the link's own queue in package peer.
 //
 // Concurrency: a Node serialises applying and routing under one mutex,
 // Node.mu, so every link sees changes in the same order the world applied
