@@ -196,7 +196,8 @@ func (m *Membership) Members() []Member {
 	return out
 }
 
-// Alive reports whether name is a member now.
+// Alive reports whether name is a member now. A member that is gone stays
+// one until Events.MemberDown for it has returned.
 func (m *Membership) Alive(name string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -373,11 +374,16 @@ func (m *Membership) up(node *memberlist.Node) {
 func (m *Membership) down(name string) {
 	m.mu.Lock()
 	mem, ok := m.members[name]
-	delete(m.members, name)
 	m.mu.Unlock()
 	if !ok {
 		return
 	}
 	m.log.Info("member gone", "member", name, "identifier", mem.ID, "left", mem.Leaving)
+	// Alive says yes until MemberDown has returned: what the member's
+	// link closing does meanwhile (it may close first) must not act as
+	// if the member were handled already.
 	m.opts.Events.MemberDown(mem)
+	m.mu.Lock()
+	delete(m.members, name)
+	m.mu.Unlock()
 }

@@ -83,7 +83,10 @@ func TestDrainMovesClients(t *testing.T) {
 // itself (one persistent, one plain, as a released ball is). A leaves the
 // mesh on purpose (its stop): B and C give both to the same member, the
 // lowest identifier of the two, at the next epoch, and keep them past the
-// reclaim grace; watchers on B and C never see them vanish.
+// reclaim grace. Watchers that speak "ownership" on B and C never see them
+// vanish; a 2016 watcher sees each owner change as the protocol says it
+// must (a remove naming A, then, in a later message, an add naming the
+// heir) and nothing more.
 func TestLeftMemberHandsOver(t *testing.T) {
 	nodes := startMeshWith(t, 3, relay.MeshOptions{}, relay.Options{ReclaimGrace: 500 * time.Millisecond})
 	a, b, c := nodes[0], nodes[1], nodes[2]
@@ -93,16 +96,29 @@ func TestLeftMemberHandsOver(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var watchers []*wiretest.Peer
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var watchers []*client.Client
+	var legacy []*wiretest.Peer
 	for i, mn := range []*meshNode{b, c} {
-		w := wiretest.Dial(t, mn.url, fmt.Sprintf("watch-AAAAAAA%d-AAAAAAAA", i), wiretest.Options{})
-		w.WaitHas("kept")
-		w.WaitHas("ball")
-		watchers = append(watchers, w)
+		w, err := client.Dial(ctx, mn.url, client.Options{Prefix: "watch"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
+		l := wiretest.Dial(t, mn.url, fmt.Sprintf("legacy-AAAAAAA%d-AAAAAAAA", i), wiretest.Options{})
+		l.WaitHas("kept")
+		l.WaitHas("ball")
+		waitFor(t, "the watcher has A's objects", 5*time.Second, func() bool {
+			_, k := w.World().Get("kept")
+			_, b := w.World().Get("ball")
+			return k && b
+		})
+		watchers, legacy = append(watchers, w), append(legacy, l)
 	}
 	stopWatch := wiretest.WatchGone([]string{"kept", "ball"}, func(id string) bool {
 		for _, w := range watchers {
-			if _, ok := w.Objects()[id]; !ok {
+			if _, ok := w.World().Get(id); !ok {
 				return false
 			}
 		}
@@ -110,8 +126,6 @@ func TestLeftMemberHandsOver(t *testing.T) {
 	})
 	heir := min(b.node.Identifier(), c.node.Identifier())
 	a.mesh.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	a.node.Close(ctx)
 	for _, mn := range []*meshNode{b, c} {
 		waitFor(t, mn.node.Identifier()+" gives A's objects to the heir", 10*time.Second, func() bool {
@@ -133,5 +147,15 @@ func TestLeftMemberHandsOver(t *testing.T) {
 	}
 	if gone := stopWatch(); len(gone) > 0 {
 		t.Errorf("A's objects vanished for a watcher while A left: %v", gone)
+	}
+	for i, l := range legacy {
+		for _, id := range []string{"kept", "ball"} {
+			if o, ok := l.Objects()[id]; !ok || o.Owner != heir || l.Removes()[id] != 1 {
+				t.Errorf("2016 watcher %d: %s held %v owned by %q after %d removes; want it owned by the heir after one", i, id, ok, o.Owner, l.Removes()[id])
+			}
+		}
+		if v := l.Violations(); len(v) > 0 {
+			t.Errorf("2016 watcher %d was sent what would crash it: %v", i, v)
+		}
 	}
 }
