@@ -21,7 +21,10 @@ func (l *Link) writeOut() {
 	defer l.writers.Done()
 	bp := framePool.Get().(*[]byte)
 	defer func() {
-		if cap(*bp) <= 64<<10 {
+		// A frame grows to at most MaxFrameBytes and a record past it;
+		// writers run on the worker pool, so the pool holds about one
+		// such buffer per worker.
+		if cap(*bp) <= 2*l.opts.MaxFrameBytes {
 			framePool.Put(bp)
 		}
 	}()

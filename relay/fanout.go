@@ -2,6 +2,9 @@ package relay
 
 import (
 	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -193,11 +196,14 @@ func (n *Node) flushLocked() {
 		return
 	}
 	start := time.Now()
+	var fullMu sync.Mutex // full is called from the parallel offers
 	full := func(i int) *peer.Record {
 		e := &f.log[i]
 		if e.rec.Type == gameworld.Add {
 			return e.rec
 		}
+		fullMu.Lock()
+		defer fullMu.Unlock()
 		if e.full == nil && !e.after.IsZero() {
 			e.full = n.newRecord(gameworld.Change{Type: gameworld.Add, ID: e.rec.ID, Owner: e.rec.Owner, Epoch: e.rec.Epoch, Properties: e.after,
 				Scopes: e.rec.ObjectScopes.Snapshots()}, e.rec.Slot, e.rec.Born)
@@ -214,7 +220,8 @@ func (n *Node) flushLocked() {
 		}
 	}
 	n.indexLog()
-	for _, ls := range n.hub.order {
+	offered := n.offerParallel(full)
+	for k, ls := range n.hub.order {
 		announces := len(f.mdAt) > 0 && (ls.kind == ownership.Upstream || ls.kind == ownership.Mesh)
 		md := mdUp
 		switch {
@@ -233,9 +240,11 @@ func (n *Node) flushLocked() {
 			}
 			continue
 		}
-		if ls.region != nil {
+		switch {
+		case offered != nil && offered[k]:
+		case ls.region != nil:
 			n.offerSubset(ls, ls.region.sub, announces, md, full)
-		} else {
+		default:
 			from := 0
 			offer := func(to int) {
 				if to == from {
@@ -293,6 +302,70 @@ func (n *Node) flushLocked() {
 		n.life.persist.flushLocked(n)
 	}
 	n.life.metrics.Tick(time.Since(start))
+}
+
+// parallelMin is the work (records times links) below which a flush
+// offers the log on one goroutine: starting others costs more.
+const parallelMin = 4096
+
+// offerParallel offers this flush's log to the links that need nothing
+// else of it (no metadata, departed or message marks, no priority, no
+// attachment), spread over the cores, and reports which it offered, by
+// their place in n.hub.order (nil if none). Each Offer takes its own
+// link's lock and only reads the node's state, which n.mu, held
+// throughout, keeps still; what else a link gets in this flush (a
+// refresh's next slice, answers) follows in flushLocked, after its
+// records, as before. n.mu must be held.
+func (n *Node) offerParallel(full func(int) *peer.Record) []bool {
+	f := &n.fan
+	workers := min(runtime.GOMAXPROCS(0), len(n.hub.order))
+	if workers < 2 || len(f.log) == 0 || len(f.log)*len(n.hub.order) < parallelMin {
+		return nil
+	}
+	var picked []int
+	for k, ls := range n.hub.order {
+		if ls.ready && ls.link != nil && ls.prio == nil && !n.prioritised(ls) && !n.marksFor(ls) {
+			picked = append(picked, k)
+		}
+	}
+	if len(picked) < 2 {
+		return nil
+	}
+	offered := make([]bool, len(n.hub.order))
+	var next atomic.Int64
+	work := func() {
+		for {
+			j := int(next.Add(1)) - 1
+			if j >= len(picked) {
+				return
+			}
+			ls := n.hub.order[picked[j]]
+			if ls.region != nil {
+				n.offerSubset(ls, ls.region.sub, false, peer.Metadata{}, full)
+			} else {
+				ls.link.Offer(f.recs, func(i int) peer.Verdict { return n.verdict(ls, i) }, full, f.unique)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(workers, len(picked)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	for _, k := range picked {
+		offered[k] = true
+	}
+	return offered
+}
+
+// marksFor reports whether markLocked has anything of this flush's log
+// for ls. n.mu must be held.
+func (n *Node) marksFor(ls *linkState) bool {
+	f := &n.fan
+	return (len(f.mdAt) > 0 && (ls.kind == ownership.Upstream || ls.kind == ownership.Mesh)) ||
+		(len(f.departedAt) > 0 && n.takesDeparted(ls)) ||
+		(len(f.msgAt) > 0 && takesMessages(ls))
 }
 
 // offerSubset offers a link with a region the log entries it must
