@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -382,6 +383,9 @@ type ClientOptions struct {
 	Timeout time.Duration
 	// Token is sent with the handshake when the server wants one.
 	Token string
+	// Interest is what the client wants to be sent from the start (see
+	// SetInterest). The zero value wants everything.
+	Interest Interest
 }
 
 // Client is a game-engine style peer: it follows the world through
@@ -408,6 +412,11 @@ type Client struct {
 	nextSub int
 	// packets and bytes count the snapshots received (Received).
 	packets, bytes uint64
+	// interest is the client's interest, sent with every command (its
+	// ticks in interestTicks) until one that carried it is acknowledged.
+	interest      *interestOf
+	interestTicks []uint32
+	interestAcked bool
 }
 
 // Received returns how many snapshot packets the client has received,
@@ -476,6 +485,9 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
+	if err := checkInterest(opts.Interest); err != nil {
+		return nil, err
+	}
 	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
@@ -492,6 +504,9 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 		return nil, err
 	}
 	c.id, c.rate = id, rate
+	if len(opts.Interest.Boxes) > 0 || len(opts.Interest.Rooms) > 0 {
+		c.setInterestLocked(opts.Interest) // (nothing runs yet)
+	}
 	c.wg.Add(2)
 	go c.readLoop()
 	go c.commandLoop()
@@ -567,6 +582,7 @@ func (c *Client) resync() bool {
 	c.w = newWorld(c.opts.Types)
 	c.w.updates = updates // (counted across sessions)
 	c.resyncs++
+	c.interestTicks, c.interestAcked = nil, false // a new session is told again
 	c.mu.Unlock()
 	return true
 }
@@ -745,6 +761,60 @@ func (c *Client) queue(u update) {
 	p.u, p.ver = u, c.ver
 }
 
+// SetInterest says what the client wants to be sent from now on: the
+// ghosts of objects inside one of in's boxes (by their "position"
+// property) and of one of its rooms (by their "room" property); objects
+// without a position or a room count as inside, and the client's own
+// objects are always sent. Ghosts that leave the interest are removed
+// from Objects; ones that enter it arrive with their values as they are.
+// A server of wire version 2 or older ignores it (every ghost is sent).
+// It fails, changing nothing, on more than MaxInterestBoxes boxes or
+// MaxInterestRooms rooms, a box that is not finite or whose min exceeds
+// its max, or a room name over MaxStringBytes.
+func (c *Client) SetInterest(in Interest) error {
+	if err := checkInterest(in); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setInterestLocked(in)
+	return nil
+}
+
+func (c *Client) setInterestLocked(in Interest) {
+	seq := uint32(1)
+	if c.interest != nil {
+		seq = c.interest.Seq + 1
+	}
+	c.interest = &interestOf{Seq: seq, Interest: Interest{Boxes: slices.Clone(in.Boxes), Rooms: slices.Clone(in.Rooms)}}
+	c.interestTicks, c.interestAcked = nil, false
+}
+
+// checkInterest says what is wrong with in for the wire, if anything.
+func checkInterest(in Interest) error {
+	if len(in.Boxes) > MaxInterestBoxes || len(in.Rooms) > MaxInterestRooms {
+		return fmt.Errorf("snapshot: an interest holds at most %d boxes and %d rooms", MaxInterestBoxes, MaxInterestRooms)
+	}
+	for _, b := range in.Boxes {
+		for i := range 3 {
+			for _, v := range []float64{b.Min[i], b.Max[i]} {
+				if math.IsNaN(v) || math.Abs(v) > math.MaxFloat32 {
+					return errors.New("snapshot: an interest box must be finite (in float32)")
+				}
+			}
+			if b.Min[i] > b.Max[i] {
+				return errors.New("snapshot: an interest box's min exceeds its max")
+			}
+		}
+	}
+	for _, r := range in.Rooms {
+		if len(r) > MaxStringBytes {
+			return fmt.Errorf("snapshot: a room name is at most %d bytes", MaxStringBytes)
+		}
+	}
+	return nil
+}
+
 // Done is closed when the client has stopped; Err says why.
 func (c *Client) Done() <-chan struct{} { return c.done }
 
@@ -864,6 +934,9 @@ func (c *Client) ackedLocked() {
 			delete(c.pending, id)
 		}
 	}
+	if !c.interestAcked && slices.ContainsFunc(c.interestTicks, got) {
+		c.interestAcked, c.interestTicks = true, nil
+	}
 }
 
 func (c *Client) commandLoop() {
@@ -882,6 +955,17 @@ func (c *Client) commandLoop() {
 		cmd := command{LocalTime: uint32(time.Now().UnixMilli()), ReturnTime: c.w.serverTime, Tick: c.cmdTick,
 			AckTick: c.w.lastTick, AckMask: c.w.ackMask, Loaded: uint16(len(c.w.loaded)), Digest: digest(c.w.hashes)}
 		room := MaxPacket - 40
+		if c.interest != nil && !c.interestAcked {
+			cmd.Interest = c.interest
+			room -= 8 + 24*len(c.interest.Boxes)
+			for _, r := range c.interest.Rooms {
+				room -= 2 + len(r)
+			}
+			if len(c.interestTicks) == 32 {
+				c.interestTicks = c.interestTicks[1:] // (older ones are out of the mask)
+			}
+			c.interestTicks = append(c.interestTicks, c.cmdTick)
+		}
 		due := make([]*pendingUpdate, 0, len(c.pending))
 		for _, p := range c.pending {
 			due = append(due, p)

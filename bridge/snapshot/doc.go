@@ -8,7 +8,10 @@
 // delta-coded against the newest snapshot the client acknowledged that held
 // it (and predicted from the one before), behind a change mask. Changes of
 // ghosts the client holds go in compact groups, where a lane that matches
-// its prediction costs one bit.
+// its prediction costs one bit. A client may state its interest (a region,
+// rooms: relevance.go): it then holds only the relevant ghosts, each
+// despawned for it alone when it leaves and spawned again when it comes
+// back, and near ghosts go first when a packet cannot hold every change.
 //
 // A Server joins a relay.Node through relay.Attach: one observer attachment
 // feeds its ghosts, and each client is an attachment of its own whose

@@ -72,8 +72,19 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 		if g == nil || g.typ >= c.loaded {
 			continue
 		}
-		relevant++
 		cg := c.ghosts[slot]
+		if !s.relevantLocked(c, g, cg != nil) {
+			if cg != nil {
+				// Out of the client's interest: despawned for it alone.
+				c.ghosts[slot] = nil
+				c.despawns[g.id] = true
+			}
+			continue
+		}
+		if cg == nil && c.despawns[g.id] {
+			continue // back in view: spawned once its despawn is acknowledged
+		}
+		relevant++
 		// (A ghost with buffers the client does not hold whole, or that
 		// changed since, may have some to send: buffers.go.)
 		bufs := len(g.bufs) > 0 && (cg == nil || !cg.bufsDone(g))
@@ -97,7 +108,7 @@ func (s *Server) snapshotLocked(c *conn, w *Writer) (ghosts, ghostBits int) {
 		if cg != nil {
 			age = uint64(tick - cg.lastSent)
 		}
-		cd.prio = age * uint64(s.types[g.typ].importance())
+		cd.prio = age * uint64(s.types[g.typ].importance()) * s.closeness(c, g)
 		cands = append(cands, cd)
 	}
 	// Most urgent first: a heap of the candidates' keys, popped until the

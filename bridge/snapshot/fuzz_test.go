@@ -2,9 +2,11 @@ package snapshot
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
 	"github.com/solipsism/mesh/scope"
 )
@@ -44,6 +46,9 @@ func FuzzCommand(f *testing.F) {
 	var w Writer
 	(&command{Tick: 3, AckTick: 2, AckMask: 1, Loaded: 2, Digest: 9, Updates: []update{{ID: "a", Props: []byte(`{"x":1}`)}, {ID: "b", Op: opRemove}, {ID: "c", Op: opTake}, {ID: "d", Op: opRelease}, {ID: "e", Op: opElements, Seq: 4, Scope: "blocks", Props: []byte(`{"ver":0,"removed":["x"]}`)}}}).write(&w)
 	f.Add(w.Bytes())
+	w.Reset()
+	(&command{Tick: 4, Digest: 9, Interest: &interestOf{Seq: 2, Interest: Interest{Boxes: []peer.Box{{Min: [3]float64{-1, -2, -3}, Max: [3]float64{1, 2, 3}}}, Rooms: []string{"red", ""}}}}).write(&w)
+	f.Add(w.Bytes())
 	f.Add([]byte{msgCommand})
 	f.Fuzz(func(t *testing.T, p []byte) {
 		c, err := decodeCommand(p)
@@ -56,8 +61,16 @@ func FuzzCommand(f *testing.F) {
 		var w Writer
 		c.write(&w)
 		back, err := decodeCommand(w.Bytes())
-		if err != nil || back.Tick != c.Tick || len(back.Updates) != len(c.Updates) {
+		if err != nil || back.Tick != c.Tick || len(back.Updates) != len(c.Updates) || !reflect.DeepEqual(back.Interest, c.Interest) {
 			t.Fatalf("re-encoding: %v", err)
+		}
+		if in := c.Interest; in != nil {
+			if len(in.Boxes) > MaxInterestBoxes || len(in.Rooms) > MaxInterestRooms {
+				t.Fatalf("an interest of %d boxes and %d rooms", len(in.Boxes), len(in.Rooms))
+			}
+			if err := checkInterest(in.Interest); err != nil {
+				t.Fatalf("decoded an interest the client could not send: %v", err)
+			}
 		}
 	})
 }

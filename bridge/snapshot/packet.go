@@ -3,6 +3,9 @@ package snapshot
 import (
 	"errors"
 	"fmt"
+	"math"
+
+	"github.com/solipsism/mesh/peer"
 )
 
 // Message types: the first byte of every datagram.
@@ -25,12 +28,15 @@ const (
 // with a disconnect of reason ReasonOutdated carrying its own. Version 0
 // is a client from before versions were said: it may speak any older
 // wire, and is refused alike. Version 2 widened a command's update
-// operation to 3 bits, for the elements operation (a scope's blocks).
-const Version = 2
+// operation to 3 bits, for the elements operation (a scope's blocks);
+// version 3 ends a command with the client's interest (a region, rooms),
+// which decides the ghosts it is sent.
+const Version = 3
 
-// OldestVersion is the oldest version a server still serves: version 1
-// differs from 2 only in its commands (2-bit operations, no elements), so
-// clients built for it keep working.
+// OldestVersion is the oldest version a server still serves: versions 1
+// and 2 differ from 3 only in their commands (1: 2-bit operations, no
+// elements; both: no interest, so every ghost is relevant), so clients
+// built for them keep working.
 const OldestVersion = 1
 
 // opBitsOf is the width of a command's update operation in a version.
@@ -309,6 +315,83 @@ type command struct {
 	Loaded     uint16 // ghost types loaded, from the start of the list
 	Digest     uint32 // digest of the loaded types' hashes
 	Updates    []update
+	// Interest, if not nil, is the client's interest, with its number
+	// (version 3 on).
+	Interest *interestOf
+}
+
+// Interest is what a client wants to be sent: the ghosts of objects
+// inside one of its boxes (by their "position" property), and of no room
+// but its rooms (by their "room" property). An object without a position
+// is inside every region, one without a room in every room; no boxes
+// means no region, no rooms no room filter; a client's own objects are
+// always sent. The zero value wants everything.
+type Interest struct {
+	Boxes []peer.Box
+	Rooms []string
+}
+
+// Bounds of one interest on the wire.
+const (
+	MaxInterestBoxes = 8
+	MaxInterestRooms = 16
+)
+
+// interestOf is an interest section: the interest and its number, which a
+// client raises with every change and repeats until acknowledged.
+type interestOf struct {
+	Seq uint32
+	Interest
+}
+
+func (in *interestOf) write(w *Writer) {
+	w.WriteBits(in.Seq, 32)
+	w.WritePacked(uint32(len(in.Boxes)))
+	for _, b := range in.Boxes {
+		for _, v := range append(b.Min[:], b.Max[:]...) {
+			w.WriteBits(math.Float32bits(float32(v)), 32)
+		}
+	}
+	w.WritePacked(uint32(len(in.Rooms)))
+	for _, r := range in.Rooms {
+		w.WriteBytes([]byte(r))
+	}
+}
+
+func readInterest(r *Reader) (*interestOf, error) {
+	in := &interestOf{Seq: r.ReadBits(32)}
+	n := r.ReadPacked()
+	if n > MaxInterestBoxes {
+		return nil, fmt.Errorf("%w: %d interest boxes", ErrBadPacket, n)
+	}
+	for range n {
+		var v [6]float64
+		for i := range v {
+			f := float64(math.Float32frombits(r.ReadBits(32)))
+			if math.IsNaN(f) || math.IsInf(f, 0) {
+				return nil, fmt.Errorf("%w: an interest box that is not finite", ErrBadPacket)
+			}
+			v[i] = f
+		}
+		b := peer.Box{Min: [3]float64{v[0], v[1], v[2]}, Max: [3]float64{v[3], v[4], v[5]}}
+		for i := range 3 {
+			if b.Min[i] > b.Max[i] {
+				return nil, fmt.Errorf("%w: an interest box whose min exceeds its max", ErrBadPacket)
+			}
+		}
+		in.Boxes = append(in.Boxes, b)
+	}
+	n = r.ReadPacked()
+	if n > MaxInterestRooms {
+		return nil, fmt.Errorf("%w: %d interest rooms", ErrBadPacket, n)
+	}
+	for range n {
+		in.Rooms = append(in.Rooms, string(r.ReadBytes(MaxStringBytes)))
+	}
+	if r.Err() != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadPacket, r.Err())
+	}
+	return in, nil
 }
 
 // update is a change of an object the client owns, or a request for its
@@ -370,6 +453,12 @@ func (c *command) writeVersion(w *Writer, version uint16) {
 			w.WriteBytes(u.Props)
 		}
 	}
+	if version >= 3 {
+		w.WriteBool(c.Interest != nil)
+		if c.Interest != nil {
+			c.Interest.write(w)
+		}
+	}
 }
 
 // decodeCommand decodes a command packet of this Version, type byte
@@ -416,6 +505,13 @@ func decodeCommandVersion(p []byte, version uint16) (command, error) {
 			break
 		}
 		c.Updates = append(c.Updates, u)
+	}
+	if version >= 3 && r.Err() == nil && r.ReadBool() {
+		in, err := readInterest(r)
+		if err != nil {
+			return command{}, err
+		}
+		c.Interest = in
 	}
 	if r.Err() != nil {
 		return command{}, fmt.Errorf("%w: %v", ErrBadPacket, r.Err())

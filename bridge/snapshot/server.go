@@ -49,6 +49,17 @@ type Options struct {
 	// and what does not fit waits, most urgent first. Zero means no bound
 	// but MaxPacket (576 kbit/s at 60 Hz).
 	MaxKbps int
+	// InterestMargin grows a client's region (Interest) for the ghosts it
+	// holds, so that one moving along the edge is not despawned and
+	// spawned again at every step. Zero means relay.DefaultInterestMargin,
+	// as on the WebSocket wire; negative means none.
+	InterestMargin float64
+	// Near, if positive, makes the ghosts within this distance of the
+	// centre of a client's region the most urgent when a packet cannot
+	// hold every change, and each doubling of the distance beyond half as
+	// urgent, over four bands (relevance.go). Zero: distance does not
+	// count.
+	Near float64
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -102,6 +113,11 @@ type ghost struct {
 	// the tick one last changed.
 	bufs       map[string]*gbuf
 	bufChanged uint32
+	// owner, pos and room are its object's, for relevancy.
+	owner  string
+	pos    [3]float64
+	hasPos bool
+	room   string
 }
 
 // conn is the server's view of one client.
@@ -128,7 +144,9 @@ type conn struct {
 	// ghosts holds what the client knows of each ghost, by slot.
 	ghosts   []*clientGhost
 	despawns map[uint32]bool
-	refused  bool
+	// rel is the client's interest; nil: it wants every ghost.
+	rel     *relevance
+	refused bool
 	// ops holds the newest take or release carried out per object, so
 	// that a repeated one is not carried out again. Bounded by maxOps.
 	ops map[string]uint32
@@ -296,6 +314,12 @@ func (cg *clientGhost) ack(tick uint32) {
 func Listen(n *relay.Node, addr string, opts Options) (*Server, error) {
 	if opts.Rate <= 0 {
 		opts.Rate = 60
+	}
+	switch {
+	case opts.InterestMargin == 0:
+		opts.InterestMargin = relay.DefaultInterestMargin
+	case opts.InterestMargin < 0:
+		opts.InterestMargin = 0
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
@@ -628,6 +652,9 @@ func (s *Server) command(addr netip.AddrPort, p []byte) {
 		return
 	}
 	c.loaded = loaded
+	if cmd.Interest != nil {
+		c.setInterestLocked(cmd.Interest)
+	}
 	agent := c.agent
 	s.mu.Unlock()
 	if len(cmd.Updates) > 0 {
@@ -786,6 +813,7 @@ func (s *Server) applyLocked(d relay.Delivery) {
 		if g.applyScopes(d.Scopes, s.tick) || len(g.bufs) > 0 {
 			g.bufChanged = s.tick
 		}
+		g.place(d.Owner, d.After)
 		s.objects[d.ID] = g
 		if n := len(s.free); n > 0 {
 			g.slot, s.free = s.free[n-1], s.free[:n-1]
@@ -799,6 +827,7 @@ func (s *Server) applyLocked(d relay.Delivery) {
 	if !slices.EqualFunc(g.vals, vals, value.equal) {
 		g.vals, g.changed = vals, s.tick
 	}
+	g.place(d.Owner, d.After)
 	if g.applyScopes(d.Scopes, s.tick) {
 		g.bufChanged = s.tick
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/peer"
 )
 
 // TestSpecVectors checks the values docs/bridges.md gives a client writer:
@@ -91,6 +92,28 @@ func TestHandshakeVector(t *testing.T) {
 	id := string(r.ReadBytes(MaxStringBytes))
 	if r.Err() != nil || r.Remaining() >= 8 || !strings.HasPrefix(id, "udppeer-") || !gameworld.IsIdentifier(id) {
 		t.Fatalf("accept's identifier %q (%v, %d bits left)", id, r.Err(), r.Remaining())
+	}
+}
+
+// TestInterestVector: docs/bridges.md's command with an interest decodes
+// to what the text says, and encodes to the bytes it gives.
+func TestInterestVector(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/bridges.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := command{LocalTime: 1000, Tick: 6, AckTick: 9, Digest: digest(nil), Interest: &interestOf{Seq: 1,
+		Interest: Interest{Boxes: []peer.Box{{Min: [3]float64{-10, -1, -10}, Max: [3]float64{10, 1, 10}}}, Rooms: []string{"red"}}}}
+	var w Writer
+	want.write(&w)
+	hx := hex.EncodeToString(w.Bytes())
+	flat := strings.NewReplacer(" ", "", "\n", "").Replace(string(doc))
+	if !strings.Contains(flat, "interest:"+hx) {
+		t.Fatalf("docs/bridges.md lacks the command\n%s", spaced(hx))
+	}
+	got, err := decodeCommand(w.Bytes())
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded %+v, %v; want %+v", got, err, want)
 	}
 }
 

@@ -22,7 +22,7 @@ func TestOutdated(t *testing.T) {
 		t.Fatal(err)
 	}
 	flat := strings.NewReplacer(" ", "", "\n", "").Replace(string(doc))
-	for _, v := range []string{"connect0178563412" + "0200", "outdated07070200"} {
+	for _, v := range []string{"connect0178563412" + "0300", "outdated07070300"} {
 		if !strings.Contains(flat, v) {
 			t.Errorf("docs/bridges.md lacks the vector %s", v)
 		}
@@ -41,8 +41,8 @@ func TestOutdated(t *testing.T) {
 		raw.Write(connect)
 		raw.SetReadDeadline(time.Now().Add(5 * time.Second))
 		n, err := raw.Read(buf)
-		if err != nil || hex.EncodeToString(buf[:n]) != "07070200" {
-			t.Fatalf("version %d: answered % x, %v; want 07 07 02 00", v, buf[:n], err)
+		if err != nil || hex.EncodeToString(buf[:n]) != "07070300" {
+			t.Fatalf("version %d: answered % x, %v; want 07 07 03 00", v, buf[:n], err)
 		}
 		raw.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 		if n, err := raw.Read(buf); err == nil {
@@ -69,14 +69,14 @@ func TestClientReportsOutdated(t *testing.T) {
 				return
 			}
 			connects <- append([]byte(nil), buf[:n]...)
-			srv.WriteToUDP([]byte{msgDisconnect, ReasonOutdated, 3, 0}, from)
+			srv.WriteToUDP([]byte{msgDisconnect, ReasonOutdated, 4, 0}, from)
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err = Dial(ctx, srv.LocalAddr().String(), ClientOptions{})
 	var oe *OutdatedError
-	if !errors.As(err, &oe) || oe.Server != 3 || !errors.Is(err, ErrDisconnected) || !strings.Contains(err.Error(), "version 3, this client 2") {
+	if !errors.As(err, &oe) || oe.Server != 4 || !errors.Is(err, ErrDisconnected) || !strings.Contains(err.Error(), "version 4, this client 3") {
 		t.Fatalf("Dial: %v", err)
 	}
 	c := <-connects

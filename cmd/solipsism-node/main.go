@@ -147,7 +147,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		log.Info("serving Alloverse clients over ENet", "udp", eh.Addr().String())
 	}
 	if cfg.snapListen != "" {
-		snap, err := snapshot.Listen(node, cfg.snapListen, snapshot.Options{Rate: cfg.snapRate, MaxKbps: cfg.snapMaxKbps, Auth: authn, Logger: log})
+		snap, err := snapshot.Listen(node, cfg.snapListen, snapshot.Options{Rate: cfg.snapRate, MaxKbps: cfg.snapMaxKbps, Near: cfg.priority.Near, Auth: authn, Logger: log})
 		if err != nil {
 			return fmt.Errorf("--snapshot-listen: %w", err)
 		}
