@@ -232,3 +232,96 @@ func TestAllonetOutdatedVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestAllonetViews: on a bridge with a view radius of 10, an allonet
+// client (version 4, directly and through a lossy link, every core busy)
+// whose avatar stands at x = 0 follows a world where a Solipsism client
+// moves objects in and out of its view on every heartbeat, and creates
+// and removes others near and far: it is never sent a state it already
+// holds (the peer aborts as allonet's asserts do), and its last state
+// holds exactly the objects in its view (and nothing of those out of it).
+func TestAllonetViews(t *testing.T) {
+	bin := allonetPeer(t)
+	for _, loss := range []bool{false, true} {
+		t.Run(fmt.Sprint("lossy ", loss), func(t *testing.T) {
+			p := startPlace(t, Options{Heartbeat: 10 * time.Millisecond, ViewRadius: 10})
+			addr := startENet(t, p)
+			if loss {
+				addr = wiretest.LossyUDP(t, addr, 7)
+			}
+			alice := p.solipsist(t, "alice")
+			at := func(x float64) map[string]any { return map[string]any{"position": []float64{x, 0, 0}} }
+			var ids []string
+			for i := range 8 {
+				id, _ := alice.Create(at(float64(i * 5)))
+				ids = append(ids, id)
+			}
+			stop := wiretest.BusyCores()
+			defer stop()
+			d := 4 * time.Second
+			if loss {
+				d = 6 * time.Second
+			}
+			run := startAllonet(t, bin, addr, 4, d, "ALLONET_AVATAR_X=0")
+			var changes sync.WaitGroup
+			changes.Add(1)
+			go func() {
+				defer changes.Done()
+				var extra string
+				quiet := time.Now().Add(d - 1500*time.Millisecond)
+				for n := 1; time.Now().Before(quiet); n++ {
+					select {
+					case <-run.done:
+						return
+					case <-time.After(10 * time.Millisecond):
+					}
+					// In and out: 0 to 35, one object a heartbeat.
+					i := n % len(ids)
+					alice.Set(ids[i], map[string]any{"position": []float64{float64((n/len(ids)+i)%8) * 5, 0, 0}, "n": n})
+					if n%15 == 0 {
+						if extra != "" {
+							alice.Remove(extra)
+						}
+						props := at(float64(n % 40))
+						props["extra"] = true
+						extra, _ = alice.Create(props)
+					}
+				}
+			}()
+			<-run.done
+			changes.Wait()
+			if l, ok := run.has("ASSERT"); ok {
+				t.Fatalf("allonet would have aborted: %s\n%s", l, run.output())
+			}
+			var ee *exec.ExitError
+			if run.err != nil && !errors.As(run.err, &ee) || ee != nil {
+				t.Fatalf("the peer ended with %v:\n%s", run.err, run.output())
+			}
+			final, _ := run.has("final ")
+			var ents map[string]struct {
+				Components map[string]json.RawMessage `json:"components"`
+			}
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(final, "final ")), &ents); err != nil {
+				t.Fatalf("the peer's final state: %v: %s\n%s", err, final, run.output())
+			}
+			// Every object ends at a multiple of 5 (none in the margin
+			// past 10): those within 10 of the avatar are in view.
+			want, got := map[string]string{}, map[string]string{}
+			for _, o := range alice.World().Objects() {
+				var pos []float64
+				json.Unmarshal(o.Properties.Value("position"), &pos)
+				if o.Owner == alice.Identifier() && len(pos) == 3 && pos[0] <= 10 {
+					want[o.ID] = string(o.Properties.Value("n"))
+				}
+			}
+			for id, e := range ents {
+				if e.Components["position"] != nil && e.Components["geometry"] == nil {
+					got[id] = string(e.Components["n"])
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("the peer ended with %v; in its view: %v", got, want)
+			}
+		})
+	}
+}

@@ -47,6 +47,14 @@ type Options struct {
 	// identity of their announce ({"token": ...}). The agent's identifier
 	// takes a prefix the token grants. Nil means no authentication.
 	Auth auth.Authenticator
+	// ViewRadius, if positive, sends each announced client only the
+	// entities within this distance of its avatar on every axis (a cube),
+	// by their "position" component or their transform's translation,
+	// a child entity where its root is; and always its own entities and
+	// those without a place. An entity it holds goes out of view only
+	// past relay.DefaultInterestMargin more, so that one on the edge does
+	// not come and go. Zero: every client is sent the whole world.
+	ViewRadius float64
 	// Logger receives the bridge's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -94,6 +102,7 @@ func New(n *relay.Node, opts Options) (*Bridge, error) {
 	}
 	b := &Bridge{node: n, opts: opts, log: log.With("bridge", "alloverse"),
 		st: newState(opts.FirstRevision, opts.History, opts.PatchStyle), sessions: map[*Session]struct{}{}, done: make(chan struct{})}
+	b.st.views = opts.ViewRadius > 0
 	obs, err := n.Attach(relay.AttachOptions{Receiver: &b.inbox})
 	if err != nil {
 		return nil, fmt.Errorf("alloverse: joining the node: %w", err)
@@ -158,6 +167,10 @@ func (b *Bridge) heartbeat() {
 		p := b.st.packet
 		if s.mergeOnly {
 			p = b.st.mergePacketFor
+		}
+		if s.view != nil {
+			now := b.st.visible(s.viewAgent, s.viewFrom, b.opts.ViewRadius, relay.DefaultInterestMargin, s.view.held[s.sent])
+			p = func(ack uint64) []byte { return b.st.viewPacket(s.view, now, ack, s.mergeOnly) }
 		}
 		if pkt := p(s.ack); pkt != nil {
 			s.conn.SendState(pkt)

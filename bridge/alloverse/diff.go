@@ -58,11 +58,20 @@ func (s *state) diffPacket(base uint64) []byte {
 
 // applyPacket builds an RFC 6902 diff.
 func (s *state) applyPacket(base uint64, ids []string, changes map[string]*change) []byte {
+	return s.applyPacketOf(base, ids, changes, s.entity)
+}
+
+// entity returns the document's entity id, or nil.
+func (s *state) entity(id string) *entity { return s.entities[id] }
+
+// applyPacketOf is applyPacket for a document whose entities ent gives
+// (a client's view).
+func (s *state) applyPacketOf(base uint64, ids []string, changes map[string]*change, ent func(string) *entity) []byte {
 	b := []byte(`{"patch_style":"apply","patch_from":`)
 	b = strconv.AppendUint(b, base, 10)
 	b = append(b, `,"patches":[`...)
 	for _, id := range ids {
-		c, e := changes[id], s.entities[id]
+		c, e := changes[id], ent(id)
 		path := "/entities/" + escapePointer(id)
 		switch {
 		case e == nil && c.existed:
@@ -135,13 +144,19 @@ func escapePointer(s string) string {
 // less than an operation with its path, unless a component's merge patch
 // (nulls for removed members) is longer than its new value.
 func (s *state) mergePacket(base uint64, ids []string, changes map[string]*change) (pkt []byte, smaller bool) {
+	return s.mergePacketOf(base, ids, changes, s.entity)
+}
+
+// mergePacketOf is mergePacket for a document whose entities ent gives
+// (a client's view).
+func (s *state) mergePacketOf(base uint64, ids []string, changes map[string]*change, ent func(string) *entity) (pkt []byte, smaller bool) {
 	smaller = true
 	b := []byte(`{"patch_style":"merge","patch_from":`)
 	b = strconv.AppendUint(b, base, 10)
 	b = append(b, `,"entities":{`...)
 	n := 0
 	for _, id := range ids {
-		c, e := changes[id], s.entities[id]
+		c, e := changes[id], ent(id)
 		var v []byte
 		switch {
 		case e == nil && c.existed:

@@ -92,6 +92,11 @@ type Session struct {
 	// outdated is set when the client announced a version not served: it
 	// is sent the refusal, then disconnected.
 	outdated bool
+	// view is what the client was sent of its view, once it announced
+	// on a bridge with views (viewAgent its identity, viewFrom its
+	// avatar); nil: it is sent the whole document. Guarded by b.mu.
+	view                *view
+	viewAgent, viewFrom string
 }
 
 // Connect starts a session for a client on conn. It is sent a full set at
@@ -295,6 +300,11 @@ func (s *Session) announce(body []json.RawMessage) []any {
 		return fail(400, err.Error())
 	}
 	s.avatar = id
+	if s.b.opts.ViewRadius > 0 {
+		s.b.mu.Lock()
+		s.view, s.viewAgent, s.viewFrom = &view{}, agent.Identifier(), id
+		s.b.mu.Unlock()
+	}
 	return []any{"announce", id, s.b.opts.PlaceName, agent.Identifier()}
 }
 

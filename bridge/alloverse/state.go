@@ -45,6 +45,12 @@ type entity struct {
 	scopes map[string]map[string]json.RawMessage
 	// enc caches the entity's encoding in a set; nil when stale.
 	enc []byte
+	// owner is its object's; pos (if hasPos) and parent what views need
+	// of its components (locate).
+	owner  string
+	pos    [3]float64
+	hasPos bool
+	parent string
 }
 
 // entDelta is what one revision (or the changes pending for the next one)
@@ -82,6 +88,9 @@ type state struct {
 	mergeCache map[uint64][]byte
 	set        []byte
 	style      PatchStyle
+	// views: clients are sent views (Options.ViewRadius), so entities
+	// keep their place.
+	views bool
 	// worldBytes and histBytes estimate the memory the entities and the
 	// history hold: history is trimmed to a bound that follows the world
 	// (see commit). peak is the most entities held since the map was
@@ -162,6 +171,12 @@ func (s *state) apply(dl relay.Delivery) {
 		s.entities[dl.ID] = e
 		s.worldBytes += len(dl.ID) + entityOverhead
 		s.peak = max(s.peak, len(s.entities))
+	}
+	if dl.Owner != "" {
+		e.owner = dl.Owner
+	}
+	if s.views {
+		defer e.locate()
 	}
 	for k, v := range e.comps {
 		if nv, ok := dl.After.Get(k); !ok || isNull(nv) {

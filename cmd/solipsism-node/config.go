@@ -52,6 +52,7 @@ type config struct {
 
 	alloHeartbeat time.Duration
 	alloHistory   int
+	alloView      float64
 	alloStyle     alloverse.PatchStyle
 	placeName     string
 	interest      []peer.Box
@@ -156,6 +157,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 	fs.DurationVar(&c.alloHeartbeat, "allo-heartbeat", alloverse.DefaultHeartbeat, "how often Alloverse clients (/alloverse) are sent the world's state")
 	fs.IntVar(&c.alloHistory, "allo-history", alloverse.DefaultHistory, "how many revisions back an Alloverse client's acknowledgement still gets a diff instead of a full set")
 	fs.StringVar(&alloStyle, "allo-patch-style", "smallest", "form of Alloverse diffs: smallest (of merge and apply), merge or apply")
+	fs.Float64Var(&c.alloView, "allo-view-radius", 0, "send each announced Alloverse client only the entities within this distance of its avatar (on every axis), those without a place, and its own; 0: the whole world")
 	fs.StringVar(&c.placeName, "place-name", alloverse.DefaultPlaceName, "the place's name, as Alloverse clients are told")
 	fs.Func("interest", "proxy: region x0,y0,z0,x1,y1,z1 it wants of its upstream (repeatable; several separated by ';' in the environment); default: the union of its clients' regions", func(v string) error {
 		for _, part := range strings.Split(v, ";") {
@@ -293,6 +295,9 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), out io.Wr
 	}
 	if c.alloHeartbeat <= 0 || c.alloHistory <= 0 {
 		return c, fmt.Errorf("--allo-heartbeat and --allo-history must be positive")
+	}
+	if c.alloView < 0 || math.IsNaN(c.alloView) || math.IsInf(c.alloView, 0) {
+		return c, fmt.Errorf("--allo-view-radius: want 0 (off) or a positive distance, got %v", c.alloView)
 	}
 	if c.tick < 0 {
 		return c, fmt.Errorf("--tick: must not be negative")

@@ -142,6 +142,12 @@ func TestParseConfig(t *testing.T) {
 		}, ""},
 		{"bad client bytes", []string{"--max-client-bytes", "lots"}, env(), nil, "--max-client-bytes"},
 		{"bad bands", []string{"--priority-bands", "0"}, env(), nil, "--priority-bands"},
+		{"alloverse views", nil, env("SOLIPSISM_ALLO_VIEW_RADIUS", "25"), func(t *testing.T, c config) {
+			if c.alloView != 25 {
+				t.Fatalf("view radius %v", c.alloView)
+			}
+		}, ""},
+		{"bad view radius", []string{"--allo-view-radius", "-1"}, env(), nil, "--allo-view-radius"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -130,7 +130,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	allo, err := alloverse.New(node, alloverse.Options{
 		Auth: authn, FirstRevision: firstRev,
 		Heartbeat: cfg.alloHeartbeat, History: cfg.alloHistory, PatchStyle: cfg.alloStyle,
-		PlaceName: cfg.placeName, Logger: log,
+		PlaceName: cfg.placeName, ViewRadius: cfg.alloView, Logger: log,
 	})
 	if err != nil {
 		return err

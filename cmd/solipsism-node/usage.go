@@ -20,7 +20,7 @@ var flagGroups = []struct {
 	{"Limits", []string{"read-limit", "read-rate", "stall-timeout", "ping-interval", "max-conns-per-ip", "max-msgs-per-sec", "max-records-per-sec",
 		"max-objects-per-owner", "max-props-per-object", "max-value-bytes", "max-object-bytes", "max-scope-elements", "max-scope-bytes", "max-world-objects", "max-world-bytes", "schemas"}},
 	{"Crowds", []string{"priority-near", "priority-bands", "max-client-bytes"}},
-	{"Bridges", []string{"alloverse-enet", "allo-heartbeat", "allo-history", "allo-patch-style", "place-name", "snapshot-listen", "snapshot-rate", "snapshot-max-kbps"}},
+	{"Bridges", []string{"alloverse-enet", "allo-heartbeat", "allo-history", "allo-patch-style", "allo-view-radius", "place-name", "snapshot-listen", "snapshot-rate", "snapshot-max-kbps"}},
 	{"Pages", []string{"ice-servers"}},
 	{"Operations", []string{"log-level", "log-format", "debug-listen", "drain-grace"}},
 }

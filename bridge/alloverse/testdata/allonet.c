@@ -12,7 +12,8 @@
  * poll, keeps the 64 latest states, applies sets and merge patches
  * (asking for a set, with acknowledgement 0, when a patch's base is not
  * held), asks for the time once a second, and spawns one entity once
- * announced. And like allonet built with asserts on (its CI's builds), it
+ * announced (its avatar placed at ALLONET_AVATAR_X, if set). And like
+ * allonet built with asserts on (its CI's builds), it
  * aborts when a set, or a merge from a base older than its latest state,
  * leaves its latest state unchanged: the diff allonet computes for its
  * callbacks is then empty, which its delta.c asserts never happens.
@@ -157,10 +158,16 @@ int main(int argc, char **argv) {
       case ENET_EVENT_TYPE_CONNECT: {
         connected = 1;
         printf("connected\n");
-        char body[256];
+        /* ALLONET_AVATAR_X places the avatar, as an app's transform does. */
+        char avatar[160] = "{\"geometry\":\"avatar\"}";
+        const char *ax = getenv("ALLONET_AVATAR_X");
+        if (ax)
+          snprintf(avatar, sizeof avatar,
+                   "{\"geometry\":\"avatar\",\"transform\":{\"matrix\":[1,0,0,0,0,1,0,0,0,0,1,0,%s,0,0,1]}}", ax);
+        char body[384];
         snprintf(body, sizeof body,
-                 "[\"announce\",\"version\",%d,\"identity\",{\"display_name\":\"allonet.c\"},\"spawn_avatar\",{\"geometry\":\"avatar\"}]",
-                 version);
+                 "[\"announce\",\"version\",%d,\"identity\",{\"display_name\":\"allonet.c\"},\"spawn_avatar\",%s]",
+                 version, avatar);
         send_request(peer, ch_commands, "ANN0", body);
         break;
       }

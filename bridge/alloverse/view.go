@@ -1,0 +1,208 @@
+package alloverse
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/solipsism/mesh/interest"
+)
+
+// Views. With Options.ViewRadius, an announced client is sent only the
+// entities near its avatar: the document as it holds it is the bridge's
+// document less the entities out of its view. Diffs are built per client,
+// from what it held at the revision it acknowledged (remembered for the
+// revisions it was sent): an entity that comes into view is added whole,
+// one that leaves is removed, as if created and deleted, and the others
+// change as in everyone's diff. Revisions stay the document's, so a
+// client whose view did not change still follows them.
+
+// locate caches what a view needs of an entity: where it is, from its
+// "position" component ([x, y, z], as the node's interest reads it) or
+// its "transform" ({"matrix": [16 numbers]}, the translation in 12–14, as
+// allonet lays it out), and its parent.
+func (e *entity) locate() {
+	e.hasPos = false
+	if raw, ok := e.comps["position"]; ok {
+		e.pos, e.hasPos = interest.ParseVec3(raw)
+	} else if raw, ok := e.comps["transform"]; ok {
+		var t struct {
+			Matrix []float64 `json:"matrix"`
+		}
+		if json.Unmarshal(raw, &t) == nil && len(t.Matrix) == 16 {
+			e.pos, e.hasPos = [3]float64{t.Matrix[12], t.Matrix[13], t.Matrix[14]}, true
+		}
+	}
+	e.parent = ""
+	if raw, ok := e.comps["relationships"]; ok {
+		var rel struct {
+			Parent string `json:"parent"`
+		}
+		if json.Unmarshal(raw, &rel) == nil {
+			e.parent = rel.Parent
+		}
+	}
+}
+
+// root returns the entity whose place decides id's: its topmost ancestor
+// (a child's transform is relative to its parent's), within
+// maxSpawnDepth steps.
+func (s *state) root(id string) *entity {
+	e := s.entities[id]
+	for range maxSpawnDepth {
+		if e == nil || e.parent == "" {
+			break
+		}
+		p := s.entities[e.parent]
+		if p == nil {
+			break
+		}
+		e = p
+	}
+	return e
+}
+
+// view is what a client with a view was sent: the entities of its view
+// at each revision it was sent, since the one it acknowledged. Guarded by
+// Bridge.mu.
+type view struct {
+	held map[uint64]map[string]bool
+}
+
+// maxViewRevisions bounds the revisions a view remembers: a client that
+// acknowledges none of as many is sent a set.
+const maxViewRevisions = 16
+
+// visible returns the entities agent's client is to hold now: its own,
+// those without a place, and those whose root is within radius of its
+// avatar on every axis (radius plus margin for those it holds, held);
+// every entity while its avatar has no place.
+func (s *state) visible(agent, avatar string, radius, margin float64, held map[string]bool) map[string]bool {
+	c := s.root(avatar)
+	out := make(map[string]bool, len(held)+8)
+	for id, e := range s.entities {
+		r := s.root(id)
+		if c == nil || !c.hasPos || e.owner == agent || r.owner == agent || !r.hasPos {
+			out[id] = true
+			continue
+		}
+		lim := radius
+		if held[id] {
+			lim += margin
+		}
+		in := true
+		for i := range 3 {
+			if d := r.pos[i] - c.pos[i]; d > lim || d < -lim {
+				in = false
+				break
+			}
+		}
+		if in {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// viewPacket returns what a client with view v is sent, now holding the
+// entities of now (visible), having acknowledged ack: a diff from what it
+// held at ack, or a set of its view; nil if it is up to date. mergeOnly
+// clients get a set where merge cannot say it. It notes what the client
+// will hold at this revision.
+func (s *state) viewPacket(v *view, now map[string]bool, ack uint64, mergeOnly bool) []byte {
+	if v.held == nil {
+		v.held = map[uint64]map[string]bool{}
+	}
+	for r := range v.held {
+		if r != ack && !isNewer(r, ack) {
+			delete(v.held, r) // acknowledged past
+		}
+	}
+	if len(v.held) >= maxViewRevisions {
+		clear(v.held)
+	}
+	base, ok := v.held[ack]
+	v.held[s.rev] = now
+	if ack == 0 || !ok || !s.inHistory(ack) {
+		return s.viewSet(now)
+	}
+	if ack == s.rev {
+		return nil
+	}
+	changes := s.changesSince(ack)
+	ids := make([]string, 0, len(changes))
+	for id := range changes {
+		switch {
+		case now[id] && base[id]:
+		case now[id]:
+			changes[id] = &change{existed: false} // into view: whole
+		case base[id]:
+			changes[id] = &change{existed: true} // out of view: removed
+		default:
+			continue
+		}
+		ids = append(ids, id)
+	}
+	for id := range now {
+		if !base[id] && changes[id] == nil {
+			changes[id] = &change{existed: false}
+			ids = append(ids, id)
+		}
+	}
+	for id := range base {
+		if !now[id] && changes[id] == nil {
+			changes[id] = &change{existed: true}
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	lookup := func(id string) *entity {
+		if !now[id] {
+			return nil
+		}
+		return s.entities[id]
+	}
+	var merge []byte
+	smaller := false
+	if s.style != Apply {
+		merge, smaller = s.mergePacketOf(ack, ids, changes, lookup)
+	}
+	switch {
+	case mergeOnly && merge == nil:
+		return s.viewSet(now)
+	case mergeOnly, merge != nil && (s.style == Merge || smaller):
+		return merge
+	}
+	apply := s.applyPacketOf(ack, ids, changes, lookup)
+	if merge != nil && len(merge) <= len(apply) {
+		return merge
+	}
+	return apply
+}
+
+// viewSet is a set of the entities of now.
+func (s *state) viewSet(now map[string]bool) []byte {
+	ids := slices.Sorted(maps.Keys(now))
+	b := []byte(`{"patch_style":"set","entities":{`)
+	n := 0
+	for _, id := range ids {
+		e := s.entities[id]
+		if e == nil {
+			continue
+		}
+		if e.enc == nil {
+			e.enc = appendEntity(nil, id, e.all())
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, id)
+		b = append(b, ':')
+		b = append(b, e.enc...)
+		n++
+	}
+	b = append(b, `},"revision":`...)
+	b = strconv.AppendUint(b, s.rev, 10)
+	return append(b, '}')
+}
