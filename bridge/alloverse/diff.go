@@ -172,80 +172,23 @@ func (s *state) mergePacketOf(base uint64, ids []string, changes map[string]*cha
 			}
 			v = appendEntity(nil, id, all)
 		default:
-			comps := []byte{'{'}
-			m := 0
-			for _, k := range slices.Sorted(maps.Keys(c.base)) {
-				old, now := c.base[k], e.comps[k]
-				var p []byte
-				switch {
-				case bytes.Equal(old, now):
-					continue
-				case now == nil:
-					p = []byte("null")
-				default:
-					var ok bool
-					if p, ok = mergeDiff(old, now); !ok {
-						return nil, false
-					}
-					if len(p) > len(now) {
-						smaller = false
-					}
+			mv, cached := s.vals[c]
+			if !cached {
+				mv = s.mergeValue(c, e)
+				if s.vals != nil {
+					s.vals[c] = mv
 				}
-				if m > 0 {
-					comps = append(comps, ',')
-				}
-				comps = appendString(comps, k)
-				comps = append(comps, ':')
-				comps = append(comps, p...)
-				m++
 			}
-			// A scope's patch names the elements that changed alone.
-			for _, name := range slices.Sorted(maps.Keys(c.elems)) {
-				var p []byte
-				if c.scopeNew[name] {
-					p = appendComponents(nil, e.scopes[name])
-					if hasMemberNull(p) {
-						return nil, false
-					}
-				} else {
-					p = []byte{'{'}
-					for _, k := range slices.Sorted(maps.Keys(c.elems[name])) {
-						old, now := c.elems[name][k], e.scopes[name][k]
-						if bytes.Equal(old, now) {
-							continue
-						}
-						ep := []byte("null")
-						if now != nil {
-							var ok bool
-							if ep, ok = mergeDiff(old, now); !ok {
-								return nil, false
-							}
-						}
-						if len(p) > 1 {
-							p = append(p, ',')
-						}
-						p = appendString(p, k)
-						p = append(p, ':')
-						p = append(p, ep...)
-					}
-					if len(p) == 1 {
-						continue
-					}
-					p = append(p, '}')
-				}
-				if m > 0 {
-					comps = append(comps, ',')
-				}
-				comps = appendString(comps, name)
-				comps = append(comps, ':')
-				comps = append(comps, p...)
-				m++
+			if !mv.ok {
+				return nil, false
 			}
-			if m == 0 {
+			if mv.bigger {
+				smaller = false
+			}
+			if mv.v == nil {
 				continue
 			}
-			v = append([]byte(`{"components":`), comps...)
-			v = append(v, "}}"...)
+			v = mv.v
 		}
 		if n > 0 {
 			b = append(b, ',')
@@ -258,6 +201,94 @@ func (s *state) mergePacketOf(base uint64, ids []string, changes map[string]*cha
 	b = append(b, `},"revision":`...)
 	b = strconv.AppendUint(b, s.rev, 10)
 	return append(b, '}'), smaller
+}
+
+// mergeVal is the merge patch of one entity that existed at the base and
+// exists now: v (nil if nothing changed), ok false if merge cannot say
+// it, bigger if it is longer than the component's new value.
+type mergeVal struct {
+	v          []byte
+	ok, bigger bool
+}
+
+// mergeValue builds the mergeVal of an entity, now e, from its change c.
+func (s *state) mergeValue(c *change, e *entity) (mv mergeVal) {
+	comps := []byte{'{'}
+	m := 0
+	for _, k := range slices.Sorted(maps.Keys(c.base)) {
+		old, now := c.base[k], e.comps[k]
+		var p []byte
+		switch {
+		case bytes.Equal(old, now):
+			continue
+		case now == nil:
+			p = []byte("null")
+		default:
+			var ok bool
+			if p, ok = mergeDiff(old, now); !ok {
+				return mergeVal{}
+			}
+			if len(p) > len(now) {
+				mv.bigger = true
+			}
+		}
+		if m > 0 {
+			comps = append(comps, ',')
+		}
+		comps = appendString(comps, k)
+		comps = append(comps, ':')
+		comps = append(comps, p...)
+		m++
+	}
+	// A scope's patch names the elements that changed alone.
+	for _, name := range slices.Sorted(maps.Keys(c.elems)) {
+		var p []byte
+		if c.scopeNew[name] {
+			p = appendComponents(nil, e.scopes[name])
+			if hasMemberNull(p) {
+				return mergeVal{}
+			}
+		} else {
+			p = []byte{'{'}
+			for _, k := range slices.Sorted(maps.Keys(c.elems[name])) {
+				old, now := c.elems[name][k], e.scopes[name][k]
+				if bytes.Equal(old, now) {
+					continue
+				}
+				ep := []byte("null")
+				if now != nil {
+					var ok bool
+					if ep, ok = mergeDiff(old, now); !ok {
+						return mergeVal{}
+					}
+				}
+				if len(p) > 1 {
+					p = append(p, ',')
+				}
+				p = appendString(p, k)
+				p = append(p, ':')
+				p = append(p, ep...)
+			}
+			if len(p) == 1 {
+				continue
+			}
+			p = append(p, '}')
+		}
+		if m > 0 {
+			comps = append(comps, ',')
+		}
+		comps = appendString(comps, name)
+		comps = append(comps, ':')
+		comps = append(comps, p...)
+		m++
+	}
+	mv.ok = true
+	if m == 0 {
+		return mv
+	}
+	mv.v = append([]byte(`{"components":`), comps...)
+	mv.v = append(mv.v, "}}"...)
+	return mv
 }
 
 // mergeDiff returns the merge patch that turns old into now (old may be nil:

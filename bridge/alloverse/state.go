@@ -89,8 +89,13 @@ type state struct {
 	set        []byte
 	style      PatchStyle
 	// views: clients are sent views (Options.ViewRadius), so entities
-	// keep their place.
-	views bool
+	// keep their place. For them, per revision: places holds every
+	// entity's place (nil: not built yet), since the changes since each
+	// base, and vals the merge values of shared changes (view.go).
+	views  bool
+	places []placed
+	since  map[uint64]map[string]*change
+	vals   map[*change]mergeVal
 	// worldBytes and histBytes estimate the memory the entities and the
 	// history hold: history is trimmed to a bound that follows the world
 	// (see commit). peak is the most entities held since the map was
@@ -371,6 +376,9 @@ func (s *state) newRevision() {
 	clear(s.cache)
 	clear(s.mergeCache)
 	s.set = nil
+	s.places = nil
+	clear(s.since)
+	clear(s.vals)
 }
 
 // inHistory reports whether a diff from base to the current revision can

@@ -74,6 +74,29 @@ type view struct {
 // acknowledges none of as many is sent a set.
 const maxViewRevisions = 16
 
+// placed is where an entity is, for views: its root's place, its owner
+// and its root's.
+type placed struct {
+	id               string
+	pos              [3]float64
+	hasPos           bool
+	owner, rootOwner string
+}
+
+// placesNow returns every entity's place at this revision, built once
+// per revision for all the clients.
+func (s *state) placesNow() []placed {
+	if s.places != nil {
+		return s.places
+	}
+	s.places = make([]placed, 0, len(s.entities))
+	for id, e := range s.entities {
+		r := s.root(id)
+		s.places = append(s.places, placed{id: id, pos: r.pos, hasPos: r.hasPos, owner: e.owner, rootOwner: r.owner})
+	}
+	return s.places
+}
+
 // visible returns the entities agent's client is to hold now: its own,
 // those without a place, and those whose root is within radius of its
 // avatar on every axis (radius plus margin for those it holds, held);
@@ -81,28 +104,41 @@ const maxViewRevisions = 16
 func (s *state) visible(agent, avatar string, radius, margin float64, held map[string]bool) map[string]bool {
 	c := s.root(avatar)
 	out := make(map[string]bool, len(held)+8)
-	for id, e := range s.entities {
-		r := s.root(id)
-		if c == nil || !c.hasPos || e.owner == agent || r.owner == agent || !r.hasPos {
-			out[id] = true
+	for _, p := range s.placesNow() {
+		if c == nil || !c.hasPos || p.owner == agent || p.rootOwner == agent || !p.hasPos {
+			out[p.id] = true
 			continue
 		}
 		lim := radius
-		if held[id] {
+		if held[p.id] {
 			lim += margin
 		}
-		in := true
-		for i := range 3 {
-			if d := r.pos[i] - c.pos[i]; d > lim || d < -lim {
-				in = false
-				break
-			}
+		if d := p.pos[0] - c.pos[0]; d > lim || d < -lim {
+			continue
 		}
-		if in {
-			out[id] = true
+		if d := p.pos[1] - c.pos[1]; d > lim || d < -lim {
+			continue
 		}
+		if d := p.pos[2] - c.pos[2]; d > lim || d < -lim {
+			continue
+		}
+		out[p.id] = true
 	}
 	return out
+}
+
+// sinceShared is changesSince, built once per revision and base for all
+// the clients; callers must not change it.
+func (s *state) sinceShared(base uint64) map[string]*change {
+	if s.since == nil {
+		s.since, s.vals = map[uint64]map[string]*change{}, map[*change]mergeVal{}
+	}
+	c, ok := s.since[base]
+	if !ok {
+		c = s.changesSince(base)
+		s.since[base] = c
+	}
+	return c
 }
 
 // viewPacket returns what a client with view v is sent, now holding the
@@ -130,11 +166,13 @@ func (s *state) viewPacket(v *view, now map[string]bool, ack uint64, mergeOnly b
 	if ack == s.rev {
 		return nil
 	}
-	changes := s.changesSince(ack)
-	ids := make([]string, 0, len(changes))
-	for id := range changes {
+	shared := s.sinceShared(ack)
+	changes := make(map[string]*change, len(shared))
+	ids := make([]string, 0, len(shared))
+	for id, c := range shared {
 		switch {
 		case now[id] && base[id]:
+			changes[id] = c
 		case now[id]:
 			changes[id] = &change{existed: false} // into view: whole
 		case base[id]:

@@ -225,3 +225,77 @@ func TestViews(t *testing.T) {
 	set("farbox", map[string]any{"color": "red"})
 	holds("free", "farbox", "leaf", avatar)
 }
+
+// BenchmarkViews: 1,000 entities on a 100 × 100 m square, 100 of them
+// moving every heartbeat, and 100 clients (each with an avatar somewhere
+// on the square) that acknowledge every state: every client sent the
+// whole world ("everything"), or its view of 15 m ("view"). Reports the
+// bytes a client is sent per heartbeat, the entities it holds and the
+// bridge's CPU per heartbeat, on one goroutine:
+//
+//	go test ./bridge/alloverse -run '^$' -bench Views -benchtime 200x
+func BenchmarkViews(b *testing.B) {
+	const entities, moving, clients = 1000, 100, 100
+	for _, radius := range []float64{0, 15} {
+		name := "everything"
+		if radius > 0 {
+			name = "view"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := newState(0, DefaultHistory, Merge)
+			s.views = radius > 0
+			r := rand.New(rand.NewPCG(3, 3))
+			place := func(x, z float64) gameworld.Properties {
+				m, _ := json.Marshal(map[string]any{"matrix": []float64{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, x, 0, z, 1}})
+				return gameworld.PropertiesOf(map[string]json.RawMessage{"transform": m, "geometry": json.RawMessage(`{"type":"inline","name":"box"}`)})
+			}
+			xs, zs := make([]float64, entities), make([]float64, entities)
+			for i := range entities {
+				xs[i], zs[i] = r.Float64()*100, r.Float64()*100
+				s.apply(relay.Delivery{Change: gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("e%04d", i), Owner: "world"}, After: place(xs[i], zs[i])})
+			}
+			views := make([]*view, clients)
+			acks := make([]uint64, clients)
+			for c := range clients {
+				s.apply(relay.Delivery{Change: gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("avatar%03d", c), Owner: fmt.Sprintf("agent%03d", c)},
+					After: place(r.Float64()*100, r.Float64()*100)})
+				views[c] = &view{}
+			}
+			s.commit()
+			var bytes, held int
+			beat := func() {
+				for i := range moving {
+					xs[i], zs[i] = xs[i]+0.1, zs[i]+0.05
+					s.apply(relay.Delivery{Change: gameworld.Change{Type: gameworld.Update, ID: fmt.Sprintf("e%04d", i)}, After: place(xs[i], zs[i])})
+				}
+				s.commit()
+				for c := range clients {
+					var pkt []byte
+					if radius > 0 {
+						now := s.visible(fmt.Sprintf("agent%03d", c), fmt.Sprintf("avatar%03d", c), radius, relay.DefaultInterestMargin, views[c].held[acks[c]])
+						pkt = s.viewPacket(views[c], now, acks[c], true)
+						held += len(now)
+					} else {
+						pkt = s.mergePacketFor(acks[c])
+						held += len(s.entities)
+					}
+					bytes += len(pkt)
+					acks[c] = s.rev
+				}
+			}
+			for range 20 { // every client past its first set
+				beat()
+			}
+			bytes, held = 0, 0
+			cpu0 := cpuTime()
+			for b.Loop() {
+				beat()
+			}
+			cpu := cpuTime() - cpu0
+			n := float64(b.N)
+			b.ReportMetric(float64(bytes)/n/clients, "bytes/client/beat")
+			b.ReportMetric(float64(held)/n/clients, "entities/client")
+			b.ReportMetric(float64(cpu.Microseconds())/n/1000, "cpu-ms/beat")
+		})
+	}
+}
