@@ -285,6 +285,7 @@ func (n *Node) flushLocked() {
 		}
 		n.sendAnswersLocked(a.ls)
 	}
+	used := len(f.log)
 	clear(f.log)
 	clear(f.recs)
 	clear(f.bySlot)
@@ -295,7 +296,7 @@ func (n *Node) flushLocked() {
 	clear(f.msgAt)
 	f.msgAt = f.msgAt[:0]
 	f.moreRefresh = false
-	if cap(f.log) > 4096 { // after a burst, let the memory go
+	if cap(f.log) > 4096 && used < cap(f.log)/4 { // after a burst, let the memory go (a steady big log keeps it)
 		f.log, f.recs, f.bySlot = nil, nil, nil
 	}
 	if n.life.persist != nil {

@@ -616,3 +616,64 @@ func TestCSharpRefused(t *testing.T) {
 		return e == `{"0,0,0":{"c":"#d94f4f"},"3,3,3":{"c":"#4f8fd9"}}`
 	})
 }
+
+// TestCSharpInterest: the C# snapshot client (wire version 3) states a
+// region and a room: the ghosts out of them despawn, one that comes into
+// the region spawns, one that leaves it despawns, and its world is the
+// node's objects of its interest, value for value.
+func TestCSharpInterest(t *testing.T) {
+	udp := freeUDPAddr(t)
+	p := startProc(t, "--tick", "20ms", "--snapshot-listen", udp)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	goc := dialNode(t, ctx, p.URL(), "gotest")
+	for id, props := range map[string]map[string]any{
+		"near": {"position": []float64{1, 0, 1}},
+		"far":  {"position": []float64{100, 0, 0}},
+		"free": {"kind": "sky"},
+		"red":  {"position": []float64{2, 0, 0}, "room": "red"},
+		"blue": {"position": []float64{3, 0, 0}, "room": "blue"},
+	} {
+		if err := goc.CreateWithID(id, props); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := startCSharpClient(t, udp)
+	cs.expect(t, "CONNECTED ", 30*time.Second)
+	spawned := map[string]bool{}
+	for len(spawned) < 5 {
+		id, _, _ := strings.Cut(cs.expect(t, "SPAWN ", 10*time.Second), " ")
+		spawned[id] = true
+	}
+	cs.send(t, "INTEREST -10 -10 -10 10 10 10 red")
+	cs.expect(t, "INTEREST-OK", 10*time.Second)
+	gone := map[string]bool{}
+	for len(gone) < 2 {
+		gone[cs.expect(t, "DESPAWN ", 10*time.Second)] = true
+	}
+	if !gone["far"] || !gone["blue"] {
+		t.Fatalf("despawned %v, want far and blue", gone)
+	}
+	if err := goc.Set("far", map[string]any{"position": []float64{5, 0, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	cs.expect(t, "SPAWN far ", 10*time.Second)
+	if err := goc.Set("near", map[string]any{"position": []float64{50, 0, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := cs.expect(t, "DESPAWN ", 10*time.Second); got != "near" {
+		t.Fatalf("despawned %s, want near", got)
+	}
+	world := worldOf(t, p)
+	for id := range world {
+		if id == "near" || id == "blue" {
+			delete(world, id)
+		}
+	}
+	cs.send(t, "WORLD")
+	if d := viewDiff(t, cs.expect(t, "WORLD ", 10*time.Second), world, false); d != "" {
+		t.Fatal(d)
+	}
+	cs.send(t, "QUIT")
+	cs.expect(t, "BYE", 10*time.Second)
+}

@@ -30,7 +30,7 @@ namespace Solipsism.Snapshot
         public const byte ReasonNormal = 1, ReasonTimeout = 2, ReasonHashMismatch = 3, ReasonShutdown = 4, ReasonRefused = 5, ReasonNoSession = 6, ReasonOutdated = 7;
 
         /// <summary>The version of the snapshot wire this client speaks, said in its connect (docs/protocol.md, "Versions").</summary>
-        public const ushort Version = 2;
+        public const ushort Version = 3;
 
         readonly ClientOptions opts;
         readonly UdpClient udp;
@@ -301,7 +301,87 @@ namespace Solipsism.Snapshot
 
         // Resync starts connecting again (the server restarted, or dropped
         // this client); Poll carries it on.
-        void Resync() { StartHandshake(Timeout); }
+        void Resync()
+        {
+            interestSince = 0; // a new session is told the interest again
+            StartHandshake(Timeout);
+        }
+
+        /// <summary>Bounds of one interest (docs/bridges.md, "Relevancy and importance").</summary>
+        public const int MaxInterestBoxes = 8, MaxInterestRooms = 16;
+
+        float[] interestBoxes;
+        byte[][] interestRooms;
+        uint interestSeq, interestSince;
+        bool interestPending;
+
+        /// <summary>
+        /// Says what the client wants to be sent from now on: the ghosts of objects
+        /// inside one of the boxes (by their "position" property; each box six
+        /// numbers, min x, y, z then max x, y, z) and of one of the rooms (by their
+        /// "room" property). Objects without a position or a room count as inside,
+        /// and the client's own objects are always sent; no boxes means no region,
+        /// no rooms no room filter. Ghosts that leave it are despawned, ones that
+        /// enter it spawn with their values as they are. Sent with every command
+        /// until acknowledged. Throws ArgumentException, changing nothing, on more
+        /// than MaxInterestBoxes boxes or MaxInterestRooms rooms, a box that is not
+        /// six finite numbers with min no greater than max, or a room name over 255
+        /// bytes.
+        /// </summary>
+        public void SetInterest(float[][] boxes, string[] rooms)
+        {
+            boxes = boxes ?? new float[0][];
+            rooms = rooms ?? new string[0];
+            if (boxes.Length > MaxInterestBoxes || rooms.Length > MaxInterestRooms)
+                throw new ArgumentException("snapshot: an interest holds at most " + MaxInterestBoxes + " boxes and " + MaxInterestRooms + " rooms");
+            var flat = new float[boxes.Length * 6];
+            for (int i = 0; i < boxes.Length; i++)
+            {
+                var b = boxes[i];
+                if (b == null || b.Length != 6) throw new ArgumentException("snapshot: an interest box is six numbers: min x, y, z, max x, y, z");
+                for (int k = 0; k < 6; k++)
+                    if (float.IsNaN(b[k]) || float.IsInfinity(b[k])) throw new ArgumentException("snapshot: an interest box must be finite");
+                for (int k = 0; k < 3; k++)
+                    if (b[k] > b[k + 3]) throw new ArgumentException("snapshot: an interest box's min exceeds its max");
+                Array.Copy(b, 0, flat, i * 6, 6);
+            }
+            var names = new byte[rooms.Length][];
+            for (int i = 0; i < rooms.Length; i++)
+            {
+                names[i] = Encoding.UTF8.GetBytes(rooms[i] ?? "");
+                if (names[i].Length > 255) throw new ArgumentException("snapshot: a room name is at most 255 bytes");
+            }
+            interestBoxes = flat;
+            interestRooms = names;
+            interestSeq++;
+            interestSince = 0;
+            interestPending = true;
+        }
+
+        // WriteInterest ends a command with the interest section (version 3):
+        // a 1 bit and the interest while it is not acknowledged, else a 0 bit.
+        void WriteInterest()
+        {
+            if (interestPending && interestSince != 0 && World.LastCommand != 0 && (int)(World.LastCommand - interestSince) >= 0)
+                interestPending = false; // a command that carried it arrived
+            cmd.WriteBits(interestPending ? 1u : 0u, 1);
+            if (!interestPending) return;
+            cmd.WriteBits(interestSeq, 32);
+            cmd.WritePacked((uint)(interestBoxes.Length / 6));
+            foreach (var f in interestBoxes) cmd.WriteBits(BitConverter.ToUInt32(BitConverter.GetBytes(f), 0), 32);
+            cmd.WritePacked((uint)interestRooms.Length);
+            foreach (var r in interestRooms) cmd.WriteBytes(r, r.Length);
+            if (interestSince == 0) interestSince = cmdTick;
+        }
+
+        // InterestBits is about what the interest section costs in a command.
+        int InterestBits()
+        {
+            if (!interestPending) return 1;
+            int bits = 1 + 32 + 12 + interestBoxes.Length * 32 + 12;
+            foreach (var r in interestRooms) bits += 16 + r.Length * 8;
+            return bits;
+        }
 
         /// <summary>Creates or changes an object this client owns: props is a JSON object of the properties to set.</summary>
         public void Set(string id, string propsJson)
@@ -451,7 +531,7 @@ namespace Solipsism.Snapshot
             // not fit holds back its scope's later ones (the server carries
             // out each number once, and would take an earlier one arriving
             // later as done).
-            int room = 1200 * 8 - cmd.Bits - 16, count = 0;
+            int room = 1200 * 8 - cmd.Bits - 16 - InterestBits(), count = 0;
             var carried = new List<Update>();
             var elements = new List<Update>();
             foreach (var u in updates.Values) if (u.Op == 4) elements.Add(u);
@@ -488,6 +568,7 @@ namespace Solipsism.Snapshot
                 }
                 if (u.Since == 0) u.Since = cmdTick;
             }
+            WriteInterest();
             try { udp.Send(cmd.Buffer, cmd.Length); }
             catch (SocketException) { } // the server is away: the timeout decides
         }

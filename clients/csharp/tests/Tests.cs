@@ -498,7 +498,8 @@ static class Tests
     // "CONNECTED id", then "SPAWN obj props", "CHANGE obj props" and
     // "DESPAWN obj" lines, and takes commands on stdin: "SET id json",
     // "REMOVE id", "TAKE id", "RELEASE id", "QUIET" (no more CHANGE
-    // lines), "WORLD" (prints
+    // lines), "INTEREST minx miny minz maxx maxy maxz [room ...]" (one
+    // box; prints "INTEREST-OK"), "WORLD" (prints
     // "WORLD {obj: props, …}") and "QUIT".
     static bool quiet;
 
@@ -550,6 +551,15 @@ static class Tests
                         break;
                     }
                     case "QUIET": quiet = true; break;
+                    case "INTEREST": // INTEREST minx miny minz maxx maxy maxz [room ...]: one box, and rooms
+                    {
+                        var a = (parts[1] + " " + parts[2]).Split(' ');
+                        var box = new float[6];
+                        for (int i = 0; i < 6; i++) box[i] = float.Parse(a[i], System.Globalization.CultureInfo.InvariantCulture);
+                        c.SetInterest(new[] { box }, a.Skip(6).ToArray());
+                        Console.WriteLine("INTEREST-OK");
+                        break;
+                    }
                     case "WORLD":
                         var sb = new StringBuilder("{");
                         foreach (var g in c.World.Ghosts.Values.OrderBy(g => g.Object, StringComparer.Ordinal))
