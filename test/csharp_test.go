@@ -535,7 +535,7 @@ func TestCSharpWorldClientNeverWaitsOnAStalledNode(t *testing.T) {
 // TestCSharpOutdated: the C# snapshot client says its wire version in its
 // connect, and reports a server's refusal of it as OutdatedException with
 // the server's version (a real UDP socket answering as a server of
-// version 2 would), having sent one connect only.
+// version 4 would), having sent one connect only.
 func TestCSharpOutdated(t *testing.T) {
 	csharpTests(t)
 	srv, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
@@ -555,17 +555,17 @@ func TestCSharpOutdated(t *testing.T) {
 			mu.Lock()
 			connects = append(connects, append([]byte(nil), buf[:n]...))
 			mu.Unlock()
-			srv.WriteToUDP([]byte{7, 7, 3, 0}, from)
+			srv.WriteToUDP([]byte{7, 7, 4, 0}, from)
 		}
 	}()
 	port := srv.LocalAddr().(*net.UDPAddr).Port
 	out := runCSharp(t, "outdated", "127.0.0.1", strconv.Itoa(port))
-	if !strings.Contains(out, "OUTDATED 3 snapshot: the node speaks wire version 3, this client 2") {
+	if !strings.Contains(out, "OUTDATED 4 snapshot: the node speaks wire version 4, this client 3") {
 		t.Fatalf("Tests.exe outdated: %s", out)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(connects) != 1 || len(connects[0]) != 64 || connects[0][0] != 1 || connects[0][5] != 2 || connects[0][6] != 0 {
+	if len(connects) != 1 || len(connects[0]) != 64 || connects[0][0] != 1 || connects[0][5] != 3 || connects[0][6] != 0 {
 		t.Fatalf("the C# client sent %d datagrams, first % x", len(connects), connects[0])
 	}
 }
