@@ -767,7 +767,6 @@ func (c *Client) queue(u update) {
 // without a position or a room count as inside, and the client's own
 // objects are always sent. Ghosts that leave the interest are removed
 // from Objects; ones that enter it arrive with their values as they are.
-// A server of wire version 2 or older ignores it (every ghost is sent).
 // It fails, changing nothing, on more than MaxInterestBoxes boxes or
 // MaxInterestRooms rooms, a box that is not finite or whose min exceeds
 // its max, or a room name over MaxStringBytes.
