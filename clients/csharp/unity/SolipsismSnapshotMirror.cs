@@ -7,7 +7,9 @@ using UnityEngine;
 // snapshot wire: each ghost becomes an instance of the prefab its ghost
 // type names (Prefabs; DefaultPrefab for the others), placed by its
 // transform, and is destroyed when it despawns; the objects in Owned are
-// this client's, and their transforms are sent whenever they move.
+// this client's, and their transforms are sent whenever they move. With
+// viewRadius and focus set, it holds only the ghosts near the focus (the
+// snapshot wire's interest: docs/bridges.md, "Relevancy and importance").
 //
 // The protocol's coordinates are right-handed with y up, as the browser
 // demo's; Unity's are left-handed: z is negated both ways (and the
@@ -26,11 +28,15 @@ public class SolipsismSnapshotMirror : MonoBehaviour
     public List<TypePrefab> prefabs = new List<TypePrefab>();
     public GameObject defaultPrefab;
     [Tooltip("Transforms of yours the others see")] public List<Transform> owned = new List<Transform>();
+    [Tooltip("Receive only the ghosts within this distance of Focus on every axis, and those without a position (0: everything)")] public float viewRadius = 0;
+    [Tooltip("Where the view is centred (the player, the camera)")] public Transform focus;
 
     Client client;
     readonly Dictionary<uint, GameObject> mirrored = new Dictionary<uint, GameObject>();
     readonly Dictionary<Transform, Vector3> sentAt = new Dictionary<Transform, Vector3>();
     readonly Dictionary<Transform, Quaternion> sentRot = new Dictionary<Transform, Quaternion>();
+    Vector3 viewAt;
+    bool viewSet;
 
     void Start()
     {
@@ -83,6 +89,15 @@ public class SolipsismSnapshotMirror : MonoBehaviour
     void Update()
     {
         if (client == null || !client.Poll()) return;
+        if (viewRadius > 0 && focus != null && (!viewSet || (focus.position - viewAt).sqrMagnitude > viewRadius * viewRadius / 16))
+        {
+            // The region follows the focus a quarter of the radius at a
+            // time (each change is a command section until acknowledged).
+            viewAt = focus.position;
+            viewSet = true;
+            var c = viewAt;
+            client.SetInterest(new[] { new[] { c.x - viewRadius, c.y - viewRadius, -c.z - viewRadius, c.x + viewRadius, c.y + viewRadius, -c.z + viewRadius } }, null);
+        }
         foreach (var t in owned)
         {
             if (t == null) continue;
