@@ -71,7 +71,9 @@ type view struct {
 }
 
 // maxViewRevisions bounds the revisions a view remembers: a client that
-// acknowledges none of as many is sent a set.
+// acknowledges none of as many is sent a set. Revisions whose view did not
+// change share one set (visible), so a client holds about one view's
+// worth however many revisions it has not acknowledged.
 const maxViewRevisions = 16
 
 // placed is where an entity is, for views: its root's place, its owner
@@ -123,6 +125,18 @@ func (s *state) visible(agent, avatar string, radius, margin float64, held map[s
 			continue
 		}
 		out[p.id] = true
+	}
+	if len(out) == len(held) {
+		same := true
+		for id := range out {
+			if !held[id] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return held // revisions of one view share its set
+		}
 	}
 	return out
 }
