@@ -217,7 +217,7 @@ func (s *state) viewPacket(v *view, now map[string]bool, ack uint64, mergeOnly b
 	}
 	var merge []byte
 	smaller := false
-	if s.style != Apply {
+	if s.style != Apply || mergeOnly {
 		merge, smaller = s.mergePacketOf(ack, ids, changes, lookup)
 	}
 	switch {

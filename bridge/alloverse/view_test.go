@@ -32,7 +32,7 @@ func TestViewDiffs(t *testing.T) {
 	for _, tc := range []struct {
 		style     PatchStyle
 		mergeOnly bool
-	}{{Smallest, false}, {Merge, false}, {Apply, false}, {Smallest, true}} {
+	}{{Smallest, false}, {Merge, false}, {Apply, false}, {Smallest, true}, {Apply, true}} {
 		for seed := range uint64(4) {
 			t.Run(fmt.Sprintf("style%d/merge-only %v/seed%d", tc.style, tc.mergeOnly, seed), func(t *testing.T) {
 				t.Parallel()
