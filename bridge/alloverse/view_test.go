@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -121,12 +122,18 @@ func checkRandomViews(t *testing.T, style PatchStyle, mergeOnly bool, seed uint6
 		if !sameJSON(got, want) {
 			t.Fatalf("step %d, revision %d from %d:\nheld %s\npacket %s\ngot %s\nwant %s", step, s.rev, ack, held[ack], pkt, got, want)
 		}
-		// The view: its own, the placeless, those near the avatar.
-		for id := range now {
-			e := s.entities[id]
+		// The view: its own, the placeless, those near the avatar, and
+		// nothing past the margin.
+		for id, e := range s.entities {
 			rt := s.root(id)
-			if e.owner != "agent" && rt.owner != "agent" && rt.hasPos {
-				if d := rt.pos[0] - s.entities["avatar"].pos[0]; d > radius+margin || d < -radius-margin {
+			d := math.Abs(rt.pos[0] - s.entities["avatar"].pos[0])
+			switch {
+			case e.owner == "agent" || rt.owner == "agent" || !rt.hasPos || d <= radius:
+				if !now[id] {
+					t.Fatalf("step %d: %s (owner %s, root at %v, placed %v) is not in the view of an avatar at %v", step, id, e.owner, rt.pos, rt.hasPos, s.entities["avatar"].pos)
+				}
+			case d > radius+margin:
+				if now[id] {
 					t.Fatalf("step %d: %s at %v is in the view of an avatar at %v", step, id, rt.pos, s.entities["avatar"].pos)
 				}
 			}
