@@ -80,6 +80,9 @@ type loadReport struct {
 	AlloInconsistent     int `json:"allo_inconsistent"`
 	SnapshotClients      int `json:"snapshot_clients"`
 	SnapshotInconsistent int `json:"snapshot_inconsistent"`
+	// Objects a bridged client held at the check, on average.
+	AlloHeld     float64 `json:"allo_held"`
+	SnapshotHeld float64 `json:"snapshot_held"`
 	// What the crowd scenarios add (--near).
 	BytesPerClient float64 `json:"bytes_per_client_per_second"`
 	NearP99ms      float64 `json:"near_p99_ms"`

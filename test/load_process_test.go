@@ -133,3 +133,28 @@ func TestLoadConsistencyAllSeeAll(t *testing.T) {
 
 // waitLinks waits until the node has n links.
 func waitLinks(t *testing.T, r relayProc, n int) { waitMetric(t, r, "solipsism_links{", n) }
+
+// TestLoadBridgedRegions: the load tool's Alloverse and snapshot clients
+// stand on the grid of a big world (--interest) with regions of their own
+// (--allo-view against the node's --allo-view-radius, --snapshot-interest)
+// while 200 clients update at 5 Hz: at the end each holds exactly the
+// node's objects of its region (the tool's check), and fewer than the
+// world.
+func TestLoadBridgedRegions(t *testing.T) {
+	p := startProc(t, "--tick", "50ms", "--max-conns-per-ip", "-1", "--snapshot-listen", "127.0.0.1:0", "--allo-view-radius", "25")
+	rep := runChecked(t, "--url", p.URL(), "--clients", "200", "--rate", "5", "--interest", "25", "--move", "2",
+		"--allo", "3", "--allo-view", "25", "--snapshot", "3", "--snapshot-interest", "25", "--snapshot-addr", snapshotAddr(t, p),
+		"--warmup", "1s", "--duration", "4s", "--check")
+	t.Logf("report %+v", rep)
+	if rep.Checked != 200 || rep.Inconsistent != 0 || rep.Errors != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	if rep.AlloClients != 3 || rep.AlloInconsistent != 0 || rep.SnapshotClients != 3 || rep.SnapshotInconsistent != 0 {
+		t.Fatalf("bridged clients: %+v", rep)
+	}
+	// 206 objects in all; a region of 50 × 50 on a grid 10 apart holds
+	// about 25 of them.
+	if rep.AlloHeld == 0 || rep.AlloHeld > 100 || rep.SnapshotHeld == 0 || rep.SnapshotHeld > 100 {
+		t.Fatalf("the bridged clients held %.1f (Alloverse) and %.1f (snapshot) objects of 206", rep.AlloHeld, rep.SnapshotHeld)
+	}
+}

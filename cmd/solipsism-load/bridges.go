@@ -14,6 +14,8 @@ import (
 
 	"github.com/solipsism/mesh/bridge/alloverse"
 	"github.com/solipsism/mesh/bridge/snapshot"
+	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/relay"
 )
 
 // bridged are the Alloverse and snapshot clients of a run (--allo,
@@ -38,6 +40,9 @@ type bridgedClient struct {
 // bridgedConn is one connection of a bridged client.
 type bridgedConn struct {
 	own string // the object it writes
+	// box is its region (--snapshot-interest, --allo-view), or nil: it
+	// is sent the whole world.
+	box *peer.Box
 	// view returns its current copy of the world: object id to its "t"
 	// value; ok is false while it has none.
 	view    func() (map[string]string, bool)
@@ -54,13 +59,17 @@ func (bc *bridgedClient) gone() error                     { return bc.cur.Load()
 
 // bridgedCheck counts the bridged clients whose view differs from the
 // node's world.
-type bridgedCheck struct{ allo, snaps int }
+type bridgedCheck struct {
+	allo, snaps int
+	// alloHeld and snapsHeld are the objects their views held, in all.
+	alloHeld, snapsHeld int
+}
 
 // startBridged connects the bridged clients and starts them.
 func startBridged(ctx context.Context, cfg *config, rate float64, st *stats, wg *sync.WaitGroup) (*bridged, error) {
 	b := &bridged{}
 	for k := range cfg.allo {
-		bc := &bridgedClient{dial: func(ctx context.Context) (*bridgedConn, error) { return dialAllo(ctx, cfg) }}
+		bc := &bridgedClient{dial: func(ctx context.Context) (*bridgedConn, error) { return dialAllo(ctx, cfg, k) }}
 		if err := bc.start(ctx, rate, st, &st.alloLat, wg); err != nil {
 			return nil, fmt.Errorf("alloverse client %d: %w", k, err)
 		}
@@ -76,16 +85,31 @@ func startBridged(ctx context.Context, cfg *config, rate float64, st *stats, wg 
 	return b, nil
 }
 
+// bridgedPlace is where bridged client k stands on the grid, and its
+// region of half-size r around it.
+func bridgedPlace(cfg *config, k int, r float64) ([3]float64, *peer.Box) {
+	side := max(1, cfg.side)
+	at := [3]float64{float64((k*7+3)%side) * cfg.spacing, 0, float64((k*5+1)%side) * cfg.spacing}
+	return at, &peer.Box{Min: [3]float64{at[0] - r, at[1] - r, at[2] - r}, Max: [3]float64{at[0] + r, at[1] + r, at[2] + r}}
+}
+
 // dialAllo connects an Alloverse client and announces it (its avatar is
-// the entity it writes).
-func dialAllo(ctx context.Context, cfg *config) (*bridgedConn, error) {
+// the entity it writes; with --allo-view it stands on the grid).
+func dialAllo(ctx context.Context, cfg *config, k int) (*bridgedConn, error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c, err := alloverse.DialClient(dctx, cfg.alloURL, alloverse.ClientOptions{Token: cfg.token})
 	if err != nil {
 		return nil, err
 	}
-	avatar, _, err := c.Announce(dctx, map[string]any{"t": 0})
+	avatarProps := map[string]any{"t": 0}
+	var box *peer.Box
+	if cfg.alloView > 0 {
+		var at [3]float64
+		at, box = bridgedPlace(cfg, k, cfg.alloView)
+		avatarProps["position"] = at[:]
+	}
+	avatar, _, err := c.Announce(dctx, avatarProps)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -113,14 +137,21 @@ func dialAllo(ctx context.Context, cfg *config) (*bridgedConn, error) {
 		_, err := c.Request(ctx, "change_components", avatar, "add_or_change", map[string]any{"t": t})
 		return err
 	}
-	return &bridgedConn{own: avatar, view: view, write: write, changed: c.Changed, close: func() { c.Close() }, done: c.Done(), gone: doneErr(c.Done(), c.Err)}, nil
+	return &bridgedConn{own: avatar, box: box, view: view, write: write, changed: c.Changed, close: func() { c.Close() }, done: c.Done(), gone: doneErr(c.Done(), c.Err)}, nil
 }
 
 // dialSnapshot connects a snapshot client and writes its object.
 func dialSnapshot(ctx context.Context, cfg *config, k int) (*bridgedConn, error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c, err := snapshot.Dial(dctx, cfg.snapshotAddr, snapshot.ClientOptions{Token: cfg.token})
+	opts := snapshot.ClientOptions{Token: cfg.token}
+	var at [3]float64
+	var box *peer.Box
+	if cfg.snapInterest > 0 {
+		at, box = bridgedPlace(cfg, cfg.allo+k, cfg.snapInterest)
+		opts.Interest = snapshot.Interest{Boxes: []peer.Box{*box}}
+	}
+	c, err := snapshot.Dial(dctx, cfg.snapshotAddr, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -133,12 +164,18 @@ func dialSnapshot(ctx context.Context, cfg *config, k int) (*bridgedConn, error)
 		}
 		return out, true
 	}
-	write := func(t int64) error { return c.Set(own, map[string]any{"t": t}) }
+	write := func(t int64) error {
+		props := map[string]any{"t": t}
+		if box != nil {
+			props["position"] = at[:]
+		}
+		return c.Set(own, props)
+	}
 	if err := write(0); err != nil {
 		c.Close()
 		return nil, err
 	}
-	return &bridgedConn{own: own, view: view, write: write, changed: c.Changed, close: func() { c.Close() }, done: c.Done(), gone: doneErr(c.Done(), c.Err)}, nil
+	return &bridgedConn{own: own, box: box, view: view, write: write, changed: c.Changed, close: func() { c.Close() }, done: c.Done(), gone: doneErr(c.Done(), c.Err)}, nil
 }
 
 // start connects the client and runs it until ctx ends: it writes its
@@ -243,8 +280,19 @@ func (b *bridged) check(node map[string]nodeObject) bridgedCheck {
 		}
 		var missing, extra, stale int
 		var example string
+		box := bc.cur.Load().box
+		// (A region's edge: what lies within the bridges' margin of it
+		// may be held or not.)
+		const margin = relay.DefaultInterestMargin
 		for id, o := range node {
 			t, ok := view[id]
+			if box != nil && o.placed && id != bc.cur.Load().own && !box.Contains(o.at, 0) {
+				if ok && !box.Contains(o.at, margin) {
+					extra++
+					example = "out of its region " + id
+				}
+				continue
+			}
 			switch {
 			case !ok:
 				missing++
@@ -266,16 +314,22 @@ func (b *bridged) check(node map[string]nodeObject) bridgedCheck {
 		b.lastDiff = fmt.Sprintf("%d missing, %d extra, %d stale (%s)", missing, extra, stale, example)
 		return true
 	}
+	held := func(bc *bridgedClient) int {
+		view, _ := bc.view()
+		return len(view)
+	}
 	var c bridgedCheck
 	for _, bc := range b.allo {
 		if differs(bc) {
 			c.allo++
 		}
+		c.alloHeld += held(bc)
 	}
 	for _, bc := range b.snaps {
 		if differs(bc) {
 			c.snaps++
 		}
+		c.snapsHeld += held(bc)
 	}
 	return c
 }
@@ -310,6 +364,12 @@ func sameNumber(a, b string) bool {
 func (b *bridged) fill(r *report, st *stats, c bridgedCheck) {
 	r.AlloClients, r.SnapshotClients = len(b.allo), len(b.snaps)
 	r.AlloInconsistent, r.SnapshotInconsistent = c.allo, c.snaps
+	if len(b.allo) > 0 {
+		r.AlloHeld = float64(c.alloHeld) / float64(len(b.allo))
+	}
+	if len(b.snaps) > 0 {
+		r.SnapshotHeld = float64(c.snapsHeld) / float64(len(b.snaps))
+	}
 	if len(b.allo) > 0 {
 		p := st.percentiles(&st.alloLat)
 		r.AlloP50ms, r.AlloP99ms = p.p50, p.p99

@@ -67,6 +67,10 @@ type report struct {
 	SnapshotP50ms        float64 `json:"snapshot_p50_ms,omitempty"`
 	SnapshotP99ms        float64 `json:"snapshot_p99_ms,omitempty"`
 	SnapshotInconsistent int     `json:"snapshot_inconsistent,omitempty"`
+	// AlloHeld and SnapshotHeld are how many objects such a client held at
+	// the check, on average (with a region, less than the world).
+	AlloHeld     float64 `json:"allo_held,omitempty"`
+	SnapshotHeld float64 `json:"snapshot_held,omitempty"`
 	// BytesPerClientPerS is what one client was delivered a second.
 	BytesPerClientPerS float64 `json:"bytes_per_client_per_second"`
 	// NearP99ms is the p99 latency of the objects within --near of an
@@ -113,6 +117,8 @@ func main() {
 	alloURL := flag.String("allo-url", "", "the node's Alloverse endpoint; empty means --url with /ws replaced by /alloverse")
 	snapshots := flag.Int("snapshot", 0, "snapshot clients (UDP) that also follow the world and update an object of their own at --rate")
 	snapshotAddr := flag.String("snapshot-addr", "127.0.0.1:7777", "the node's snapshot endpoint (host:port, UDP)")
+	snapInterest := flag.Float64("snapshot-interest", 0, "if positive, each snapshot client stands on the grid (as --interest places the clients) and wants only the ghosts within this distance of its place on every axis (the snapshot wire's interest)")
+	alloView := flag.Float64("allo-view", 0, "the node's --allo-view-radius, if set: each Alloverse client's avatar stands on the grid, and its view is checked against it")
 	rooms := flag.Int("rooms", 0, "if positive, put the clients in this many rooms, round robin (client i in room-<i mod rooms>), each client's object in its room: the node sends each only its room's objects")
 	persistent := flag.Bool("persistent", false, "mark the clients' objects \"persistent\": true, so that a node with a store writes every update to disk")
 	spacing := flag.Float64("spacing", 10, "with --interest, the distance between neighbouring clients' objects on the grid")
@@ -136,7 +142,7 @@ func main() {
 	defer stop()
 	cfg := &config{url: urls[0], urls: urls, spacing: *spacing, move: *move, budget: *budget, near: *near, html: *htmlOut, scenario: *scenario, outJSON: *jsonOut, check: *check, progress: *progress,
 		churners: *churn, stalled: *stall, settle: *settle, interest: *interest, token: *token,
-		allo: *allo, alloURL: *alloURL, snapshots: *snapshots, snapshotAddr: *snapshotAddr, persistent: *persistent, rooms: *rooms}
+		allo: *allo, alloURL: *alloURL, snapshots: *snapshots, snapshotAddr: *snapshotAddr, snapInterest: *snapInterest, alloView: *alloView, persistent: *persistent, rooms: *rooms}
 	if *token != "" {
 		cfg.dialOpts = &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + *token}}}
 	}
@@ -168,6 +174,9 @@ type config struct {
 	rooms                 int
 	side                  int // of the grid, in objects
 	allo, snapshots       int
+	// snapInterest and alloView, when positive, give the bridged clients
+	// a place on the grid and a region of that half-size around it.
+	snapInterest, alloView float64
 	alloURL, snapshotAddr string
 }
 
