@@ -169,15 +169,15 @@ type config struct {
 	churners, stalled        int
 	// interest, when positive, places the clients' objects on a grid 10
 	// apart and gives each client an interest box reaching this far.
-	interest              float64
-	persistent            bool
-	rooms                 int
-	side                  int // of the grid, in objects
-	allo, snapshots       int
+	interest        float64
+	persistent      bool
+	rooms           int
+	side            int // of the grid, in objects
+	allo, snapshots int
 	// snapInterest and alloView, when positive, give the bridged clients
 	// a place on the grid and a region of that half-size around it.
 	snapInterest, alloView float64
-	alloURL, snapshotAddr string
+	alloURL, snapshotAddr  string
 }
 
 func isTerminal(f *os.File) bool {
