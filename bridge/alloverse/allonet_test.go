@@ -80,6 +80,27 @@ func startAllonet(t *testing.T, bin, addr string, version int, d time.Duration, 
 	return r
 }
 
+// everyHeartbeat calls fn(1), fn(2), … every 10 ms (the tests'
+// heartbeat) until 1.5 s before the peer's run of d ends, or it ends;
+// wait on what it returns.
+func everyHeartbeat(run *allonetRun, d time.Duration, fn func(n int)) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		quiet := time.Now().Add(d - 1500*time.Millisecond)
+		for n := 1; time.Now().Before(quiet); n++ {
+			select {
+			case <-run.done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			fn(n)
+		}
+	}()
+	return &wg
+}
+
 // TestAllonetGenerations: clients of both allonet generations (3, with
 // its five channels; 4 as built from allonet's 4.0 tag, version 4 in that
 // layout; 4 since, with six channels) connect over ENet, directly and
@@ -146,27 +167,16 @@ func TestAllonetGenerations(t *testing.T) {
 			}()
 			// Changes on every heartbeat, and an entity now and then
 			// that comes and goes.
-			var changes sync.WaitGroup
-			changes.Add(1)
-			go func() {
-				defer changes.Done()
-				var extra string
-				quiet := time.Now().Add(d - 1500*time.Millisecond)
-				for n := 1; time.Now().Before(quiet); n++ {
-					select {
-					case <-run.done:
-						return
-					case <-time.After(10 * time.Millisecond):
+			var extra string
+			changes := everyHeartbeat(run, d, func(n int) {
+				alice.Set(ids[n%len(ids)], map[string]any{"n": n})
+				if n%25 == 0 {
+					if extra != "" {
+						alice.Remove(extra)
 					}
-					alice.Set(ids[n%len(ids)], map[string]any{"n": n})
-					if n%25 == 0 {
-						if extra != "" {
-							alice.Remove(extra)
-						}
-						extra, _ = alice.Create(map[string]any{"n": n, "extra": true})
-					}
+					extra, _ = alice.Create(map[string]any{"n": n, "extra": true})
 				}
-			}()
+			})
 			<-run.done
 			changes.Wait()
 			if l, ok := run.has("ASSERT"); ok {
@@ -263,31 +273,20 @@ func TestAllonetViews(t *testing.T) {
 				d = 6 * time.Second
 			}
 			run := startAllonet(t, bin, addr, 4, d, "ALLONET_AVATAR_X=0")
-			var changes sync.WaitGroup
-			changes.Add(1)
-			go func() {
-				defer changes.Done()
-				var extra string
-				quiet := time.Now().Add(d - 1500*time.Millisecond)
-				for n := 1; time.Now().Before(quiet); n++ {
-					select {
-					case <-run.done:
-						return
-					case <-time.After(10 * time.Millisecond):
+			var extra string
+			changes := everyHeartbeat(run, d, func(n int) {
+				// In and out: 0 to 35, one object a heartbeat.
+				i := n % len(ids)
+				alice.Set(ids[i], map[string]any{"position": []float64{float64((n/len(ids)+i)%8) * 5, 0, 0}, "n": n})
+				if n%15 == 0 {
+					if extra != "" {
+						alice.Remove(extra)
 					}
-					// In and out: 0 to 35, one object a heartbeat.
-					i := n % len(ids)
-					alice.Set(ids[i], map[string]any{"position": []float64{float64((n/len(ids)+i)%8) * 5, 0, 0}, "n": n})
-					if n%15 == 0 {
-						if extra != "" {
-							alice.Remove(extra)
-						}
-						props := at(float64(n % 40))
-						props["extra"] = true
-						extra, _ = alice.Create(props)
-					}
+					props := at(float64(n % 40))
+					props["extra"] = true
+					extra, _ = alice.Create(props)
 				}
-			}()
+			})
 			<-run.done
 			changes.Wait()
 			if l, ok := run.has("ASSERT"); ok {

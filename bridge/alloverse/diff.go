@@ -190,12 +190,7 @@ func (s *state) mergePacketOf(base uint64, ids []string, changes map[string]*cha
 			}
 			v = mv.v
 		}
-		if n > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, id)
-		b = append(b, ':')
-		b = append(b, v...)
+		b = appendMember(b, n > 0, id, v)
 		n++
 	}
 	b = append(b, `},"revision":`...)
@@ -232,12 +227,7 @@ func (s *state) mergeValue(c *change, e *entity) (mv mergeVal) {
 				mv.bigger = true
 			}
 		}
-		if m > 0 {
-			comps = append(comps, ',')
-		}
-		comps = appendString(comps, k)
-		comps = append(comps, ':')
-		comps = append(comps, p...)
+		comps = appendMember(comps, m > 0, k, p)
 		m++
 	}
 	// A scope's patch names the elements that changed alone.
@@ -262,24 +252,14 @@ func (s *state) mergeValue(c *change, e *entity) (mv mergeVal) {
 						return mergeVal{}
 					}
 				}
-				if len(p) > 1 {
-					p = append(p, ',')
-				}
-				p = appendString(p, k)
-				p = append(p, ':')
-				p = append(p, ep...)
+				p = appendMember(p, len(p) > 1, k, ep)
 			}
 			if len(p) == 1 {
 				continue
 			}
 			p = append(p, '}')
 		}
-		if m > 0 {
-			comps = append(comps, ',')
-		}
-		comps = appendString(comps, name)
-		comps = append(comps, ':')
-		comps = append(comps, p...)
+		comps = appendMember(comps, m > 0, name, p)
 		m++
 	}
 	mv.ok = true
@@ -289,6 +269,17 @@ func (s *state) mergeValue(c *change, e *entity) (mv mergeVal) {
 	mv.v = append([]byte(`{"components":`), comps...)
 	mv.v = append(mv.v, "}}"...)
 	return mv
+}
+
+// appendMember appends the member key: v of a JSON object, after a comma
+// unless it is the first.
+func appendMember(b []byte, comma bool, key string, v []byte) []byte {
+	if comma {
+		b = append(b, ',')
+	}
+	b = appendString(b, key)
+	b = append(b, ':')
+	return append(b, v...)
 }
 
 // mergeDiff returns the merge patch that turns old into now (old may be nil:
