@@ -43,6 +43,20 @@ func (r *allonetRun) has(prefix string) (string, bool) {
 	return "", false
 }
 
+// endedWell waits for the run's end and fails t if the peer aborted (as
+// allonet's asserts would) or ended otherwise than by its time being up.
+func (r *allonetRun) endedWell(t *testing.T) {
+	t.Helper()
+	<-r.done
+	if l, ok := r.has("ASSERT"); ok {
+		t.Fatalf("allonet would have aborted: %s\n%s", l, r.output())
+	}
+	var ee *exec.ExitError
+	if r.err != nil && !errors.As(r.err, &ee) || ee != nil {
+		t.Fatalf("the peer ended with %v:\n%s", r.err, r.output())
+	}
+}
+
 func (r *allonetRun) output() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -177,15 +191,8 @@ func TestAllonetGenerations(t *testing.T) {
 					extra, _ = alice.Create(map[string]any{"n": n, "extra": true})
 				}
 			})
-			<-run.done
+			run.endedWell(t)
 			changes.Wait()
-			if l, ok := run.has("ASSERT"); ok {
-				t.Fatalf("allonet would have aborted: %s\n%s", l, run.output())
-			}
-			var ee *exec.ExitError
-			if run.err != nil && !errors.As(run.err, &ee) || ee != nil {
-				t.Fatalf("the peer ended with %v:\n%s", run.err, run.output())
-			}
 			for _, want := range []string{"connected", `response ["announce","`, `response ["spawn_entity","`, "clock", "state "} {
 				if _, ok := run.has(want); !ok {
 					t.Fatalf("no %q from the peer:\n%s", want, run.output())
@@ -287,15 +294,8 @@ func TestAllonetViews(t *testing.T) {
 					extra, _ = alice.Create(props)
 				}
 			})
-			<-run.done
+			run.endedWell(t)
 			changes.Wait()
-			if l, ok := run.has("ASSERT"); ok {
-				t.Fatalf("allonet would have aborted: %s\n%s", l, run.output())
-			}
-			var ee *exec.ExitError
-			if run.err != nil && !errors.As(run.err, &ee) || ee != nil {
-				t.Fatalf("the peer ended with %v:\n%s", run.err, run.output())
-			}
 			final, _ := run.has("final ")
 			var ents map[string]struct {
 				Components map[string]json.RawMessage `json:"components"`
