@@ -310,13 +310,13 @@ func (n *Node) flushLocked() {
 const parallelMin = 4096
 
 // offerParallel offers this flush's log to the links that need nothing
-// else of it (no metadata, departed or message marks, no priority, no
-// attachment), spread over the cores, and reports which it offered, by
-// their place in n.hub.order (nil if none). Each Offer takes its own
-// link's lock and only reads the node's state, which n.mu, held
-// throughout, keeps still; what else a link gets in this flush (a
-// refresh's next slice, answers) follows in flushLocked, after its
-// records, as before. n.mu must be held.
+// else of it (no metadata, departed or message marks, no attachment),
+// spread over the cores, and reports which it offered, by their place in
+// n.hub.order (nil if none). Each Offer takes its own link's lock, a
+// link's priority plan is its own (ls.prio), and both only read the
+// node's state, which n.mu, held throughout, keeps still; what else a
+// link gets in this flush (a refresh's next slice, answers) follows in
+// flushLocked, after its records, as before. n.mu must be held.
 func (n *Node) offerParallel(full func(int) *peer.Record) []bool {
 	f := &n.fan
 	workers := min(runtime.GOMAXPROCS(0), len(n.hub.order))
@@ -325,7 +325,9 @@ func (n *Node) offerParallel(full func(int) *peer.Record) []bool {
 	}
 	var picked []int
 	for k, ls := range n.hub.order {
-		if ls.ready && ls.link != nil && ls.prio == nil && !n.prioritised(ls) && !n.marksFor(ls) {
+		// (A link whose priority just ended first gets what it is owed,
+		// in flushLocked.)
+		if ls.ready && ls.link != nil && (ls.prio == nil || n.prioritised(ls)) && !n.marksFor(ls) {
 			picked = append(picked, k)
 		}
 	}
