@@ -30,7 +30,7 @@ import (
 // many parts): all-see-all, 300 clients of 10 objects in one world; rooms,
 // 20 rooms of 10 clients of 50 objects; interest, 300 clients of 50
 // objects on a 20 × 15 grid, 10 apart, each seeing those within 15 (its 8
-// neighbours').
+// neighbours'); priority, the same with priority by distance.
 func BenchmarkCores(b *testing.B) {
 	const window = 3 * time.Second
 	for _, tc := range []struct {
@@ -38,11 +38,12 @@ func BenchmarkCores(b *testing.B) {
 		clients, objs int
 		meta          func(i int) map[string]any // extra metadata of client i
 		props         func(i int) map[string]any // its object's properties
+		near          float64                    // Options.Priority.Near
 	}{
-		{"all-see-all", 300, 10, nil, nil},
+		{"all-see-all", 300, 10, nil, nil, 0},
 		{"rooms", 200, 50,
 			func(i int) map[string]any { return map[string]any{"rooms": []string{fmt.Sprintf("room-%d", i%20)}} },
-			func(i int) map[string]any { return map[string]any{"room": fmt.Sprintf("room-%d", i%20)} }},
+			func(i int) map[string]any { return map[string]any{"room": fmt.Sprintf("room-%d", i%20)} }, 0},
 		{"interest", 300, 50,
 			func(i int) map[string]any {
 				x, z := float64(i%20)*10, float64(i/20)*10
@@ -50,10 +51,20 @@ func BenchmarkCores(b *testing.B) {
 			},
 			func(i int) map[string]any {
 				return map[string]any{"position": []float64{float64(i%20) * 10, 0, float64(i/20) * 10}}
-			}},
+			}, 0},
+		// interest, with priority by distance (nearer than 5: every tick).
+		{"priority", 300, 50,
+			func(i int) map[string]any {
+				x, z := float64(i%20)*10, float64(i/20)*10
+				return map[string]any{"interest": map[string]any{"min": []float64{x - 15, -1, z - 15}, "max": []float64{x + 15, 1, z + 15}}}
+			},
+			func(i int) map[string]any {
+				return map[string]any{"position": []float64{float64(i%20) * 10, 0, float64(i/20) * 10}}
+			}, 5},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			n, err := relay.New(relay.Options{Tick: 50 * time.Millisecond, Quotas: relay.Quotas{MessagesPerSecond: -1, RecordsPerSecond: -1}, DigestInterval: -1})
+			n, err := relay.New(relay.Options{Tick: 50 * time.Millisecond, Quotas: relay.Quotas{MessagesPerSecond: -1, RecordsPerSecond: -1}, DigestInterval: -1,
+				Priority: relay.PriorityOptions{Near: tc.near}})
 			if err != nil {
 				b.Fatal(err)
 			}
