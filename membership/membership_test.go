@@ -7,14 +7,25 @@ import (
 	"github.com/solipsism/mesh/membership"
 )
 
-// events records what a Membership tells.
-type events struct{ up, down chan membership.Member }
+// events records what a Membership tells; in MemberDown, also whether
+// its Membership (self, once set) still says the member is alive.
+type events struct {
+	up, down chan membership.Member
+	self     **membership.Membership
+	aliveAt  chan bool
+}
 
 func newEvents() events {
-	return events{up: make(chan membership.Member, 16), down: make(chan membership.Member, 16)}
+	return events{up: make(chan membership.Member, 16), down: make(chan membership.Member, 16),
+		self: new(*membership.Membership), aliveAt: make(chan bool, 16)}
 }
-func (e events) MemberUp(m membership.Member)   { e.up <- m }
-func (e events) MemberDown(m membership.Member) { e.down <- m }
+func (e events) MemberUp(m membership.Member) { e.up <- m }
+func (e events) MemberDown(m membership.Member) {
+	if ms := *e.self; ms != nil {
+		e.aliveAt <- ms.Alive(m.Name)
+	}
+	e.down <- m
+}
 
 func start(t *testing.T, id string, ev events, join ...string) *membership.Membership {
 	t.Helper()
@@ -44,6 +55,7 @@ func next(t *testing.T, ch chan membership.Member, what string) membership.Membe
 func TestMembersComeAndGo(t *testing.T) {
 	evA, evB, evC := newEvents(), newEvents(), newEvents()
 	a := start(t, "server-a", evA)
+	*evA.self = a
 	b := start(t, "server-b", evB, a.Addr())
 	if got := next(t, evA.up, "b up at a"); got.ID != "server-b" || got.URL != "ws://127.0.0.1:1/server-b" || got.Name != b.Name() {
 		t.Errorf("a is told %+v", got)
@@ -63,6 +75,11 @@ func TestMembersComeAndGo(t *testing.T) {
 	}
 	if got := next(t, evA.down, "b down at a"); got.Name != b.Name() || !got.Leaving {
 		t.Errorf("b's leave is told as %+v, want leaving", got)
+	}
+	// While a handles b's going, b is still a member at a: what b's
+	// links do meanwhile is not taken for a member already handled.
+	if alive := <-evA.aliveAt; !alive {
+		t.Error("a said b was gone before its MemberDown returned")
 	}
 	if !b.Stopped() || a.Alive(b.Name()) {
 		t.Errorf("after the leave: b stopped %v, alive at a %v", b.Stopped(), a.Alive(b.Name()))
