@@ -1,6 +1,7 @@
 // Package interest is the geometry of spatial interest, without I/O: a
 // uniform grid of cells (Grid), the cells a region's boxes cover, whether a
-// point is inside a region, positions read from JSON (ParseVec3), and an
+// point is inside a region, how far from it in bands of doubling distance
+// (Band), positions read from JSON (ParseVec3), and an
 // index of objects by cell (Index).
 //
 // A node (package relay) keeps one Index of its world while some peer has

@@ -77,6 +77,30 @@ func Contains(boxes []peer.Box, p [3]float64, margin float64) bool {
 	return false
 }
 
+// Band returns how far p is from the centre of the nearest of boxes, in
+// bands: 0 within near, b within near·2^b, at most bands-1. With near
+// not positive or no boxes, every position is in band 0. (Squared
+// distances: no roots.)
+func Band(p [3]float64, boxes []peer.Box, near float64, bands int) int {
+	if near <= 0 || len(boxes) == 0 {
+		return 0
+	}
+	d2 := math.Inf(1)
+	for _, bx := range boxes {
+		var s float64
+		for k := range 3 {
+			c := (bx.Min[k] + bx.Max[k]) / 2
+			s += (p[k] - c) * (p[k] - c)
+		}
+		d2 = min(d2, s)
+	}
+	band, r2 := 0, near*near
+	for band < bands-1 && d2 > r2 {
+		band, r2 = band+1, r2*4
+	}
+	return band
+}
+
 // SameBoxes reports whether a and b are the same boxes in the same order.
 func SameBoxes(a, b []peer.Box) bool {
 	if len(a) != len(b) {

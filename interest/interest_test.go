@@ -126,3 +126,29 @@ func BenchmarkParseVec3(b *testing.B) {
 		ParseVec3(raw)
 	}
 }
+
+func TestBand(t *testing.T) {
+	boxes := []peer.Box{{Min: [3]float64{-1, -1, -1}, Max: [3]float64{1, 1, 1}}, {Min: [3]float64{99, -1, -1}, Max: [3]float64{101, 1, 1}}}
+	for _, tc := range []struct {
+		p     [3]float64
+		near  float64
+		bands int
+		want  int
+	}{
+		{[3]float64{3, 0, 0}, 5, 4, 0},   // within near of the first centre
+		{[3]float64{0, 0, 5}, 5, 4, 0},   // on near
+		{[3]float64{0, 7, 0}, 5, 4, 1},   // within 2·near
+		{[3]float64{0, 0, 15}, 5, 4, 2},  // within 4·near
+		{[3]float64{50, 0, 0}, 5, 4, 3},  // past 8·near: the last band
+		{[3]float64{50, 0, 0}, 5, 2, 1},  // fewer bands
+		{[3]float64{97, 0, 0}, 5, 4, 0},  // near the second box
+		{[3]float64{500, 0, 0}, 0, 4, 0}, // no near: everything in band 0
+	} {
+		if got := Band(tc.p, boxes, tc.near, tc.bands); got != tc.want {
+			t.Errorf("Band(%v, near %g, %d bands) = %d, want %d", tc.p, tc.near, tc.bands, got, tc.want)
+		}
+	}
+	if got := Band([3]float64{500, 0, 0}, nil, 5, 4); got != 0 {
+		t.Errorf("Band without boxes = %d, want 0", got)
+	}
+}

@@ -1,11 +1,11 @@
 package relay
 
 import (
-	"math"
 	"slices"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/interest"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 )
@@ -140,27 +140,10 @@ func (n *Node) budgetLocked(ls *linkState) int {
 	return b
 }
 
-// bandOf returns the band of position p for region boxes: 0 within Near
-// of a box's centre, b within Near·2^b (squared distances: no roots).
+// bandOf returns the band of position p for region boxes (interest.Band
+// by the node's priority options).
 func (n *Node) bandOf(p [3]float64, boxes []peer.Box) int {
-	near := n.opts.Priority.Near
-	if near <= 0 || len(boxes) == 0 {
-		return 0
-	}
-	d2 := math.Inf(1)
-	for _, bx := range boxes {
-		var s float64
-		for k := range 3 {
-			c := (bx.Min[k] + bx.Max[k]) / 2
-			s += (p[k] - c) * (p[k] - c)
-		}
-		d2 = min(d2, s)
-	}
-	band, r2 := 0, near*near
-	for band < n.opts.Priority.Bands-1 && d2 > r2 {
-		band, r2 = band+1, r2*4
-	}
-	return band
+	return interest.Band(p, boxes, n.opts.Priority.Near, n.opts.Priority.Bands)
 }
 
 // prioritised reports whether priority or a budget applies to ls now.

@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"encoding/json"
-	"math"
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/interest"
@@ -89,10 +88,10 @@ func (s *Server) relevantLocked(c *conn, g *ghost, held bool) bool {
 const importanceBands = 4
 
 // closeness scales a ghost's urgency for c by its distance from the
-// centre of the nearest of c's boxes: 8 within Near, then 4, 2 and 1
-// with each doubling; 8 for a ghost without a position, and 1 for every
-// ghost when distance does not count (no Near, or a client without a
-// region). s.mu must be held.
+// centre of the nearest of c's boxes (interest.Band): 8 within Near, then
+// 4, 2 and 1 with each doubling; 8 for a ghost without a position, and 1
+// for every ghost when distance does not count (no Near, or a client
+// without a region). s.mu must be held.
 func (s *Server) closeness(c *conn, g *ghost) uint64 {
 	const top = 1 << (importanceBands - 1)
 	if s.opts.Near <= 0 || c.rel == nil || len(c.rel.boxes) == 0 {
@@ -101,18 +100,5 @@ func (s *Server) closeness(c *conn, g *ghost) uint64 {
 	if !g.hasPos {
 		return top
 	}
-	d := math.Inf(1)
-	for _, b := range c.rel.boxes {
-		var sq float64
-		for i := range 3 {
-			v := g.pos[i] - (b.Min[i]+b.Max[i])/2
-			sq += v * v
-		}
-		d = min(d, math.Sqrt(sq))
-	}
-	if d <= s.opts.Near {
-		return top
-	}
-	band := min(importanceBands-1, 1+int(math.Log2(d/s.opts.Near)))
-	return top >> band
+	return top >> interest.Band(g.pos, c.rel.boxes, s.opts.Near, importanceBands)
 }
