@@ -84,9 +84,9 @@ func BenchmarkDiff(b *testing.B) {
 		t0 := time.Now()
 		changes := s.changesSince(base)
 		ids := slices.Sorted(maps.Keys(changes))
-		merge, _ := s.mergePacket(base, ids, changes)
+		merge, _ := s.mergePacket(base, ids, changes, s.entity)
 		ours += time.Since(t0)
-		apply := s.applyPacket(base, ids, changes)
+		apply := s.applyPacket(base, ids, changes, s.entity)
 		now := docOf(s)
 		t1 := time.Now()
 		if _, err := jsonpatch.CreateMergePatch(old, now); err != nil {

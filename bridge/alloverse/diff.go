@@ -40,33 +40,35 @@ func ParsePatchStyle(s string) (PatchStyle, error) {
 // to the current revision.
 func (s *state) diffPacket(base uint64) []byte {
 	changes := s.changesSince(base)
-	ids := slices.Sorted(maps.Keys(changes))
+	return s.diffOf(base, slices.Sorted(maps.Keys(changes)), changes, s.entity, false)
+}
+
+// diffOf builds the diff of changes (of the entities ids, sorted) from
+// base, for a document whose entities ent gives, in the form the style
+// asks; for a client that takes only merge patches (mergeOnly), a merge
+// patch, or nil where merge cannot say it.
+func (s *state) diffOf(base uint64, ids []string, changes map[string]*change, ent func(string) *entity, mergeOnly bool) []byte {
 	var merge []byte
 	smaller := false
-	if s.style != Apply {
-		merge, smaller = s.mergePacket(base, ids, changes)
+	if s.style != Apply || mergeOnly {
+		merge, smaller = s.mergePacket(base, ids, changes, ent)
 	}
-	if merge != nil && (s.style == Merge || smaller) {
+	if mergeOnly || merge != nil && (s.style == Merge || smaller) {
 		return merge
 	}
-	apply := s.applyPacket(base, ids, changes)
+	apply := s.applyPacket(base, ids, changes, ent)
 	if merge != nil && len(merge) <= len(apply) {
 		return merge
 	}
 	return apply
 }
 
-// applyPacket builds an RFC 6902 diff.
-func (s *state) applyPacket(base uint64, ids []string, changes map[string]*change) []byte {
-	return s.applyPacketOf(base, ids, changes, s.entity)
-}
-
 // entity returns the document's entity id, or nil.
 func (s *state) entity(id string) *entity { return s.entities[id] }
 
-// applyPacketOf is applyPacket for a document whose entities ent gives
-// (a client's view).
-func (s *state) applyPacketOf(base uint64, ids []string, changes map[string]*change, ent func(string) *entity) []byte {
+// applyPacket builds an RFC 6902 diff, for a document whose entities ent
+// gives (s.entity, or a client's view).
+func (s *state) applyPacket(base uint64, ids []string, changes map[string]*change, ent func(string) *entity) []byte {
 	b := []byte(`{"patch_style":"apply","patch_from":`)
 	b = strconv.AppendUint(b, base, 10)
 	b = append(b, `,"patches":[`...)
@@ -142,14 +144,9 @@ func escapePointer(s string) string {
 // express the change exactly. smaller reports that the diff is certainly
 // no larger than the apply form: per entity and component, merge writes
 // less than an operation with its path, unless a component's merge patch
-// (nulls for removed members) is longer than its new value.
-func (s *state) mergePacket(base uint64, ids []string, changes map[string]*change) (pkt []byte, smaller bool) {
-	return s.mergePacketOf(base, ids, changes, s.entity)
-}
-
-// mergePacketOf is mergePacket for a document whose entities ent gives
-// (a client's view).
-func (s *state) mergePacketOf(base uint64, ids []string, changes map[string]*change, ent func(string) *entity) (pkt []byte, smaller bool) {
+// (nulls for removed members) is longer than its new value. ent gives
+// the document's entities (s.entity, or a client's view).
+func (s *state) mergePacket(base uint64, ids []string, changes map[string]*change, ent func(string) *entity) (pkt []byte, smaller bool) {
 	smaller = true
 	b := []byte(`{"patch_style":"merge","patch_from":`)
 	b = strconv.AppendUint(b, base, 10)

@@ -181,7 +181,7 @@ func (s *state) apply(dl relay.Delivery) {
 		e.owner = dl.Owner
 	}
 	if s.views {
-		defer e.locate()
+		e.locate(dl.After)
 	}
 	for k, v := range e.comps {
 		if nv, ok := dl.After.Get(k); !ok || isNull(nv) {
@@ -420,7 +420,7 @@ func (s *state) mergePacketFor(ack uint64) []byte {
 	p, ok := s.mergeCache[ack]
 	if !ok {
 		changes := s.changesSince(ack)
-		p, _ = s.mergePacket(ack, slices.Sorted(maps.Keys(changes)), changes)
+		p, _ = s.mergePacket(ack, slices.Sorted(maps.Keys(changes)), changes, s.entity)
 		s.mergeCache[ack] = p
 	}
 	if p == nil {
@@ -431,33 +431,36 @@ func (s *state) mergePacketFor(ack uint64) []byte {
 
 // setPacket encodes the whole document as a set, once per revision.
 func (s *state) setPacket() []byte {
-	if s.set != nil {
-		return s.set
+	if s.set == nil {
+		s.set = s.setOf(slices.Sorted(maps.Keys(s.entities)))
 	}
-	ids := make([]string, 0, len(s.entities))
+	return s.set
+}
+
+// setOf encodes a set of the entities ids (sorted; those the document
+// lacks left out).
+func (s *state) setOf(ids []string) []byte {
 	size := 64
-	for id, e := range s.entities {
-		ids = append(ids, id)
-		if e.enc == nil {
-			e.enc = appendEntity(nil, id, e.all())
+	for _, id := range ids {
+		if e := s.entities[id]; e != nil {
+			if e.enc == nil {
+				e.enc = appendEntity(nil, id, e.all())
+			}
+			size += len(id) + len(e.enc) + 4
 		}
-		size += len(id) + len(e.enc) + 4
 	}
-	slices.Sort(ids)
 	b := make([]byte, 0, size)
 	b = append(b, `{"patch_style":"set","entities":{`...)
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
+	n := 0
+	for _, id := range ids {
+		if e := s.entities[id]; e != nil {
+			b = appendMember(b, n > 0, id, e.enc)
+			n++
 		}
-		b = appendString(b, id)
-		b = append(b, ':')
-		b = append(b, s.entities[id].enc...)
 	}
 	b = append(b, `},"revision":`...)
 	b = strconv.AppendUint(b, s.rev, 10)
-	s.set = append(b, '}')
-	return s.set
+	return append(b, '}')
 }
 
 // all returns the entity's components, its scopes among them as objects

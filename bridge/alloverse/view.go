@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"strconv"
 
+	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/interest"
+	"github.com/solipsism/mesh/peer"
 )
 
 // Views. With Options.ViewRadius, an announced client is sent only the
@@ -18,15 +19,15 @@ import (
 // change as in everyone's diff. Revisions stay the document's, so a
 // client whose view did not change still follows them.
 
-// locate caches what a view needs of an entity: where it is, from its
-// "position" component ([x, y, z], as the node's interest reads it) or
-// its "transform" ({"matrix": [16 numbers]}, the translation in 12–14, as
-// allonet lays it out), and its parent.
-func (e *entity) locate() {
+// locate caches what a view needs of an entity, from its object's
+// properties: where it is, from its "position" ([x, y, z], as the node's
+// interest reads it) or its "transform" ({"matrix": [16 numbers]}, the
+// translation in 12–14, as allonet lays it out), and its parent.
+func (e *entity) locate(props gameworld.Properties) {
 	e.hasPos = false
-	if raw, ok := e.comps["position"]; ok {
+	if raw, ok := props.Get("position"); ok {
 		e.pos, e.hasPos = interest.ParseVec3(raw)
-	} else if raw, ok := e.comps["transform"]; ok {
+	} else if raw, ok := props.Get("transform"); ok {
 		var t struct {
 			Matrix []float64 `json:"matrix"`
 		}
@@ -34,15 +35,7 @@ func (e *entity) locate() {
 			e.pos, e.hasPos = [3]float64{t.Matrix[12], t.Matrix[13], t.Matrix[14]}, true
 		}
 	}
-	e.parent = ""
-	if raw, ok := e.comps["relationships"]; ok {
-		var rel struct {
-			Parent string `json:"parent"`
-		}
-		if json.Unmarshal(raw, &rel) == nil {
-			e.parent = rel.Parent
-		}
-	}
+	e.parent = parentOf(props)
 }
 
 // root returns the entity whose place decides id's: its topmost ancestor
@@ -105,26 +98,21 @@ func (s *state) placesNow() []placed {
 // every entity while its avatar has no place.
 func (s *state) visible(agent, avatar string, radius, margin float64, held map[string]bool) map[string]bool {
 	c := s.root(avatar)
+	var box peer.Box
+	if c != nil {
+		for i := range 3 {
+			box.Min[i], box.Max[i] = c.pos[i]-radius, c.pos[i]+radius
+		}
+	}
 	out := make(map[string]bool, len(held)+8)
 	for _, p := range s.placesNow() {
-		if c == nil || !c.hasPos || p.owner == agent || p.rootOwner == agent || !p.hasPos {
-			out[p.id] = true
-			continue
-		}
-		lim := radius
+		m := 0.0
 		if held[p.id] {
-			lim += margin
+			m = margin
 		}
-		if d := p.pos[0] - c.pos[0]; d > lim || d < -lim {
-			continue
+		if c == nil || !c.hasPos || p.owner == agent || p.rootOwner == agent || !p.hasPos || box.Contains(p.pos, m) {
+			out[p.id] = true
 		}
-		if d := p.pos[1] - c.pos[1]; d > lim || d < -lim {
-			continue
-		}
-		if d := p.pos[2] - c.pos[2]; d > lim || d < -lim {
-			continue
-		}
-		out[p.id] = true
 	}
 	if len(out) == len(held) {
 		same := true
@@ -215,46 +203,13 @@ func (s *state) viewPacket(v *view, now map[string]bool, ack uint64, mergeOnly b
 		}
 		return s.entities[id]
 	}
-	var merge []byte
-	smaller := false
-	if s.style != Apply || mergeOnly {
-		merge, smaller = s.mergePacketOf(ack, ids, changes, lookup)
+	if p := s.diffOf(ack, ids, changes, lookup, mergeOnly); p != nil {
+		return p
 	}
-	switch {
-	case mergeOnly && merge == nil:
-		return s.viewSet(now)
-	case mergeOnly, merge != nil && (s.style == Merge || smaller):
-		return merge
-	}
-	apply := s.applyPacketOf(ack, ids, changes, lookup)
-	if merge != nil && len(merge) <= len(apply) {
-		return merge
-	}
-	return apply
+	return s.viewSet(now)
 }
 
 // viewSet is a set of the entities of now.
 func (s *state) viewSet(now map[string]bool) []byte {
-	ids := slices.Sorted(maps.Keys(now))
-	b := []byte(`{"patch_style":"set","entities":{`)
-	n := 0
-	for _, id := range ids {
-		e := s.entities[id]
-		if e == nil {
-			continue
-		}
-		if e.enc == nil {
-			e.enc = appendEntity(nil, id, e.all())
-		}
-		if n > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, id)
-		b = append(b, ':')
-		b = append(b, e.enc...)
-		n++
-	}
-	b = append(b, `},"revision":`...)
-	b = strconv.AppendUint(b, s.rev, 10)
-	return append(b, '}')
+	return s.setOf(slices.Sorted(maps.Keys(now)))
 }
