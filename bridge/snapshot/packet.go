@@ -367,19 +367,9 @@ func readInterest(r *Reader) (*interestOf, error) {
 	for range n {
 		var v [6]float64
 		for i := range v {
-			f := float64(math.Float32frombits(r.ReadBits(32)))
-			if math.IsNaN(f) || math.IsInf(f, 0) {
-				return nil, fmt.Errorf("%w: an interest box that is not finite", ErrBadPacket)
-			}
-			v[i] = f
+			v[i] = float64(math.Float32frombits(r.ReadBits(32)))
 		}
-		b := peer.Box{Min: [3]float64{v[0], v[1], v[2]}, Max: [3]float64{v[3], v[4], v[5]}}
-		for i := range 3 {
-			if b.Min[i] > b.Max[i] {
-				return nil, fmt.Errorf("%w: an interest box whose min exceeds its max", ErrBadPacket)
-			}
-		}
-		in.Boxes = append(in.Boxes, b)
+		in.Boxes = append(in.Boxes, peer.Box{Min: [3]float64{v[0], v[1], v[2]}, Max: [3]float64{v[3], v[4], v[5]}})
 	}
 	n = r.ReadPacked()
 	if n > MaxInterestRooms {
@@ -390,6 +380,9 @@ func readInterest(r *Reader) (*interestOf, error) {
 	}
 	if r.Err() != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadPacket, r.Err())
+	}
+	if err := checkInterest(in.Interest); err != nil { // what a client may send
+		return nil, fmt.Errorf("%w: %v", ErrBadPacket, err)
 	}
 	return in, nil
 }

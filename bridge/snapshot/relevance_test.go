@@ -3,12 +3,14 @@ package snapshot
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -270,5 +272,36 @@ func BenchmarkRelevancy(b *testing.B) {
 			b.ReportMetric(float64(ghosts)/clients, "ghosts/client")
 			b.ReportMetric(float64(cpu.Microseconds())/n/1000, "cpu-ms/tick")
 		})
+	}
+}
+
+// TestBadInterest: a command whose interest no client could send (a box
+// not finite, or inside out; too many boxes or rooms; a room name over
+// the bound) is a bad packet, and changes nothing.
+func TestBadInterest(t *testing.T) {
+	box := func(v ...float64) peer.Box {
+		return peer.Box{Min: [3]float64{v[0], v[1], v[2]}, Max: [3]float64{v[3], v[4], v[5]}}
+	}
+	many := make([]peer.Box, MaxInterestBoxes+1)
+	rooms := make([]string, MaxInterestRooms+1)
+	for _, tc := range []struct {
+		name string
+		in   Interest
+	}{
+		{"NaN", Interest{Boxes: []peer.Box{box(math.NaN(), 0, 0, 1, 1, 1)}}},
+		{"infinite", Interest{Boxes: []peer.Box{box(0, 0, 0, math.Inf(1), 1, 1)}}},
+		{"inside out", Interest{Boxes: []peer.Box{box(2, 0, 0, 1, 1, 1)}}},
+		{"too many boxes", Interest{Boxes: many}},
+		{"too many rooms", Interest{Rooms: rooms}},
+		{"a long room name", Interest{Rooms: []string{strings.Repeat("r", MaxStringBytes+1)}}},
+	} {
+		var w Writer
+		(&command{Tick: 1, Interest: &interestOf{Seq: 1, Interest: tc.in}}).write(&w)
+		if c, err := decodeCommand(w.Bytes()); !errors.Is(err, ErrBadPacket) {
+			t.Errorf("%s: decoded %+v, %v; want a bad packet", tc.name, c.Interest, err)
+		}
+		if err := checkInterest(tc.in); err == nil {
+			t.Errorf("%s: the client would send it", tc.name)
+		}
 	}
 }
