@@ -1,0 +1,144 @@
+package relay
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/priority"
+)
+
+// What each link is offered of a flush's log: the links that need
+// nothing else of it on every core at once, those with a region the
+// entries their cells hold.
+
+// parallelMin is the work (records times links) below which a flush
+// offers the log on one goroutine: starting others costs more.
+const parallelMin = 4096
+
+// offerParallel offers this flush's log to the links that need nothing
+// else of it (no metadata, departed or message marks, no attachment),
+// spread over the cores, and reports which it offered, by their place in
+// n.hub.order (nil if none). Each Offer takes its own link's lock, a
+// link's priority plan is its own (ls.prio), and both only read the
+// node's state, which n.mu, held throughout, keeps still; what else a
+// link gets in this flush (a refresh's next slice, answers) follows in
+// flushLocked, after its records, as before. n.mu must be held.
+func (n *Node) offerParallel(full func(int) *peer.Record) []bool {
+	f := &n.fan
+	workers := min(runtime.GOMAXPROCS(0), len(n.hub.order))
+	if workers < 2 || len(f.log) == 0 || len(f.log)*len(n.hub.order) < parallelMin {
+		return nil
+	}
+	var picked []int
+	for k, ls := range n.hub.order {
+		// (A link whose priority just ended first gets what it is owed,
+		// in flushLocked.)
+		if ls.ready && ls.link != nil && (ls.prio == nil || n.prioritised(ls)) && !n.marksFor(ls) {
+			picked = append(picked, k)
+		}
+	}
+	if len(picked) < 2 {
+		return nil
+	}
+	offered := make([]bool, len(n.hub.order))
+	var next atomic.Int64
+	work := func() {
+		for {
+			j := int(next.Add(1)) - 1
+			if j >= len(picked) {
+				return
+			}
+			ls := n.hub.order[picked[j]]
+			if ls.region != nil {
+				n.offerSubset(ls, ls.region.sub, false, peer.Metadata{}, full)
+			} else {
+				ls.link.Offer(f.recs, func(i int) peer.Verdict { return n.verdict(ls, i) }, full, f.unique)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(workers, len(picked)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	for _, k := range picked {
+		offered[k] = true
+	}
+	return offered
+}
+
+// marksFor reports whether markLocked has anything of this flush's log
+// for ls. n.mu must be held.
+func (n *Node) marksFor(ls *linkState) bool {
+	f := &n.fan
+	return (len(f.mdAt) > 0 && (ls.kind == ownership.Upstream || ls.kind == ownership.Mesh)) ||
+		(len(f.departedAt) > 0 && n.takesDeparted(ls)) ||
+		(len(f.msgAt) > 0 && takesMessages(ls))
+}
+
+// offerSubset offers a link with a region the log entries it must
+// consider (sub, in log order), sending metadata at the log's markers if
+// announces. n.mu must be held.
+func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Metadata, full func(int) *peer.Record) {
+	f := &n.fan
+	recs := make([]*peer.Record, 0, len(sub))
+	from := 0
+	var ps *priority.Plan
+	if n.prioritised(ls) {
+		n.offerOwedLocked(ls, n.planLocked(ls, sub, func(j int) peer.Verdict { return n.regionVerdict(ls, sub[j], n.verdict(ls, sub[j])) }))
+		ps = ls.prio
+	}
+	// offer offers the entries at positions js of sub; under priority with
+	// the verdicts the plan took.
+	offer := func(js []int) {
+		if len(js) == 0 {
+			return
+		}
+		recs = recs[:0]
+		for _, j := range js {
+			recs = append(recs, f.recs[sub[j]])
+		}
+		verdict := func(k int) peer.Verdict { return n.regionVerdict(ls, sub[js[k]], n.verdict(ls, sub[js[k]])) }
+		if ps != nil {
+			verdict = func(k int) peer.Verdict { return ps.Verdict(js[k]) }
+		}
+		fullj := func(k int) *peer.Record { return full(sub[js[k]]) }
+		if ls.att != nil {
+			ls.att.offer(recs, verdict, fullj)
+		} else {
+			ls.link.Offer(recs, verdict, fullj, f.unique)
+		}
+	}
+	var kept []int
+	flush := func(upTo int) {
+		// Entries of sub before log position upTo.
+		to := from
+		for to < len(sub) && sub[to] < upTo {
+			to++
+		}
+		// Under priority: without the entries that wait, and with what is
+		// owed of an object before its entry that cannot wait.
+		kept = kept[:0]
+		for j := from; j < to; j++ {
+			if ps != nil {
+				if o := ps.Before(j); o != nil {
+					offer(kept)
+					kept = kept[:0]
+					n.offerOwedLocked(ls, []*priority.Owed{o})
+				}
+				if ps.Waits(j) {
+					continue
+				}
+			}
+			kept = append(kept, j)
+		}
+		offer(kept)
+		from = to
+	}
+	n.markLocked(ls, announces, md, flush)
+	flush(len(f.log))
+}
