@@ -73,10 +73,10 @@
 // up, quota, dig), and spatial geometry lives in package interest;
 // Prometheus instruments are package metrics'.
 //
-// One concern breaks that rule for now: priority and budgets
-// (priority.go) decide in the flush, per link with a region, which
-// updates wait; their state is the link's (linkState.prio), and their
-// natural home is the link's own queue in package peer.
+// Priority and budgets decide in the flush, per link with a region,
+// which updates wait: the decision and what a link is owed are a
+// priority.Plan of the link's; the node only says which links it applies
+// to and what each record's band and verdict are.
 //
 // Concurrency: a Node serialises applying and routing under one mutex,
 // Node.mu, so every link sees changes in the same order the world applied

@@ -10,6 +10,7 @@ import (
 	"github.com/solipsism/mesh/metrics"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/priority"
 )
 
 // The hub: the registry of links and the accepting of new ones.
@@ -87,7 +88,7 @@ type linkState struct {
 	digest digestState
 	// prio is what the link is owed under priority and budgets
 	// (priority.go); nil when neither applies.
-	prio *prioState
+	prio *priority.Plan
 }
 
 // ServeHTTP accepts a downstream WebSocket link. It returns once the link

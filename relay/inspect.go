@@ -77,7 +77,7 @@ func (n *Node) Links() []LinkInfo {
 			info.Budget = n.budgetLocked(ls)
 		}
 		if ls.prio != nil {
-			info.Owed = len(ls.prio.owed)
+			info.Owed = ls.prio.Owing()
 		}
 		if ls.region != nil && ls.region.rooms != nil {
 			info.Rooms = slices.Sorted(maps.Keys(ls.region.rooms))
