@@ -185,7 +185,7 @@ func (l *Link) openQueueLocked() *queue {
 		// peer reading slower would be cut off as fallen behind.
 		return l.outbox[n-2].q
 	}
-	it := l.appendLocked(&item{q: &queue{}})
+	it := l.appendLocked(&item{q: getQueue()})
 	if it == nil {
 		return nil
 	}
@@ -210,8 +210,10 @@ func (l *Link) Offer(recs []*Record, verdict func(i int) Verdict, full func(i in
 	}
 	var direct *item
 	var q *queue
-	// A burst goes through the queue, which sends it a slice at a time.
-	if unique && len(recs) <= sliceEntries && !l.writing && len(l.outbox) == 0 && !time.Now().Before(l.dueLocked()) {
+	// A burst goes through the queue, which sends it a slice at a time
+	// with others' live changes first; a tick of many peers' changes
+	// (spread) is such live changes, and goes as it is, a slice a message.
+	if unique && (len(recs) <= sliceEntries || len(recs) <= maxDirect && spread(recs)) && !l.writing && len(l.outbox) == 0 && !time.Now().Before(l.dueLocked()) {
 		direct = &item{recs: *recsPool.Get().(*[]*Record)}
 	}
 	for i, r := range recs {
@@ -308,6 +310,10 @@ func (l *Link) Offer(recs []*Record, verdict func(i int) Verdict, full func(i in
 			} else {
 				l.known.add(r.Slot)
 			}
+			if len(direct.recs) == sliceEntries {
+				l.outbox = append(l.outbox, direct)
+				direct = &item{recs: *recsPool.Get().(*[]*Record)}
+			}
 			direct.recs = append(direct.recs, r)
 			continue
 		}
@@ -329,6 +335,26 @@ func (l *Link) Offer(recs []*Record, verdict func(i int) Verdict, full func(i in
 		}
 	}
 	l.startWriterLocked()
+}
+
+// maxDirect bounds what an idle link takes as it is, in slices of
+// sliceEntries (its outbox holds at most maxOutbox items).
+const maxDirect = 8 * sliceEntries
+
+// spread reports whether recs are changes of many owners, none with
+// liveEntries or more in a row: a tick's live changes, not one peer's
+// burst (a burst comes in one message, so in one run of the log). It
+// compares neighbours' owners only, without a map.
+func spread(recs []*Record) bool {
+	run := 0
+	for i := 1; i < len(recs); i++ {
+		if recs[i].Owner != recs[i-1].Owner {
+			run = 0
+		} else if run++; run >= liveEntries {
+			return false
+		}
+	}
+	return true
 }
 
 // MarkRefreshed marks the end of a refresh answer: records offered so far

@@ -412,7 +412,9 @@ func (q *queue) drainSlice(b *Batch, max int) (more bool) {
 		q.drain(b)
 		return false
 	}
-	slice := &queue{entries: make(map[uint32]*entry, max), orphans: q.orphans}
+	slice := getQueue()
+	defer putQueue(slice)
+	slice.orphans = q.orphans
 	q.orphans = nil
 	var take func(slot uint32, e *entry)
 	take = func(slot uint32, e *entry) {
@@ -516,6 +518,40 @@ func (q *queue) drain(b *Batch) {
 	}
 	b.Refreshed = q.refreshed
 	b.Announce = q.announce
-	// Nothing is kept: a link that keeps up holds no queue at all.
-	*q = queue{}
+	q.reset()
+}
+
+// reset empties q, keeping its memory for reuse (see putQueue).
+func (q *queue) reset() {
+	clear(q.entries)
+	clear(q.order)
+	*q = queue{entries: q.entries, order: q.order[:0]}
+}
+
+// queues holds emptied queues for reuse: a link that stays busy (its
+// writer still writing when the next tick's records come) opens a queue
+// every tick, and growing its map from nothing to the tick's objects each
+// time cost more than the records' coalescing. A link that keeps up holds
+// no queue at all; what waits here is the pool's, released by the garbage
+// collector when unused.
+var queues = sync.Pool{New: func() any { return new(queue) }}
+
+// maxPooledEntries bounds the queues kept for reuse: one that held a
+// burst lets its memory go.
+const maxPooledEntries = 16384
+
+func getQueue() *queue {
+	q := queues.Get().(*queue)
+	if q.entries == nil {
+		q.entries = make(map[uint32]*entry)
+	}
+	return q
+}
+
+// putQueue returns an emptied queue (reset) for reuse.
+func putQueue(q *queue) {
+	if cap(q.order) > maxPooledEntries || q.len() > 0 {
+		return
+	}
+	queues.Put(q)
 }

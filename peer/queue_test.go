@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/solipsism/mesh/gameworld"
 )
@@ -388,4 +389,68 @@ func TestDrainSlice(t *testing.T) {
 			t.Fatalf("markers by slice %v; want the third slice (r8, r9) marked", marks)
 		}
 	})
+}
+
+func TestSpread(t *testing.T) {
+	owners := func(os ...string) []*Record {
+		var rs []*Record
+		for i, o := range os {
+			r := rec(gameworld.Update, fmt.Sprintf("o%d", i), "n", "1")
+			r.Owner = o
+			rs = append(rs, r)
+		}
+		return rs
+	}
+	run := func(o string, n int) []string { return slices.Repeat([]string{o}, n) }
+	for _, tc := range []struct {
+		name string
+		recs []*Record
+		want bool
+	}{
+		{"empty", nil, true},
+		{"one", owners("a"), true},
+		{"runs below the live bound", owners(slices.Concat(run("a", liveEntries), run("b", liveEntries), run("a", 3))...), true},
+		{"a run at the bound", owners(slices.Concat(run("a", 2), run("b", liveEntries+1))...), false},
+		{"alternating", owners(slices.Concat(slices.Repeat([]string{"a", "b"}, 100))...), true},
+	} {
+		if got := spread(tc.recs); got != tc.want {
+			t.Errorf("%s: spread = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestSpreadTickInOrder: an idle link offered a tick of many peers'
+// changes, more than a slice, takes them as they are: every record
+// arrives, in order, a slice a message at most.
+func TestSpreadTickInOrder(t *testing.T) {
+	l, _, far := startLink(t, LinkOptions{Tick: time.Millisecond})
+	const n = 2*sliceEntries + 100
+	recs := make([]*Record, n)
+	for i := range recs {
+		recs[i] = NewRecord(gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("o%d", i), Owner: fmt.Sprintf("w%d", i/10),
+			Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"n": json.RawMessage("1")})}, uint32(i))
+	}
+	time.Sleep(5 * time.Millisecond) // due
+	l.Offer(recs, sendAll, nil, true)
+	next := 0
+	for next < n {
+		m := readMsg(t, far)
+		if m.Type != TypeWorldChange {
+			continue
+		}
+		var lim Limits
+		wc, err := lim.DecodeWorldChange(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(wc.Changes) > sliceEntries {
+			t.Errorf("a message of %d records", len(wc.Changes))
+		}
+		for _, c := range wc.Changes {
+			if want := fmt.Sprintf("o%d", next); c.ID != want {
+				t.Fatalf("record %d is %s, want %s", next, c.ID, want)
+			}
+			next++
+		}
+	}
 }

@@ -118,6 +118,9 @@ func (l *Link) writeOut() {
 		} else {
 			l.outbox[0] = nil
 			l.outbox = l.outbox[1:]
+			if it.q != nil {
+				putQueue(it.q) // drained (batch holds its records)
+			}
 		}
 		if it.recs != nil || it.q != nil {
 			l.lastFlush = time.Now()
