@@ -137,12 +137,18 @@ func startPipeClient(c peer.Conn, id string, objs int, md, props map[string]any,
 	go func() {
 		ctx := context.Background()
 		once := sync.OnceFunc(func() { close(pc.ready) })
+		var buf bytes.Buffer // (reused: the clients must cost little beside the node)
 		for {
-			msg, err := peer.ReadMessage(ctx, c)
+			r, err := c.Reader(ctx)
+			if err == nil {
+				buf.Reset()
+				_, err = buf.ReadFrom(r)
+			}
 			if err != nil {
 				once()
 				return
 			}
+			msg := buf.Bytes()
 			switch {
 			case bytes.HasPrefix(msg, []byte(`["requestMetadata"`)):
 				pc.write(mdMsg)
