@@ -1,0 +1,44 @@
+package priority_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/priority"
+)
+
+// A client sees a near object (band 0) and a far one (band 2: every
+// fourth tick), both changing every tick: the near one goes every tick,
+// the far one every fourth, at its latest value.
+func ExamplePlan() {
+	p := priority.New()
+	bands := []int{0, 2}
+	for tick := range 4 {
+		es := p.Entries(2)
+		for j, id := range []string{"near", "far"} {
+			rec := peer.NewRecord(gameworld.Change{Type: gameworld.Update, ID: id, Owner: "w",
+				Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"n": json.RawMessage(fmt.Sprint(tick))})}, uint32(j))
+			es[j] = priority.Entry{Rec: rec, Verdict: peer.Send, Placed: true}
+		}
+		recs := []*peer.Record{es[0].Rec, es[1].Rec}
+		first := p.Decide(es, true, func(j int) int { return bands[j] }, priority.Budget{Tick: 50 * time.Millisecond, Now: time.Now()})
+		fmt.Printf("tick %d:", tick)
+		for _, o := range first {
+			fmt.Printf(" %s=%s", o.Rec.ID, o.Rec.Properties.Value("n"))
+		}
+		for j, r := range recs {
+			if !p.Waits(j) {
+				fmt.Printf(" %s=%s", r.ID, r.Properties.Value("n"))
+			}
+		}
+		fmt.Printf(" (owing %d)\n", p.Owing())
+	}
+	// Output:
+	// tick 0: near=0 (owing 1)
+	// tick 1: near=1 (owing 1)
+	// tick 2: near=2 (owing 1)
+	// tick 3: far=3 near=3 (owing 0)
+}
