@@ -327,7 +327,7 @@ func (n *Node) RequestTransfer(ctx context.Context, id, owner string) (TransferA
 // or for ctx.
 func (n *Node) ask(ctx context.Context, req gameworld.Change) (answer, error) {
 	ch := make(chan answer, 1)
-	n.mu.Lock()
+	n.lock()
 	if n.life.closed {
 		n.mu.Unlock()
 		return answer{}, ErrClosed
@@ -351,7 +351,7 @@ func (n *Node) ask(ctx context.Context, req gameworld.Change) (answer, error) {
 	case a := <-ch:
 		return a, a.err
 	case <-ctx.Done():
-		n.mu.Lock()
+		n.lock()
 		if q := n.xfer.asked[req.ID]; q != nil {
 			for i := range q.queue {
 				if q.queue[i].ch == ch {

@@ -90,7 +90,7 @@ func (n *Node) Attach(opts AttachOptions) (*Attachment, error) {
 	if opts.Identifier != "" && !gameworld.IsIdentifier(opts.Identifier) {
 		return nil, fmt.Errorf("relay: identifier %q is not of the form prefix-XXXXXXXX-XXXXXXXX", opts.Identifier)
 	}
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	if n.life.closed {
 		return nil, ErrClosed
@@ -143,7 +143,7 @@ func (a *Attachment) Apply(changes []gameworld.Change) (gameworld.Applied, error
 	if err := compactProperties(changes); err != nil {
 		return gameworld.Applied{}, err
 	}
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	if n.life.closed {
 		return gameworld.Applied{}, ErrClosed
@@ -179,7 +179,7 @@ func (a *Attachment) attached() bool {
 // identifier owns. It is safe to call more than once.
 func (a *Attachment) Detach() {
 	n := a.n
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	for i, b := range n.hub.atts {
 		if b == a {

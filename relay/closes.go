@@ -18,7 +18,7 @@ import (
 
 // handleClose is the node's side of peer.Handler (wire.go).
 func (n *Node) handleClose(l *peer.Link, err error) {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]
 	if ls == nil {
@@ -98,7 +98,7 @@ func (n *Node) claimedBy(ls *linkState) []string {
 // expireDetached removes what a dropped downstream link still claims once
 // its grace period is over and nobody took it over.
 func (n *Node) expireDetached(ls *linkState) {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	if n.life.closed {
 		return
@@ -172,7 +172,7 @@ func heldLocked(ls *linkState) bool { return ls.link == nil && ls.att == nil }
 // over without anyone seeing them go (a member's stop breaks their
 // connections, as a crash would); what nobody claims by then is removed.
 func (n *Node) meshMemberGone(member string) {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	owned := map[string]bool{}
 	for id, cl := range n.hub.claims {
@@ -205,7 +205,7 @@ func (n *Node) meshMemberGone(member string) {
 // owned goes with it. Its clients' worlds are held as any gone member's
 // (meshMemberGone).
 func (n *Node) adoptLeftMember(id, heir string) {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	if n.life.closed || id == "" || id == n.id || heir == "" {
 		return

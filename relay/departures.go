@@ -129,7 +129,7 @@ func (n *Node) releaseClaimsTo(ids []string, from *linkState, heir string) {
 		n.life.wg.Add(1)
 		go func() {
 			defer n.life.wg.Done()
-			n.mu.Lock()
+			n.lock()
 			defer n.mu.Unlock()
 			n.departLocked(ids, mine, from, heir, removed)
 		}()
@@ -235,7 +235,7 @@ func (n *Node) settleDepartureLocked(id string) {
 // Worlds behind this node are not the upstream's to depart, and a
 // departed message from any other peer is ignored.
 func (n *Node) handleDeparted(l *peer.Link, d peer.Departed) {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]
 	if ls == nil || n.life.closed || !ls.ready {
@@ -283,7 +283,7 @@ func (n *Node) yieldLocked() {
 		n.deps.yieldHook()
 	}
 	runtime.Gosched()
-	n.mu.Lock()
+	n.lock()
 }
 
 // removeWhere removes every object for which remove is true and routes the

@@ -164,7 +164,7 @@ func (n *Node) digestLoop() {
 		every = min(every, n.opts.DigestInterval/4)
 	}
 	Every(n.life.ctx, every, func() {
-		n.mu.Lock()
+		n.lock()
 		defer n.mu.Unlock()
 		if !n.life.closed {
 			now := time.Now()
@@ -283,7 +283,7 @@ func (n *Node) heldFrom(ls *linkState, owner string) bool {
 // sent us is compared with what we hold from it, and the buckets that
 // differ are asked for.
 func (n *Node) handleDigest(l *peer.Link, d peer.Digest) {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]
 	if ls != nil && ls.digest.repair != nil && time.Since(ls.digest.repair.since) > repairTimeout {

@@ -48,7 +48,7 @@ func (n *Node) Drain(ctx context.Context, opts DrainOptions) error {
 	if opts.Grace <= 0 {
 		opts.Grace = 5 * time.Second
 	}
-	n.mu.Lock()
+	n.lock()
 	if n.life.closed {
 		n.mu.Unlock()
 		return ErrClosed
@@ -64,7 +64,7 @@ func (n *Node) Drain(ctx context.Context, opts DrainOptions) error {
 		}
 	}
 	data, _ := json.Marshal(movedData{URLs: opts.URLs}) // plain strings
-	n.mu.Lock()
+	n.lock()
 	told, closed := 0, 0
 	n.eachClientLocked(func(ls *linkState) {
 		if md, ok := ls.link.Metadata(); ok && md.Has(peer.FeatureMessages) && len(opts.URLs) > 0 {
@@ -85,7 +85,7 @@ func (n *Node) Drain(ctx context.Context, opts DrainOptions) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		n.mu.Lock()
+		n.lock()
 		left := 0
 		n.eachClientLocked(func(*linkState) { left++ })
 		n.mu.Unlock()
@@ -99,7 +99,7 @@ func (n *Node) Drain(ctx context.Context, opts DrainOptions) error {
 		case <-deadline.C:
 		case <-ctx.Done():
 		}
-		n.mu.Lock()
+		n.lock()
 		left = 0
 		n.eachClientLocked(func(ls *linkState) {
 			ls.link.Close(peer.StatusServiceRestart, "node draining: connect to another")
@@ -161,7 +161,7 @@ func (n *Node) watchMoved(m peer.AppMessage) {
 
 // takeMoved returns the URLs a draining upstream sent us to, once.
 func (n *Node) takeMoved() []string {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	moved := n.up.moved
 	n.up.moved = nil

@@ -31,7 +31,7 @@ type RefusedData = refusedData
 
 // locked runs fn with the node's lock held.
 func (n *Node) locked(fn func()) {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	fn()
 }

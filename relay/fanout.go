@@ -73,6 +73,14 @@ type fanout struct {
 	// msgAt lists the ephemeral messages posted since the last flush, at
 	// their positions in the log (messages.go).
 	msgAt []msgMark
+	// deps is set when the log holds a change of a departing world, whose
+	// verdicts read the departure's state.
+	deps bool
+	// pending is the last flush's log while links are offered it outside
+	// n.mu (unlocked.go); spare is a log's memory for reuse.
+	pending   *batch
+	spare     []logEntry
+	spareRecs []*peer.Record
 	// kick asks the tick loop for a flush now (a refresh answer's next
 	// slice).
 	kick chan struct{}
@@ -127,7 +135,9 @@ func (n *Node) route(recs []gameworld.Record, from *linkState) {
 		f.bySlot[r.Slot] = len(f.log)
 		rec := n.newRecord(r.Change, r.Slot, now)
 		rec.ObjectScopes = r.ObjectScopes
-		f.log = append(f.log, logEntry{rec: rec, after: r.After, from: from, oi: n.ownerInfo(r.Owner)})
+		oi := n.ownerInfo(r.Owner)
+		f.deps = f.deps || oi.dep != nil
+		f.log = append(f.log, logEntry{rec: rec, after: r.After, from: from, oi: oi})
 		f.recs = append(f.recs, rec)
 	}
 	if n.opts.Tick == peer.Immediate {
@@ -180,35 +190,30 @@ func (n *Node) tickLoop() {
 		case <-t.C:
 		case <-n.fan.kick:
 		}
-		n.mu.Lock()
-		n.flushLocked()
+		n.lock()
+		b := n.flushWith(true)
 		n.mu.Unlock()
+		if b != nil {
+			n.offerBatch(b)
+		}
 	}
 }
 
 // flushLocked offers the shared log to every ready link, answers pending
 // refreshes, and empties the log. n.mu must be held.
-func (n *Node) flushLocked() {
+func (n *Node) flushLocked() { n.flushWith(false) }
+
+// flushWith is flushLocked; with unlocked, the links that need nothing
+// else of this flush are left out and returned with the log as a batch,
+// to be offered it once n.mu is let go (offerBatch). n.mu must be held.
+func (n *Node) flushWith(unlocked bool) *batch {
+	n.settleLocked()
 	f := &n.fan
 	if len(f.log) == 0 && !f.refreshes && len(f.mdAt) == 0 && len(f.departedAt) == 0 && len(f.msgAt) == 0 && !f.answers && !n.owingLocked() {
-		return
+		return nil
 	}
 	start := time.Now()
-	var fullMu sync.Mutex // full is called from the parallel offers
-	full := func(i int) *peer.Record {
-		e := &f.log[i]
-		if e.rec.Type == gameworld.Add {
-			return e.rec
-		}
-		fullMu.Lock()
-		defer fullMu.Unlock()
-		if e.full == nil && !e.after.IsZero() {
-			e.full = n.newRecord(gameworld.Change{Type: gameworld.Add, ID: e.rec.ID, Owner: e.rec.Owner, Epoch: e.rec.Epoch, Properties: e.after,
-				Scopes: e.rec.ObjectScopes.Snapshots()}, e.rec.Slot, e.rec.Born)
-			e.full.ObjectScopes = e.rec.ObjectScopes
-		}
-		return e.full
-	}
+	full := fullOf(f.log)
 	var mdUp, mdUpAll, mdMesh peer.Metadata
 	if len(f.mdAt) > 0 {
 		mdUp, mdMesh = n.localMetadataLocked(ownership.Upstream), n.localMetadataLocked(ownership.Mesh)
@@ -218,8 +223,15 @@ func (n *Node) flushLocked() {
 		}
 	}
 	n.indexLog()
-	offered := n.offerParallel(full)
+	var b *batch
+	if unlocked {
+		b = n.pickUnlocked()
+	}
+	offered := n.offerParallel(full, b)
 	for k, ls := range n.hub.order {
+		if b != nil && b.picked[k] {
+			continue
+		}
 		announces := len(f.mdAt) > 0 && (ls.kind == ownership.Upstream || ls.kind == ownership.Mesh)
 		md := mdUp
 		switch {
@@ -284,9 +296,17 @@ func (n *Node) flushLocked() {
 		n.sendAnswersLocked(a.ls)
 	}
 	used := len(f.log)
+	if b != nil {
+		// The links left out are offered this log once n.mu is let go;
+		// the next changes go to a log of their own.
+		b.log, b.recs, b.unique, b.done = f.log, f.recs, f.unique, make(chan struct{})
+		f.pending = b
+		f.log, f.recs, f.spare, f.spareRecs = f.spare, f.spareRecs, nil, nil
+	}
 	clear(f.log)
 	clear(f.recs)
 	clear(f.bySlot)
+	f.deps = false
 	f.removed = nil
 	f.log, f.recs, f.refreshes, f.mdAt, f.answers = f.log[:0], f.recs[:0], f.moreRefresh, f.mdAt[:0], false
 	clear(f.departedAt)
@@ -301,6 +321,29 @@ func (n *Node) flushLocked() {
 		n.life.persist.flushLocked(n)
 	}
 	n.life.metrics.Tick(time.Since(start))
+	return b
+}
+
+// fullOf returns what gives a peer that lacks the object of log's i-th
+// entry all of it: the add, or the object's state after the change,
+// built once (called from several goroutines).
+func fullOf(log []logEntry) func(i int) *peer.Record {
+	var mu sync.Mutex
+	return func(i int) *peer.Record {
+		e := &log[i]
+		if e.rec.Type == gameworld.Add {
+			return e.rec
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if e.full == nil && !e.after.IsZero() {
+			r := peer.NewRecord(gameworld.Change{Type: gameworld.Add, ID: e.rec.ID, Owner: e.rec.Owner, Epoch: e.rec.Epoch, Properties: e.after,
+				Scopes: e.rec.ObjectScopes.Snapshots()}, e.rec.Slot)
+			r.Born, r.ObjectScopes = e.rec.Born, e.rec.ObjectScopes
+			e.full = r
+		}
+		return e.full
+	}
 }
 
 // markLocked sends ls what the log's marks hold for it, each where it is
@@ -357,8 +400,11 @@ func (n *Node) markLocked(ls *linkState, announces bool, md peer.Metadata, upTo 
 }
 
 // verdict says what ls gets of the log's i-th record. n.mu must be held.
-func (n *Node) verdict(ls *linkState, i int) peer.Verdict {
-	e := &n.fan.log[i]
+func (n *Node) verdict(ls *linkState, i int) peer.Verdict { return n.verdictOf(ls, &n.fan.log[i]) }
+
+// verdictOf says what ls gets of log entry e. n.mu must be held, or, for
+// a batch's entries, the batch has no departures (see pickUnlocked).
+func (n *Node) verdictOf(ls *linkState, e *logEntry) peer.Verdict {
 	switch {
 	case e.from == ls:
 		return peer.Echo
@@ -409,7 +455,7 @@ func (n *Node) chainedLocked(id string) bool {
 // tick, and waits until every link has written it, or ctx is done: a
 // program about to close sends its last changes first.
 func (n *Node) Flush(ctx context.Context) {
-	n.mu.Lock()
+	n.lock()
 	if n.life.closed {
 		n.mu.Unlock()
 		return

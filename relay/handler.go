@@ -20,11 +20,18 @@ import (
 
 // handleWorldChange is the node's side of peer.Handler (wire.go).
 func (n *Node) handleWorldChange(l *peer.Link, wc peer.WorldChange) {
+	// A client's changes apply while the last flush's links are offered
+	// its log outside the lock (unlocked.go): they only fill the next
+	// log. What else may come of a message (transfers between nodes, a
+	// sweep, a repair, a departure's return) waits for those offers.
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]
 	if ls == nil || n.life.closed {
 		return
+	}
+	if ls.kind != ownership.Downstream || ls.sweep != nil || ls.digest.repair != nil || len(n.deps.departing) > 0 {
+		n.settleLocked()
 	}
 	if !ls.ready {
 		// Without metadata we cannot tell whose objects these are. The
@@ -130,7 +137,7 @@ func (n *Node) handleWorldChange(l *peer.Link, wc peer.WorldChange) {
 
 // handleRequestRefresh is the node's side of peer.Handler (wire.go).
 func (n *Node) handleRequestRefresh(l *peer.Link) {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]
 	if ls == nil {
@@ -145,7 +152,7 @@ func (n *Node) handleRequestRefresh(l *peer.Link) {
 
 // handleMetadata is the node's side of peer.Handler (wire.go).
 func (n *Node) handleMetadata(l *peer.Link, md peer.Metadata) {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]
 	if ls == nil || n.life.closed {
@@ -323,7 +330,7 @@ func (n *Node) handleMetadata(l *peer.Link, md peer.Metadata) {
 // localMetadata is the node's side of peer.Handler (wire.go): toward upstream and mesh links a
 // node advertises itself and every world behind its downstream links.
 func (n *Node) localMetadata(l *peer.Link) peer.Metadata {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	if ls := n.hub.links[l]; ls != nil && ls.kind == ownership.Downstream {
 		return n.tokenMetadataLocked(ls)

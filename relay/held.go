@@ -72,7 +72,7 @@ func (n *Node) holdLocked(ls *linkState, id, owner string, epoch uint64) bool {
 	}
 	h.owner, h.epoch, h.waiting = owner, epoch, waiting
 	time.AfterFunc(heldTimeout, func() {
-		n.mu.Lock()
+		n.lock()
 		defer n.mu.Unlock()
 		if n.xfer.held[id] == h && h.epoch == epoch && !n.life.closed {
 			n.log.Info("mesh members did not acknowledge a transfer in time; answering with what is known", "id", id, "epoch", epoch, "waiting", len(h.waiting))

@@ -96,7 +96,7 @@ type linkState struct {
 // link lives until it closes or the node does.
 func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(meshNameHeader) != "" {
-		n.mu.Lock()
+		n.lock()
 		m := n.hub.mesh
 		n.mu.Unlock()
 		if m == nil {
@@ -142,14 +142,14 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if l == nil {
 		release()
 	} else {
-		n.mu.Lock()
+		n.lock()
 		if ls := n.hub.links[l]; ls != nil {
 			ls.release = release
 		}
 		n.mu.Unlock()
 	}
 	if l != nil && grant != nil {
-		n.mu.Lock()
+		n.lock()
 		if ls := n.hub.links[l]; ls != nil {
 			ls.grant = grant
 		}
@@ -192,7 +192,7 @@ func (n *Node) run(l *peer.Link) error {
 // handshake; run runs it. It returns nil, having closed conn, if the node
 // is closed.
 func (n *Node) attach(conn peer.Conn, kind ownership.LinkKind, remoteURL, member string) *peer.Link {
-	n.mu.Lock()
+	n.lock()
 	if n.life.closed {
 		n.mu.Unlock()
 		conn.Close(peer.StatusGoingAway, "node shutting down")

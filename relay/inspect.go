@@ -57,7 +57,7 @@ type RegionBox struct {
 
 // Links returns a snapshot of the node's links, in the order they opened.
 func (n *Node) Links() []LinkInfo {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	out := make([]LinkInfo, 0, len(n.hub.order))
 	for _, ls := range n.hub.order {

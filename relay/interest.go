@@ -205,10 +205,14 @@ func (n *Node) unregisterLocked(ls *linkState) {
 // regionVerdict refines an ownership verdict by ls's region for the log's
 // i-th entry. n.mu must be held.
 func (n *Node) regionVerdict(ls *linkState, i int, v peer.Verdict) peer.Verdict {
+	return n.regionVerdictOf(ls, &n.fan.log[i], v)
+}
+
+// regionVerdictOf is regionVerdict for log entry e.
+func (n *Node) regionVerdictOf(ls *linkState, e *logEntry, v peer.Verdict) peer.Verdict {
 	if v != peer.Send || ls.region == nil {
 		return v
 	}
-	e := &n.fan.log[i]
 	if e.rec.Type == gameworld.Remove {
 		return peer.Send
 	}

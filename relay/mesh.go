@@ -97,7 +97,7 @@ func (n *Node) JoinMesh(opts MeshOptions) (*Mesh, error) {
 	}
 	m.ms, m.log = ms, n.log.With("mesh", ms.Name())
 	close(m.started)
-	n.mu.Lock()
+	n.lock()
 	n.hub.mesh = m
 	n.mu.Unlock()
 	m.log.Info("mesh started", "bind", ms.Addr(), "advertise", opts.AdvertiseURL, "encrypted", len(opts.SecretKey) > 0, "label", opts.Label)
@@ -121,7 +121,7 @@ func (m *Mesh) Close() error {
 	}
 	err := m.ms.Leave()
 	m.stopLoops()
-	m.n.mu.Lock()
+	m.n.lock()
 	for _, ls := range m.n.hub.order {
 		if ls.kind == ownership.Mesh {
 			ls.link.Close(peer.StatusGoingAway, "leaving the mesh")

@@ -31,7 +31,7 @@ func (m *Mesh) Status() MeshStatus {
 		st.Error = err.Error()
 	}
 	linked := map[string]bool{}
-	m.n.mu.Lock()
+	m.n.lock()
 	for _, ls := range m.n.hub.order {
 		if ls.kind == ownership.Mesh && ls.ready {
 			linked[ls.member] = true
@@ -46,7 +46,7 @@ func (m *Mesh) Status() MeshStatus {
 
 // MeshStatus returns the node's mesh status, or nil when it is not in one.
 func (n *Node) MeshStatus() *MeshStatus {
-	n.mu.Lock()
+	n.lock()
 	m := n.hub.mesh
 	n.mu.Unlock()
 	if m == nil {

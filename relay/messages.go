@@ -45,7 +45,7 @@ type msgSubs struct {
 // node's lock held: it must not block for long or call the node. The
 // returned function ends the subscription.
 func (n *Node) SubscribeMessages(fn MessageHandler) (cancel func()) {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	if n.fan.subs.fns == nil {
 		n.fan.subs.fns = map[int]MessageHandler{}
@@ -54,7 +54,7 @@ func (n *Node) SubscribeMessages(fn MessageHandler) (cancel func()) {
 	n.fan.subs.next++
 	n.fan.subs.fns[id] = fn
 	return func() {
-		n.mu.Lock()
+		n.lock()
 		delete(n.fan.subs.fns, id)
 		n.mu.Unlock()
 	}
@@ -71,7 +71,7 @@ func (n *Node) Publish(m peer.AppMessage) error {
 	if err := checkAppMessage(m); err != nil {
 		return err
 	}
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	if n.life.closed {
 		return ErrClosed
@@ -94,7 +94,7 @@ func checkAppMessage(m peer.AppMessage) error {
 
 // handleAppMessage is the node's side of peer.AppMessageHandler (wire.go).
 func (n *Node) handleAppMessage(l *peer.Link, m peer.AppMessage) {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]
 	if ls == nil || n.life.closed {

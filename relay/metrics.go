@@ -10,7 +10,7 @@ type metricsSource struct{ n *Node }
 
 func (s metricsSource) Snapshot() metrics.Snapshot {
 	n := s.n
-	n.mu.Lock()
+	n.lock()
 	out := metrics.Snapshot{Totals: n.hub.totals, Members: -1, Objects: n.world.Len(),
 		Links: map[ownership.LinkKind]int{ownership.Downstream: 0, ownership.Upstream: 0, ownership.Mesh: 0}}
 	for _, ls := range n.hub.order {

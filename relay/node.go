@@ -193,7 +193,7 @@ func (n *Node) World() *gameworld.World { return n.world }
 
 // Close closes every link and waits for them to finish, or for ctx.
 func (n *Node) Close(ctx context.Context) error {
-	n.mu.Lock()
+	n.lock()
 	w := n.closeStoreLocked()
 	n.life.closed = true
 	if n.sp.timer != nil {
@@ -232,7 +232,7 @@ func (n *Node) Apply(changes []gameworld.Change) (gameworld.Applied, error) {
 	if err := compactProperties(changes); err != nil {
 		return gameworld.Applied{}, err
 	}
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	if n.life.closed {
 		return gameworld.Applied{}, ErrClosed

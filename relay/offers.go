@@ -26,7 +26,7 @@ const parallelMin = 4096
 // node's state, which n.mu, held throughout, keeps still; what else a
 // link gets in this flush (a refresh's next slice, answers) follows in
 // flushLocked, after its records, as before. n.mu must be held.
-func (n *Node) offerParallel(full func(int) *peer.Record) []bool {
+func (n *Node) offerParallel(full func(int) *peer.Record, b *batch) []bool {
 	f := &n.fan
 	workers := min(runtime.GOMAXPROCS(0), len(n.hub.order))
 	if workers < 2 || len(f.log) == 0 || len(f.log)*len(n.hub.order) < parallelMin {
@@ -36,7 +36,7 @@ func (n *Node) offerParallel(full func(int) *peer.Record) []bool {
 	for k, ls := range n.hub.order {
 		// (A link whose priority just ended first gets what it is owed,
 		// in flushLocked.)
-		if ls.ready && ls.link != nil && (ls.prio == nil || n.prioritised(ls)) && !n.marksFor(ls) {
+		if (b == nil || !b.picked[k]) && ls.ready && ls.link != nil && (ls.prio == nil || n.prioritised(ls)) && !n.marksFor(ls) {
 			picked = append(picked, k)
 		}
 	}

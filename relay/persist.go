@@ -166,7 +166,7 @@ func (p *persist) flushLocked(n *Node) {
 // StoredValue returns a named value of the node's store (nil if none, or
 // without a store).
 func (n *Node) StoredValue(key string) []byte {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	if n.life.persist == nil {
 		return nil
@@ -177,7 +177,7 @@ func (n *Node) StoredValue(key string) []byte {
 // StoreValue sets a named value of the node's store, written with the
 // next batch. Without a store it does nothing.
 func (n *Node) StoreValue(key string, v []byte) {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	if n.life.persist == nil {
 		return

@@ -55,7 +55,7 @@ func (n *Node) Readiness() (ready bool, reasons []string) {
 	s.mu.Lock()
 	wanted, lastErr := s.wanted, s.lastErr
 	s.mu.Unlock()
-	n.mu.Lock()
+	n.lock()
 	closed := n.life.closed
 	upReady := false
 	for _, ls := range n.hub.order {

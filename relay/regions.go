@@ -266,7 +266,7 @@ func (n *Node) regionTimerLocked(at time.Time) {
 // time has come, drops an index unused for spatialLinger, and sets the
 // timer for what is left.
 func (n *Node) regionsDue() {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	n.sp.timerAt = time.Time{}
 	if n.life.closed {
@@ -302,7 +302,7 @@ func (n *Node) regionsDue() {
 // SetInterest sets the region a client node wants of its upstream; nil
 // means everything. The upstream is told at once.
 func (n *Node) SetInterest(boxes []peer.Box) {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	if boxes != nil {
 		boxes = append([]peer.Box{}, boxes...)
@@ -319,7 +319,7 @@ func (n *Node) SetInterest(boxes []peer.Box) {
 // not send them the world, and the node keeps no index for them.
 func (a *Attachment) SetInterest(boxes []peer.Box, has bool) {
 	n := a.n
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	if !a.attached() {
 		return

@@ -14,7 +14,7 @@ import (
 
 // handleRepair is the node's side of peer.DigestHandler (wire.go).
 func (n *Node) handleRepair(l *peer.Link, typ string, r peer.Repair) {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]
 	if ls == nil || n.life.closed || !ls.ready {

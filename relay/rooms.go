@@ -136,7 +136,7 @@ func (n *Node) inRoomLocked(room string) bool {
 // SetRooms sets the rooms a client node is in (see Client.SetRooms); nil
 // means all of them. The upstream is told at once.
 func (n *Node) SetRooms(rooms []string) {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	if rooms != nil {
 		rooms = slices.Compact(slices.Sorted(slices.Values(rooms)))

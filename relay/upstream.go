@@ -69,7 +69,7 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 	n.up.status.mu.Lock()
 	n.up.status.wanted = true
 	n.up.status.mu.Unlock()
-	n.mu.Lock()
+	n.lock()
 	n.up.onReady = opts.OnReady
 	n.mu.Unlock()
 	base := append([]string{opts.URL}, opts.FailoverURLs...)
