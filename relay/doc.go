@@ -81,9 +81,9 @@
 // Concurrency: a Node serialises applying and routing under one mutex,
 // Node.mu, so every link sees changes in the same order the world applied
 // them; a method whose name ends in Locked must be called with it held,
-// and one without that suffix takes it itself, with n.lock. A tick's
-// flush offers its log to most links after letting Node.mu go, on every
-// core, while the next changes apply (unlocked.go); n.lock waits for
+// and one without that suffix takes it itself, with n.lock. On more than
+// one core, a tick's flush offers its log to most links after letting
+// Node.mu go, while the next changes apply (unlocked.go); n.lock waits for
 // those offers, so that whatever its holder sends a link follows them,
 // and only a client's plain changes apply meanwhile. Links write on
 // goroutines of their own, started while they have something to write,
