@@ -303,7 +303,20 @@ func TestMeshFiveNodes(t *testing.T) {
 		}
 		// (Joining takes a busy machine a while: the checks below are of
 		// convergence once the member is in, not of how fast it gets in.)
-		waitFor(t, "the restarted node linked to the four others", 20*time.Second, func() bool { return meshLinks(reborn.node) == 4 })
+		for deadline := time.Now().Add(20 * time.Second); meshLinks(reborn.node) != 4; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				// What each side sees, to tell gossip that has not
+				// spread from links that do not come up.
+				for _, mn := range append(nodes[:4:4], reborn) {
+					var links []string
+					for _, l := range mn.node.Links() {
+						links = append(links, fmt.Sprintf("%s %s ready=%v", l.Kind, l.Identifier, l.Ready))
+					}
+					t.Logf("%s: mesh %+v; links %v", mn.node.Identifier(), mn.node.MeshStatus(), links)
+				}
+				t.Fatalf("the restarted node linked to %d of the four others after 20 s", meshLinks(reborn.node))
+			}
+		}
 		c := wiretest.Dial(t, reborn.url, clients[4].ID, wiretest.Options{})
 		c.Change(wiretest.Add("obj-4", c.ID, props{"node": 4, "pos": []int{4, 0, 0}}))
 		for _, other := range clients[:4] {
