@@ -153,12 +153,51 @@ func (m *Mesh) MemberUp(mem membership.Member) {
 		cancel()
 		delete(m.dials, mem.Name)
 	}
-	if m.ms.Name() < mem.Name && m.ctx.Err() == nil {
-		ctx, cancel := context.WithCancel(m.ctx)
-		m.dials[mem.Name] = cancel
-		m.wg.Add(1)
-		go m.dialLoop(ctx, mem)
+	if m.ctx.Err() != nil {
+		return
 	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	m.dials[mem.Name] = cancel
+	m.wg.Add(1)
+	if m.ms.Name() < mem.Name {
+		go m.dialLoop(ctx, mem)
+	} else {
+		go m.awaitDial(ctx, mem)
+	}
+}
+
+// awaitDial makes sure a member whose name sorts first, and so dials us,
+// hears of us: while no link with it is up, it pushes our view of the
+// mesh to it now and then. Gossip of a newcomer may miss a member (its
+// retransmits spent on others, or on one that died), which would then
+// learn of us only at its next full sync, tens of seconds later.
+func (m *Mesh) awaitDial(ctx context.Context, mem membership.Member) {
+	defer m.wg.Done()
+	for d := time.Second; ; d = min(2*d, 10*time.Second) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		if m.linked(mem.Name) {
+			continue
+		}
+		if err := m.ms.Sync(mem.Addr); err != nil {
+			m.log.Debug("membership sync failed", "member", mem.Name, "err", err)
+		}
+	}
+}
+
+// linked reports whether a mesh link with member name is up.
+func (m *Mesh) linked(name string) bool {
+	m.n.lock()
+	defer m.n.mu.Unlock()
+	for _, ls := range m.n.hub.order {
+		if ls.kind == ownership.Mesh && ls.ready && ls.member == name {
+			return true
+		}
+	}
+	return false
 }
 
 // MemberDown implements membership.Events.
