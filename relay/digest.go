@@ -1,10 +1,9 @@
 package relay
 
 import (
-	"math/rand/v2"
-	"sync/atomic"
 	"time"
 
+	"github.com/solipsism/mesh/antientropy"
 	"github.com/solipsism/mesh/metrics"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
@@ -29,90 +28,13 @@ const (
 	RepairExtra   = metrics.RepairExtra
 )
 
-var repairKinds = []string{RepairMissing, RepairStale, RepairExtra}
-
-// repairCounts counts repairs by kind.
-type repairCounts struct {
-	missing, stale, extra atomic.Uint64
-	warned                map[string]bool // guarded by Node.mu
-}
-
-func (c *repairCounts) of(kind string) *atomic.Uint64 {
-	switch kind {
-	case RepairMissing:
-		return &c.missing
-	case RepairStale:
-		return &c.stale
-	}
-	return &c.extra
-}
-
 // Repairs returns how many objects anti-entropy has repaired here, by kind
 // (RepairMissing, RepairStale, RepairExtra).
-func (n *Node) Repairs() map[string]uint64 {
-	out := make(map[string]uint64, len(repairKinds))
-	for _, k := range repairKinds {
-		out[k] = n.dig.repairs.of(k).Load()
-	}
-	return out
-}
-
-// repairState is a repair under way on a link: the buckets asked for, and
-// the objects the answer has brought so far.
-type repairState struct {
-	r    peer.Repair
-	seen map[string]bool
-	// answering is set once the peer's "repairing" arrived: records before
-	// it were sent before the peer had our request (live changes in
-	// flight, a burst's adds say), and repair nothing.
-	answering bool
-	since     time.Time
-}
-
-// repairTimeout is how long a repair asked for may go unanswered before
-// the link compares digests again (a peer may drop a request it got too
-// soon after another).
-const repairTimeout = 10 * time.Second
-
-// digestState is a link's anti-entropy schedule.
-type digestState struct {
-	next time.Time
-	// asked is when a repair was last asked for; failed counts digests
-	// that still differed right after a repair (the peer refused what was
-	// sent, say), which space the next requests out.
-	asked  time.Time
-	failed int
-	repair *repairState
-	// differed are the buckets that differed in the last digest: a
-	// bucket is repaired only when it differs in two digests in a row, so
-	// that changes crossing in flight (an ownership transfer decided
-	// between the two sides' views) are not taken for divergence.
-	differed map[int]bool
-	of       int // buckets of the last digest
-	// repairedMissing are ids a repair brought as missing (at most
-	// maxRepairedMissing): if the peer's own add of one arrives later, the
-	// object was late rather than lost, and the digest overtook it (a
-	// fault of ordering, logged as such).
-	repairedMissing map[string]bool
-	// lastIn and lastAsked are when the peer's last digest and repair
-	// request were handled: each costs a pass over the world, so a peer
-	// gets at most one of each per minDigestGap.
-	lastIn, lastAsked time.Time
-	// gaps are the buckets (of gapBuckets) of objects whose scope deltas
-	// came with a gap, to be asked for (gaps.go); deferred is a repair
-	// request that came within minDigestGap of the one before, to be
-	// answered when the gap has passed.
-	gaps     map[int]bool
-	deferred *peer.Repair
-}
+func (n *Node) Repairs() map[string]uint64 { return n.dig.repairs.Map() }
 
 // burstQueued is how many queued objects make a link's digest wait: a
 // link that far behind is sending a burst in slices.
 const burstQueued = 2048
-
-// minDigestGap is the least time between two digests, or two repair
-// requests, a node handles from one link.
-const minDigestGap = 100 * time.Millisecond
 
 // transfersInFlight reports whether ownership changes are being decided
 // (requests waiting for an upstream, answers held for mesh members): the
@@ -120,16 +42,6 @@ const minDigestGap = 100 * time.Millisecond
 // must be held.
 func (n *Node) transfersInFlight(ls *linkState) bool {
 	return len(n.xfer.asked) > 0 || len(n.xfer.held) > 0 || len(ls.answers) > 0
-}
-
-// digestBuckets is the number of buckets for a digest of n objects: about
-// 16 objects a bucket, a power of two, at most 1,024.
-func digestBuckets(n int) int {
-	b := 1
-	for b < 1024 && b*16 < n {
-		b *= 2
-	}
-	return b
 }
 
 // speaksDigest reports whether ls's peer takes part in anti-entropy.
@@ -182,7 +94,7 @@ func (n *Node) digestLoop() {
 func (n *Node) sendDigestsLocked(now time.Time) {
 	due := false
 	for _, ls := range n.hub.order {
-		if speaksDigest(ls) && !now.Before(ls.digest.next) {
+		if speaksDigest(ls) && ls.digest.Due(now) {
 			due = true
 			break
 		}
@@ -193,13 +105,11 @@ func (n *Node) sendDigestsLocked(now time.Time) {
 	n.flushLocked()
 	defer n.life.metrics.DigestSince(time.Now())
 	for _, ls := range n.hub.order {
-		if !speaksDigest(ls) || now.Before(ls.digest.next) {
+		if !speaksDigest(ls) || !ls.digest.Due(now) {
 			continue
 		}
 		n.sendOwedLocked(ls, "") // the digest is of what the world holds
-		if ls.digest.next.IsZero() {
-			// Links opened together digest apart.
-			ls.digest.next = now.Add(rand.N(n.opts.DigestInterval) + 1)
+		if ls.digest.Spread(now, n.opts.DigestInterval) {
 			continue
 		}
 		if n.transfersInFlight(ls) {
@@ -208,14 +118,14 @@ func (n *Node) sendDigestsLocked(now time.Time) {
 		if len(n.deps.departing) > 0 {
 			// A departure is going out a slice at a time: the peer's view
 			// lags by what is in flight, as behind a burst.
-			ls.digest.next = now.Add(time.Second)
+			ls.digest.Postpone(now)
 			continue
 		}
 		if ls.link.Queued() > burstQueued || ls.refreshing {
 			// The link is working through a burst (or a refresh answer
 			// goes out a slice at a time): a digest, which goes after it,
 			// would hold up the live changes that overtake it.
-			ls.digest.next = now.Add(time.Second)
+			ls.digest.Postpone(now)
 			continue
 		}
 		// What the link knows, not the whole world: a link that sees a
@@ -223,12 +133,12 @@ func (n *Node) sendDigestsLocked(now time.Time) {
 		slots := ls.link.KnownSlots(nil)
 		if !n.dig.budget.AllowN(now, max(1, len(slots))) {
 			// Over the budget: this link's turn comes a little later.
-			ls.digest.next = now.Add(time.Second)
+			ls.digest.Postpone(now)
 			continue
 		}
-		ls.digest.next = now.Add(n.opts.DigestInterval)
+		ls.digest.Sent(now, n.opts.DigestInterval)
 		sent := n.ownerFilter(ls, n.sentOver)
-		d := peer.Digest{Buckets: make([]uint64, digestBuckets(len(slots)))}
+		d := peer.Digest{Buckets: make([]uint64, antientropy.Buckets(len(slots)))}
 		b := uint64(len(d.Buckets))
 		n.world.RangeDigestsAt(slots, func(slot uint32, owner string, idHash, digest uint64) bool {
 			if sent(owner) {
@@ -286,16 +196,11 @@ func (n *Node) handleDigest(l *peer.Link, d peer.Digest) {
 	n.lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]
-	if ls != nil && ls.digest.repair != nil && time.Since(ls.digest.repair.since) > repairTimeout {
-		ls.digest.repair = nil
-	}
-	if ls == nil || n.life.closed || !ls.ready || ls.sweep != nil || ls.digest.repair != nil || n.transfersInFlight(ls) || len(n.deps.departing) > 0 {
+	if ls == nil || n.life.closed || !ls.ready || ls.sweep != nil || ls.digest.Repairing(time.Now()) || n.transfersInFlight(ls) || len(n.deps.departing) > 0 {
 		return // a reconnect's sweep, a repair, a transfer or a departure is under way
 	}
-	if now := time.Now(); now.Sub(ls.digest.lastIn) < minDigestGap {
+	if !ls.digest.Take(time.Now()) {
 		return
-	} else {
-		ls.digest.lastIn = now
 	}
 	// What we hold from a downstream peer or a mesh member is what the
 	// worlds it claims own: visited through the world's index by owner, it
@@ -326,44 +231,20 @@ func (n *Node) handleDigest(l *peer.Link, d peer.Digest) {
 		}
 		return true
 	})
-	var differ []int
-	differed := ls.digest.differed
-	ls.digest.differed = nil
-	for i := range mine {
-		if mine[i] == d.Buckets[i] {
-			continue
-		}
-		if ls.digest.differed == nil {
-			ls.digest.differed = map[int]bool{}
-		}
-		ls.digest.differed[i] = true
-		if differed[i] && len(differed) > 0 && len(mine) == ls.digest.of {
-			differ = append(differ, i)
-		}
-	}
-	ls.digest.of = len(mine)
+	differ := ls.digest.Compare(mine, d.Buckets)
 	if len(differ) == 0 {
-		if len(ls.digest.differed) == 0 {
-			ls.digest.failed = 0
-		}
 		return
 	}
-	now := time.Now()
-	if !ls.digest.asked.IsZero() && now.Sub(ls.digest.asked) < time.Duration(ls.digest.failed)*n.opts.DigestInterval {
+	r, ok := ls.digest.Ask(time.Now(), n.opts.DigestInterval, len(mine), differ)
+	if !ok {
 		return
 	}
-	if !ls.digest.asked.IsZero() && now.Sub(ls.digest.asked) < 2*n.opts.DigestInterval {
-		ls.digest.failed = min(ls.digest.failed+1, 16)
-	}
-	ls.digest.asked = now
 	n.log.Debug("digest differs; asking for a repair", "link", l.ID(), "buckets", len(differ), "of", len(mine), "peer count", d.Count, "held", count)
-	r := peer.Repair{Of: len(mine), Buckets: differ}
-	ls.digest.repair = &repairState{r: r, seen: map[string]bool{}, since: now}
 	l.SendRepair(peer.TypeRequestRepair, r)
 }
 
 // digests is what anti-entropy counted and may spend (digest.go).
 type digests struct {
-	repairs repairCounts
+	repairs antientropy.Counts
 	budget  *rate.Limiter
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/antientropy"
 	"github.com/solipsism/mesh/client"
 	"github.com/solipsism/mesh/relay"
 
@@ -48,5 +49,5 @@ func BenchmarkDigest(b *testing.B) {
 	b.StopTimer()
 	perLink := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(100*perLink*1000/relay.DefaultDigestInterval.Seconds(), "core-%@1000links")
-	b.ReportMetric(float64(19*relay.DigestBuckets(objects)+40), "bytes/digest")
+	b.ReportMetric(float64(19*antientropy.Buckets(objects)+40), "bytes/digest")
 }

@@ -22,7 +22,8 @@
 //
 // Every link between our peers proves convergence (digest.go): each side
 // periodically sends the other a digest of what it sent it, and the
-// buckets that differ are repaired and counted (Node.Repairs). What the
+// buckets that differ are repaired and counted (Node.Repairs); each link's
+// schedule, comparisons and repair in flight are an antientropy.Link. What the
 // node accepts from its upstream and mesh members is bounded (quota.go,
 // over package quota),
 // and a world behind a proxy that the upstream does not grant is refused

@@ -17,14 +17,9 @@ import (
 const (
 	DepartSlice    = departSlice
 	RefreshSlice   = refreshSlice
-	GapBuckets     = gapBuckets
 	RegionEvery    = regionEvery
 	MeshNameHeader = meshNameHeader
 	MeshAuthHeader = meshAuthHeader
-)
-
-var (
-	DigestBuckets = digestBuckets
 )
 
 type RefusedData = refusedData
@@ -180,7 +175,7 @@ func (n *Node) SendDigestNow() (sent bool) {
 		n.dig.budget = rate.NewLimiter(rate.Inf, 0)
 		for _, ls := range n.hub.order {
 			if speaksDigest(ls) {
-				ls.digest.next = time.Now().Add(-time.Second)
+				ls.digest.MakeDue(time.Now())
 				sent = true
 			}
 		}

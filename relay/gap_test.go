@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/antientropy"
 	"github.com/solipsism/mesh/relay"
 
 	"github.com/coder/websocket"
@@ -80,7 +81,7 @@ func TestScopeGapAsksAtOnce(t *testing.T) {
 }
 
 // TestRepairRequestsCloseTogether: a peer's second repair request within
-// minDigestGap of the first (a gap's, right after a digest's) is answered
+// antientropy.MinGap of the first (a gap's, right after a digest's) is answered
 // a moment later, not dropped: the peer would wait on it.
 func TestRepairRequestsCloseTogether(t *testing.T) {
 	n, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond})
@@ -102,9 +103,9 @@ func TestRepairRequestsCloseTogether(t *testing.T) {
 	}
 	send(`["metadataChange",{"identifier":"client-CCCCCCCC-CCCCCCCC","identifierChain":["client-CCCCCCCC-CCCCCCCC"],"features":["ownership","digest","scopes"]}]`)
 	time.Sleep(100 * time.Millisecond) // the node takes the metadata
-	bucket := gameworld.IDHash("obj-1") % relay.GapBuckets
+	bucket := gameworld.IDHash("obj-1") % antientropy.GapBuckets
 	send(fmt.Sprintf(`["requestRepair",{"of":4096,"buckets":[%d]}]`, bucket))
-	send(fmt.Sprintf(`["requestRepair",{"of":4096,"buckets":[%d]}]`, (bucket+1)%relay.GapBuckets))
+	send(fmt.Sprintf(`["requestRepair",{"of":4096,"buckets":[%d]}]`, (bucket+1)%antientropy.GapBuckets))
 	repaired := 0
 	for repaired < 2 {
 		_, b, err := c.Read(ctx)

@@ -30,7 +30,7 @@ func (n *Node) handleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	if ls == nil || n.life.closed {
 		return
 	}
-	if ls.kind != ownership.Downstream || ls.sweep != nil || ls.digest.repair != nil || len(n.deps.departing) > 0 {
+	if ls.kind != ownership.Downstream || ls.sweep != nil || ls.digest.Pending() || len(n.deps.departing) > 0 {
 		n.settleLocked()
 	}
 	if !ls.ready {
@@ -70,9 +70,9 @@ func (n *Node) handleWorldChange(l *peer.Link, wc peer.WorldChange) {
 			n.settleReturnsLocked(ls, wc.Changes)
 		}
 	}
-	if ls.digest.repair != nil && ls.digest.repair.answering {
+	if _, ok := ls.digest.Answer(); ok {
 		n.seeRepairLocked(ls, wc.Changes)
-	} else if len(ls.digest.repairedMissing) > 0 {
+	} else if ls.digest.Waiting() {
 		n.seeLateLocked(ls, wc.Changes)
 	}
 	res := n.world.Apply(wc.Changes, func(c gameworld.Change, existing *gameworld.Object) error {

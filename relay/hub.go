@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/solipsism/mesh/antientropy"
 	"github.com/solipsism/mesh/auth"
 	"github.com/solipsism/mesh/metrics"
 	"github.com/solipsism/mesh/ownership"
@@ -85,7 +86,7 @@ type linkState struct {
 	// release frees the link's place in the per-address count.
 	release func()
 	// digest is the link's anti-entropy schedule (digest.go).
-	digest digestState
+	digest antientropy.Link
 	// prio is what the link is owed under priority and budgets
 	// (priority.go); nil when neither applies.
 	prio *priority.Plan

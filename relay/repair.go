@@ -24,31 +24,25 @@ func (n *Node) handleRepair(l *peer.Link, typ string, r peer.Repair) {
 	case peer.TypeRequestRepair:
 		if len(n.deps.departing) > 0 {
 			// Asked from a digest taken while a departure went out: the
-			// peer asks again (repairTimeout) if it still differs.
+			// peer asks again (antientropy.RepairTimeout) if it still differs.
 			return
 		}
-		if now := time.Now(); now.Sub(ls.digest.lastAsked) >= minDigestGap {
-			ls.digest.lastAsked = now
+		if ls.digest.Request(time.Now(), r) {
 			n.answerRepairLocked(ls, r)
-		} else {
-			ls.deferRepair(r) // answered by the digest loop
-		}
+		} // else it is deferred, and answered by the digest loop
 	case peer.TypeRepairing:
 		// Our request's answer begins; its records follow, and only
 		// they, until "repaired" (the peer sends its live changes after).
-		if rs := ls.digest.repair; rs != nil && rs.r.Of == r.Of && slices.Equal(rs.r.Buckets, r.Buckets) {
-			rs.answering = true
-		}
+		ls.digest.Begin(r)
 	case peer.TypeRepaired:
-		rs := ls.digest.repair
-		if rs == nil || !rs.answering {
+		asked, seen, ok := ls.digest.End()
+		if !ok {
 			return
 		}
-		ls.digest.repair = nil
 		defer n.life.metrics.DigestSince(time.Now())
 		var extra []string
 		n.world.Range(func(o gameworld.Object) bool {
-			if r.Has(o.IDHash()) && rs.r.Has(o.IDHash()) && !rs.seen[o.ID] && n.heldFrom(ls, o.Owner) {
+			if r.Has(o.IDHash()) && asked.Has(o.IDHash()) && !seen(o.ID) && n.heldFrom(ls, o.Owner) {
 				extra = append(extra, o.ID)
 			}
 			return true
@@ -98,16 +92,16 @@ func (n *Node) answerRepairLocked(ls *linkState, r peer.Repair) {
 // "repairing" and "repaired", so every add there is the answer's. n.mu
 // must be held.
 func (n *Node) seeRepairLocked(ls *linkState, changes []gameworld.Change) {
-	rs := ls.digest.repair
-	if rs == nil || !rs.answering {
+	asked, ok := ls.digest.Answer()
+	if !ok {
 		return // live changes sent before the peer had our request
 	}
 	var missing, stale []string
 	for _, c := range changes {
-		if c.Type != gameworld.Add || !rs.r.Has(gameworld.IDHash(c.ID)) {
+		if c.Type != gameworld.Add || !asked.Has(gameworld.IDHash(c.ID)) {
 			continue
 		}
-		rs.seen[c.ID] = true
+		ls.digest.Saw(c.ID)
 		o, ok := n.world.Get(c.ID)
 		switch {
 		case !ok:
@@ -118,27 +112,10 @@ func (n *Node) seeRepairLocked(ls *linkState, changes []gameworld.Change) {
 	}
 	if len(missing) > 0 {
 		n.repaired(ls, RepairMissing, missing)
-		ls.noteRepairedMissing(missing)
+		ls.digest.NoteMissing(missing)
 	}
 	if len(stale) > 0 {
 		n.repaired(ls, RepairStale, stale)
-	}
-}
-
-// maxRepairedMissing bounds digestState.repairedMissing.
-const maxRepairedMissing = 4096
-
-// noteRepairedMissing remembers ids a repair brought as missing. n.mu must
-// be held.
-func (ls *linkState) noteRepairedMissing(ids []string) {
-	if ls.digest.repairedMissing == nil {
-		ls.digest.repairedMissing = map[string]bool{}
-	}
-	for _, id := range ids {
-		if len(ls.digest.repairedMissing) >= maxRepairedMissing {
-			return
-		}
-		ls.digest.repairedMissing[id] = true
 	}
 }
 
@@ -148,8 +125,7 @@ func (ls *linkState) noteRepairedMissing(ids []string) {
 func (n *Node) seeLateLocked(ls *linkState, changes []gameworld.Change) {
 	late, first := 0, ""
 	for _, c := range changes {
-		if c.Type == gameworld.Add && ls.digest.repairedMissing[c.ID] {
-			delete(ls.digest.repairedMissing, c.ID)
+		if c.Type == gameworld.Add && ls.digest.Late(c.ID) {
 			if late++; first == "" {
 				first = c.ID
 			}
@@ -164,14 +140,9 @@ func (n *Node) seeLateLocked(ls *linkState, changes []gameworld.Change) {
 // each kind at WARN: in a healthy deployment there are none, so one is a
 // divergence found. n.mu must be held.
 func (n *Node) repaired(ls *linkState, kind string, ids []string) {
-	n.dig.repairs.of(kind).Add(uint64(len(ids)))
 	n.life.metrics.Repaired(kind, len(ids))
-	if n.dig.repairs.warned == nil {
-		n.dig.repairs.warned = map[string]bool{}
-	}
 	first := slices.Clone(ids[:min(len(ids), 5)])
-	if !n.dig.repairs.warned[kind] {
-		n.dig.repairs.warned[kind] = true
+	if n.dig.repairs.Add(kind, len(ids)) {
 		n.log.Warn("anti-entropy repaired a divergence", "kind", kind, "objects", len(ids), "first", first, "link", ls.link.ID(), "link_kind", ls.kind.String())
 		return
 	}
