@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/interest"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 )
@@ -111,7 +112,7 @@ func (n *Node) Attach(opts AttachOptions) (*Attachment, error) {
 		n.chainChanged()
 	}
 	if opts.HasInterest {
-		n.setRegionLocked(a.ls, wants{boxes: opts.Interest, hasBoxes: true})
+		n.setRegionLocked(a.ls, interest.Wants{Boxes: opts.Interest, HasBoxes: true})
 	}
 	if a.rx != nil {
 		n.wantRefresh(a.ls)

@@ -71,8 +71,11 @@
 //
 // Where a capability needs state of its own, that state is a type of the
 // capability's file (Node groups it by concern: hub, fan, sp, deps, xfer,
-// up, quota, dig), and spatial geometry lives in package interest;
-// Prometheus instruments are package metrics'.
+// up, quota, dig) or a package of its own without I/O: the spatial index,
+// regions and room filter are an interest.Space, a link's anti-entropy an
+// antientropy.Link, what a link is owed under priority a priority.Plan,
+// per-owner quotas a quota.Ledger; Prometheus instruments are package
+// metrics'.
 //
 // Priority and budgets decide in the flush, per link with a region,
 // which updates wait: the decision and what a link is owed are a

@@ -135,7 +135,7 @@ func (n *Node) ApplyLocked(changes []gameworld.Change) {
 
 // SpatialIndexActive reports whether the node keeps a spatial index.
 func (n *Node) SpatialIndexActive() (a bool) {
-	n.locked(func() { a = n.sp.active })
+	n.locked(func() { a = n.sp.Active() })
 	return a
 }
 
@@ -157,10 +157,10 @@ func (n *Node) Locked(fn func()) { n.locked(fn) }
 
 // RoomOf and PositionOf read an object's room and position as the node
 // does.
-func (n *Node) RoomOf(props gameworld.Properties) string { return n.roomOf(props) }
+func (n *Node) RoomOf(props gameworld.Properties) string { return n.sp.Props.RoomOf(props) }
 
 func (n *Node) PositionOf(props gameworld.Properties) ([3]float64, bool) {
-	return n.positionOf(props)
+	return n.sp.Props.PositionOf(props)
 }
 
 // ServeMeshConn serves conn as a mesh link from member.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/interest"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 )
@@ -31,11 +32,9 @@ type logEntry struct {
 	// removals must still count as local when they are routed, although
 	// its claims are gone by the next tick.
 	oi ownerInfo
-	// p is the object's position after the change, if it has one, and
-	// room its room (set only while some link has a region).
-	p    [3]float64
-	hasP bool
-	room string
+	// spot is the object's position after the change, if it has one,
+	// and its room (set only while some link has a region).
+	spot interest.Spot
 }
 
 // fanout is the shared log. Guarded by Node.mu.

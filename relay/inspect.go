@@ -79,15 +79,15 @@ func (n *Node) Links() []LinkInfo {
 		if ls.prio != nil {
 			info.Owed = ls.prio.Owing()
 		}
-		if ls.region != nil && ls.region.rooms != nil {
-			info.Rooms = slices.Sorted(maps.Keys(ls.region.rooms))
+		if ls.region != nil && ls.region.Rooms != nil {
+			info.Rooms = slices.Sorted(maps.Keys(ls.region.Rooms))
 			if info.Rooms == nil {
 				info.Rooms = []string{}
 			}
 		}
-		if ls.region != nil && ls.region.hasBoxes {
+		if ls.region != nil && ls.region.HasBoxes {
 			boxes := []RegionBox{}
-			for _, b := range ls.region.boxes {
+			for _, b := range ls.region.Boxes {
 				boxes = append(boxes, RegionBox{Min: b.Min, Max: b.Max})
 			}
 			info.Interest = &boxes

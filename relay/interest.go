@@ -26,10 +26,12 @@ const (
 	DefaultInterestCell     = 32.0
 )
 
-// space is the node's interest state: the index, and when regions
-// announced too soon after their last change are applied.
+// space is the node's interest state: the index of objects and regions
+// (built when the first link announces a region, dropped some time after
+// the last one went), and when regions announced too soon after their
+// last change are applied. Guarded by Node.mu.
 type space struct {
-	spatial
+	interest.Space[*linkState]
 	// timer applies the regions links announced too soon after their
 	// last change and drops an unused index (regionsDue); it fires at
 	// timerAt, zero when it is not set.
@@ -41,166 +43,46 @@ type space struct {
 	revealHook func(done bool)
 }
 
-// spatial is the node's interest index. Guarded by Node.mu. It is built
-// when the first link announces a region and dropped with the last.
-type spatial struct {
-	active bool
-	// objects are the world's objects by cell.
-	objects  interest.Index
-	links    map[interest.Cell][]*linkState
-	wide     []*linkState
-	regioned []*linkState
-	// boxed are the regions with boxes (in links or wide); roomOnly those
-	// of rooms alone, also listed by room in roomLinks (rooms.go).
-	boxed     []*linkState
-	roomOnly  []*linkState
-	roomLinks map[string][]*linkState
-	// unusedSince is when the last region went, while none has come
-	// since: the index lingers (spatialLinger).
-	unusedSince time.Time
-}
-
-// spatialLinger is how long the index outlives the last region. Building
-// it visits the whole world: a region that comes and goes (a node's whole
-// interest when its last local client leaves and another comes, a bridge
-// whose only client reconnects) must not cost that each time.
-const spatialLinger = 30 * time.Second
-
 // regionGoneLocked notes that a link's region went: the index, unused
 // from now on, goes once it has lingered. n.mu must be held.
 func (n *Node) regionGoneLocked() {
-	if sp := &n.sp; sp.active && len(sp.regioned) == 0 && sp.unusedSince.IsZero() {
-		sp.unusedSince = time.Now()
-		n.regionTimerLocked(sp.unusedSince.Add(spatialLinger))
+	if drop, ok := n.sp.Unused(time.Now()); ok {
+		n.regionTimerLocked(drop)
 	}
 }
 
-// region is a link's announced interest.
+// region is a link's announced interest, with what the flush keeps of it:
+// sub lists the log entries of this flush the link must consider; mark
+// dedupes them.
 type region struct {
-	boxes []peer.Box
-	// hasBoxes is false when the region is rooms only (rooms.go): it
-	// holds all of space.
-	hasBoxes bool
-	// rooms are the rooms whose objects the region holds, with the
-	// objects of no room; nil means every room.
-	rooms map[string]bool
-	// none: the region of an attachment that wants nothing (a bridge
-	// serving no one): it holds no object at all, placed or not, and is
-	// not indexed, so that a node whose only region is an idle bridge's
-	// keeps no spatial index.
-	none  bool
-	cells []interest.Cell // cells registered, unless wide
-	wide  bool
-	// sub lists the log entries of this flush the link must consider;
-	// mark dedupes them.
+	interest.Region
 	sub  []int
 	mark int
 }
 
-// positionOf reads an object's position property.
-func (n *Node) positionOf(props gameworld.Properties) ([3]float64, bool) {
-	return interest.ParseVec3(props.Value(n.opts.InterestProperty))
-}
-
-// grid is the node's interest grid.
-func (n *Node) grid() interest.Grid { return interest.Grid{Size: n.opts.InterestCell} }
-
 // activateSpatial builds the object index from the world. n.mu must be
 // held.
 func (n *Node) activateSpatial() {
-	sp := &n.sp
-	if sp.active {
-		return
-	}
-	sp.spatial = spatial{active: true, links: map[interest.Cell][]*linkState{}, roomLinks: map[string][]*linkState{}}
-	n.world.Range(func(o gameworld.Object) bool {
-		n.placeLocked(o.Slot, o.ID, o.Properties)
-		return true
+	n.sp.Activate(func(fn func(uint32, string, gameworld.Properties) bool) {
+		n.world.Range(func(o gameworld.Object) bool { return fn(o.Slot, o.ID, o.Properties) })
 	})
 }
 
-// placeLocked records an object's position (props zero: removed) and
-// returns where it was, and its position now. n.mu must be held.
-func (n *Node) placeLocked(slot uint32, id string, props gameworld.Properties) (old interest.Place, p [3]float64) {
-	var now interest.Place
-	if !props.IsZero() {
-		now = interest.Place{ID: id, Room: n.roomOf(props), In: true}
-		if p, now.HasP = n.positionOf(props); now.HasP {
-			now.Cell = n.grid().Of(p)
-		}
-	}
-	return n.sp.objects.Put(slot, now), p
-}
-
-// registerLocked (re)registers ls's region in the grid. n.mu must be held.
-func (n *Node) registerLocked(ls *linkState) {
-	sp := &n.sp
-	n.unregisterLocked(ls)
+// regionOf is ls's region as the index registers it; nil when ls wants
+// everything.
+func regionOf(ls *linkState) *interest.Region {
 	if ls.region == nil {
-		return
+		return nil
 	}
-	if ls.region.none {
-		// Not indexed; a change from or to it looks at the whole world.
-		ls.region.wide = true
-		return
-	}
-	sp.regioned = append(sp.regioned, ls)
-	sp.unusedSince = time.Time{}
-	if !ls.region.hasBoxes {
-		// Rooms alone: listed by room. It holds all of space, so a
-		// change of it looks at the whole world (wide).
-		ls.region.wide = true
-		sp.roomOnly = append(sp.roomOnly, ls)
-		for r := range ls.region.rooms {
-			sp.roomLinks[r] = append(sp.roomLinks[r], ls)
-		}
-		return
-	}
-	sp.boxed = append(sp.boxed, ls)
-	cells, ok := n.grid().Cover(ls.region.boxes, n.opts.InterestMargin)
-	ls.region.cells, ls.region.wide = cells, !ok
-	if !ok {
-		sp.wide = append(sp.wide, ls)
-	}
-	for _, c := range cells {
-		sp.links[c] = append(sp.links[c], ls)
-	}
-	sp.unusedSince = time.Time{}
+	return &ls.region.Region
 }
 
-func (n *Node) unregisterLocked(ls *linkState) {
-	sp := &n.sp
-	if !sp.active || ls.region == nil {
-		return
-	}
-	drop := func(list []*linkState) []*linkState {
-		for i, x := range list {
-			if x == ls {
-				return append(list[:i:i], list[i+1:]...)
-			}
-		}
-		return list
-	}
-	for _, c := range ls.region.cells {
-		if l := drop(sp.links[c]); len(l) > 0 {
-			sp.links[c] = l
-		} else {
-			delete(sp.links, c)
-		}
-	}
-	sp.wide = drop(sp.wide)
-	sp.regioned = drop(sp.regioned)
-	sp.boxed = drop(sp.boxed)
-	sp.roomOnly = drop(sp.roomOnly)
-	for r := range ls.region.rooms {
-		if l := drop(sp.roomLinks[r]); len(l) > 0 {
-			sp.roomLinks[r] = l
-		} else {
-			delete(sp.roomLinks, r)
-		}
-	}
-	ls.region.cells = nil
-}
+// registerLocked (re)registers ls's region in the index. n.mu must be
+// held.
+func (n *Node) registerLocked(ls *linkState) { n.sp.Register(ls, regionOf(ls)) }
+
+// unregisterLocked takes ls's region out of the index. n.mu must be held.
+func (n *Node) unregisterLocked(ls *linkState) { n.sp.Unregister(ls, regionOf(ls)) }
 
 // regionVerdict refines an ownership verdict by ls's region for the log's
 // i-th entry. n.mu must be held.
@@ -208,27 +90,14 @@ func (n *Node) regionVerdict(ls *linkState, i int, v peer.Verdict) peer.Verdict 
 	return n.regionVerdictOf(ls, &n.fan.log[i], v)
 }
 
-// regionVerdictOf is regionVerdict for log entry e.
+// regionVerdictOf is regionVerdict for log entry e. A remove's spot is
+// zero (indexLog), which a region sends. (Small enough to inline: the
+// flush asks it for every entry a region link considers.)
 func (n *Node) regionVerdictOf(ls *linkState, e *logEntry, v peer.Verdict) peer.Verdict {
-	if v != peer.Send || ls.region == nil {
-		return v
+	if r := ls.region; v == peer.Send && r != nil {
+		return r.Verdict(&e.spot, n.opts.InterestMargin)
 	}
-	if e.rec.Type == gameworld.Remove {
-		return peer.Send
-	}
-	if r := ls.region; r.rooms != nil && e.room != "" && !r.rooms[e.room] {
-		return peer.Hide
-	}
-	if !e.hasP || !ls.region.hasBoxes {
-		return peer.Send
-	}
-	switch {
-	case interest.Contains(ls.region.boxes, e.p, 0):
-		return peer.Send
-	case interest.Contains(ls.region.boxes, e.p, n.opts.InterestMargin):
-		return peer.Keep
-	}
-	return peer.Hide
+	return v
 }
 
 // indexLog places the log's objects in the index and lists, for every
@@ -237,11 +106,11 @@ func (n *Node) regionVerdictOf(ls *linkState, e *logEntry, v peer.Verdict) peer.
 // and every remove. n.mu must be held.
 func (n *Node) indexLog() {
 	sp := &n.sp
-	if !sp.active {
+	if !sp.Active() {
 		return
 	}
 	f := &n.fan
-	for _, ls := range sp.regioned {
+	for _, ls := range sp.Regioned() {
 		ls.region.sub, ls.region.mark = ls.region.sub[:0], 0
 	}
 	visit := func(ls *linkState, i int) {
@@ -250,7 +119,10 @@ func (n *Node) indexLog() {
 			ls.region.sub = append(ls.region.sub, i)
 		}
 	}
+	cur := 0
+	visitCur := func(ls *linkState) { visit(ls, cur) } // one closure for the whole log
 	for i := range f.log {
+		cur = i
 		e := &f.log[i]
 		var props gameworld.Properties
 		if e.rec.Type != gameworld.Remove {
@@ -259,9 +131,8 @@ func (n *Node) indexLog() {
 				props = e.rec.Properties
 			}
 		}
-		old, p := n.placeLocked(e.rec.Slot, e.rec.ID, props)
-		now := sp.objects.Get(e.rec.Slot)
-		e.p, e.hasP, e.room = p, now.HasP, now.Room
+		old, now, p := sp.Place(e.rec.Slot, e.rec.ID, props)
+		e.spot = interest.Spot{P: p, HasP: now.HasP, Room: now.Room}
 		if e.rec.Type == gameworld.Remove {
 			// Every link with a region considers every remove: one may
 			// know the object outside its cells (a sliced hide after its
@@ -269,33 +140,12 @@ func (n *Node) indexLog() {
 			// it went; otherwise the slot, reused, would pass for known
 			// and the next object there never be revealed to it. A link
 			// that does not know it drops the remove at once.
-			for _, ls := range sp.regioned {
+			for _, ls := range sp.Regioned() {
 				visit(ls, i)
 			}
 			continue
 		}
-		if len(sp.roomOnly) > 0 {
-			n.visitRooms(old, now, func(ls *linkState) { visit(ls, i) })
-		}
-		if (old.In && !old.HasP) || (now.In && !now.HasP) {
-			for _, ls := range sp.boxed {
-				visit(ls, i)
-			}
-			continue
-		}
-		if old.In {
-			for _, ls := range sp.links[old.Cell] {
-				visit(ls, i)
-			}
-		}
-		if now.In {
-			for _, ls := range sp.links[now.Cell] {
-				visit(ls, i)
-			}
-		}
-		for _, ls := range sp.wide {
-			visit(ls, i)
-		}
+		sp.Visit(old, now, visitCur)
 	}
 }
 
@@ -305,10 +155,10 @@ func (n *Node) indexLog() {
 func (n *Node) unionInterestLocked() (boxes []peer.Box, has bool) {
 	boxes = []peer.Box{}
 	add := func(ls *linkState) bool {
-		if ls.region == nil || !ls.region.hasBoxes {
+		if ls.region == nil || !ls.region.HasBoxes {
 			return false // all of space (in some rooms, or all)
 		}
-		boxes = append(boxes, ls.region.boxes...)
+		boxes = append(boxes, ls.region.Boxes...)
 		return true
 	}
 	if !n.eachDownstreamLocked(add) || len(boxes) > peer.MaxInterestBoxes {

@@ -169,7 +169,7 @@ func (n *Node) sendMessageLocked(ls *linkState, mm *msgMark) {
 		!ownership.MaySend(n.role, ls.kind, mm.oi.relation(ls)),
 		m.World != "" && !n.towardLocked(ls, m.World),
 		m.Room != "" && !ls.inRoom(m.Room),
-		m.HasAt && ls.region != nil && ls.region.hasBoxes && !interest.Contains(ls.region.boxes, m.At, n.opts.InterestMargin):
+		m.HasAt && ls.region != nil && ls.region.HasBoxes && !interest.Contains(ls.region.Boxes, m.At, n.opts.InterestMargin):
 		return
 	}
 	if !ls.link.SendAppMessage(mm.enc) {

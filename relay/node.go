@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/interest"
 	"github.com/solipsism/mesh/metrics"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
@@ -156,6 +157,8 @@ func New(opts Options) (*Node, error) {
 		hub:   hub{links: make(map[*peer.Link]*linkState), claims: make(map[string]*linkState), resumeSecret: secret, watchers: peerWatchers(opts)},
 		fan:   fanout{kick: make(chan struct{}, 1)},
 		deps:  departures{departing: make(map[string]*departure)},
+		sp: space{Space: interest.Space[*linkState]{Props: interest.Props{Position: opts.InterestProperty, Room: opts.RoomProperty},
+			Grid: interest.Grid{Size: opts.InterestCell}, Margin: opts.InterestMargin}},
 		// A burst as large as the largest world a digest may cover.
 		dig: digests{budget: rate.NewLimiter(digestVisitsPerSecond, 10_000_000)},
 	}

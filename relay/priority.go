@@ -56,7 +56,7 @@ func (n *Node) bandOf(p [3]float64, boxes []peer.Box) int {
 // prioritised reports whether priority or a budget applies to ls now.
 // n.mu must be held.
 func (n *Node) prioritised(ls *linkState) bool {
-	return ls.link != nil && ls.kind == ownership.Downstream && ls.region != nil && ls.region.hasBoxes &&
+	return ls.link != nil && ls.kind == ownership.Downstream && ls.region != nil && ls.region.HasBoxes &&
 		(n.opts.Priority.Near > 0 || n.budgetLocked(ls) > 0)
 }
 
@@ -71,16 +71,16 @@ func (n *Node) planLocked(ls *linkState, sub []int, verdict func(j int) peer.Ver
 	entries := ls.prio.Entries(len(sub))
 	for j, i := range sub {
 		e := &f.log[i]
-		entries[j] = priority.Entry{Rec: e.rec, Verdict: verdict(j), Placed: e.hasP}
+		entries[j] = priority.Entry{Rec: e.rec, Verdict: verdict(j), Placed: e.spot.HasP}
 	}
-	band := func(j int) int { return n.bandOf(f.log[sub[j]].p, ls.region.boxes) }
+	band := func(j int) int { return n.bandOf(f.log[sub[j]].spot.P, ls.region.Boxes) }
 	return ls.prio.Decide(entries, f.unique, band, priority.Budget{BytesPerSecond: float64(n.budgetLocked(ls)), Tick: n.opts.Tick, Now: time.Now()})
 }
 
 // owingLocked reports whether a link waits for owed updates: the flush
 // then runs with nothing new, to send them when due. n.mu must be held.
 func (n *Node) owingLocked() bool {
-	for _, ls := range n.sp.regioned {
+	for _, ls := range n.sp.Regioned() {
 		if ls.prio != nil && ls.prio.Owing() > 0 {
 			return true
 		}

@@ -40,7 +40,7 @@ func (n *Node) sendRefreshLocked(ls *linkState) {
 	}
 	var recs []*peer.Record
 	each := n.world.Range
-	if ls.region != nil && !ls.region.wide && n.sp.active {
+	if ls.region != nil && !ls.region.Wide() && n.sp.Active() {
 		each = n.regionObjects(ls.region)
 	}
 	each(func(o gameworld.Object) bool {

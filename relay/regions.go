@@ -13,12 +13,12 @@ import (
 // rooms), at most every regionEvery; what enters its view is revealed
 // whole and what leaves it hidden, a slice at a time in a big world.
 
-// setRegionLocked sets what ls wants to see (v.everything: all of it).
+// setRegionLocked sets what ls wants to see (v.Everything(): all of it).
 // A ready link is sent what enters its view and removes of what leaves
 // it. n.mu must be held.
-func (n *Node) setRegionLocked(ls *linkState, v wants) {
+func (n *Node) setRegionLocked(ls *linkState, v interest.Wants) {
 	old := ls.region
-	has := !v.everything()
+	has := !v.Everything()
 	if !has && old == nil {
 		return
 	}
@@ -39,16 +39,15 @@ func (n *Node) setRegionLocked(ls *linkState, v wants) {
 	var oldCells []interest.Cell
 	oldWide := false
 	if old != nil {
-		oldCells, oldWide = old.cells, old.wide
+		oldCells, oldWide = old.Cells(), old.Wide()
 	}
-	none := ls.att != nil && v.hasBoxes && len(v.boxes) == 0 && v.rooms == nil
+	none := ls.att != nil && v.HasBoxes && len(v.Boxes) == 0 && v.Rooms == nil
 	if has && !none {
 		n.activateSpatial()
 	}
 	n.unregisterLocked(ls)
 	if has {
-		ls.region = v.region()
-		ls.region.none = none
+		ls.region = &region{Region: interest.Region{Wants: v, None: none}}
 		n.registerLocked(ls)
 	} else {
 		ls.region = nil
@@ -68,7 +67,7 @@ func (n *Node) setRegionLocked(ls *linkState, v wants) {
 	ls.revealing = false
 	var objs []gameworld.Object
 	switch {
-	case (old == nil || !has || oldWide || ls.region.wide) && ls.att == nil && n.opts.Tick != peer.Immediate && n.world.Len() > refreshSlice:
+	case (old == nil || !has || oldWide || ls.region.Wide()) && ls.att == nil && n.opts.Tick != peer.Immediate && n.world.Len() > refreshSlice:
 		// The whole world to look at, and a big one: a slice at a time,
 		// the lock let go between (continueRevealLocked), as for a
 		// refresh answer. A mesh member whose first client arrives while
@@ -77,7 +76,7 @@ func (n *Node) setRegionLocked(ls *linkState, v wants) {
 		ls.revealing, ls.revealAt = true, 0
 		n.continueRevealLocked(ls)
 		return
-	case old == nil || !has || oldWide || ls.region.wide:
+	case old == nil || !has || oldWide || ls.region.Wide():
 		may := n.mayFilterLocked(ls)
 		n.world.Range(func(o gameworld.Object) bool {
 			if may(o.Owner) {
@@ -87,12 +86,13 @@ func (n *Node) setRegionLocked(ls *linkState, v wants) {
 		})
 	default:
 		seen := map[uint32]bool{}
-		for _, cells := range [][]interest.Cell{oldCells, ls.region.cells} {
+		objects := n.sp.Objects()
+		for _, cells := range [][]interest.Cell{oldCells, ls.region.Cells()} {
 			for _, c := range cells {
-				n.sp.objects.InCell(c, func(slot uint32) bool {
+				objects.InCell(c, func(slot uint32) bool {
 					if !seen[slot] {
 						seen[slot] = true
-						if o, ok := n.world.Get(n.sp.objects.Get(slot).ID); ok {
+						if o, ok := n.world.Get(objects.Get(slot).ID); ok {
 							objs = append(objs, o)
 						}
 					}
@@ -209,7 +209,7 @@ const regionEvery = 100 * time.Millisecond
 
 // wantedRegion is a region announced and not yet applied.
 type wantedRegion struct {
-	v wants
+	v interest.Wants
 }
 
 // interestChangedLocked applies the region a peer announced in its
@@ -217,12 +217,12 @@ type wantedRegion struct {
 // recently, and reports whether it was applied (so the union of regions
 // changed). n.mu must be held.
 func (n *Node) interestChangedLocked(ls *linkState, md peer.Metadata) bool {
-	v := wantsOf(md)
+	v := interest.WantsOf(md)
 	switch {
-	case v.same(ls.region):
+	case v.Same(regionOf(ls)):
 		ls.wanted = nil // back to what applies: nothing to change
 		return false
-	case ls.wanted != nil && ls.wanted.v.equal(v):
+	case ls.wanted != nil && ls.wanted.v.Equal(v):
 		return false
 	}
 	// (An attachment's region is set by its bridge, at the pace its own
@@ -239,7 +239,7 @@ func (n *Node) interestChangedLocked(ls *linkState, md peer.Metadata) bool {
 
 // applyRegionLocked sets ls's region and when it may change next. n.mu
 // must be held.
-func (n *Node) applyRegionLocked(ls *linkState, v wants) {
+func (n *Node) applyRegionLocked(ls *linkState, v interest.Wants) {
 	start := time.Now()
 	n.setRegionLocked(ls, v)
 	end := time.Now()
@@ -290,12 +290,8 @@ func (n *Node) regionsDue() {
 	if changed {
 		n.chainChanged() // the union announced upstream and to the mesh
 	}
-	if sp := &n.sp; sp.active && len(sp.regioned) == 0 && !sp.unusedSince.IsZero() {
-		if drop := sp.unusedSince.Add(spatialLinger); now.Before(drop) {
-			n.regionTimerLocked(drop)
-		} else {
-			n.sp.spatial = spatial{}
-		}
+	if again, wait := n.sp.Expire(now); wait {
+		n.regionTimerLocked(again)
 	}
 }
 
@@ -334,15 +330,9 @@ func (a *Attachment) SetInterest(boxes []peer.Box, has bool) {
 // r holds, found in time proportional to it. n.mu must be held.
 func (n *Node) regionObjects(r *region) func(fn func(gameworld.Object) bool) {
 	return func(fn func(gameworld.Object) bool) {
-		visit := func(slot uint32) bool {
-			o, ok := n.world.Get(n.sp.objects.Get(slot).ID)
+		n.sp.InRegion(&r.Region, func(_ uint32, id string) bool {
+			o, ok := n.world.Get(id)
 			return !ok || fn(o)
-		}
-		for _, c := range r.cells {
-			if !n.sp.objects.InCell(c, visit) {
-				return
-			}
-		}
-		n.sp.objects.Unplaced(visit)
+		})
 	}
 }

@@ -1,0 +1,173 @@
+package interest_test
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/interest"
+	"github.com/solipsism/mesh/peer"
+)
+
+func props(t *testing.T, kv ...string) gameworld.Properties {
+	t.Helper()
+	m := map[string]json.RawMessage{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = json.RawMessage(kv[i+1])
+	}
+	return gameworld.PropertiesOf(m)
+}
+
+func TestRoomOf(t *testing.T) {
+	pr := interest.Props{Position: "position", Room: "room"}
+	for _, tc := range []struct{ raw, want string }{
+		{`"hall"`, "hall"},
+		{`"h\u0061ll"`, "hall"},
+		{`""`, ""},
+		{`3`, ""},
+		{`"unterminated`, ""},
+	} {
+		if got := pr.RoomOf(props(t, "room", tc.raw)); got != tc.want {
+			t.Errorf("RoomOf(%s) = %q, want %q", tc.raw, got, tc.want)
+		}
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	box := []peer.Box{{Min: [3]float64{0, 0, 0}, Max: [3]float64{10, 10, 10}}}
+	rooms := map[string]bool{"hall": true}
+	for _, tc := range []struct {
+		name string
+		r    *interest.Region
+		room string
+		p    [3]float64
+		hasP bool
+		want peer.Verdict
+	}{
+		{"inside", region(box, true, nil), "", [3]float64{5, 5, 5}, true, peer.Send},
+		{"in the margin", region(box, true, nil), "", [3]float64{11, 5, 5}, true, peer.Keep},
+		{"outside", region(box, true, nil), "", [3]float64{13, 5, 5}, true, peer.Hide},
+		{"no position", region(box, true, nil), "", [3]float64{}, false, peer.Send},
+		{"other room", region(nil, false, rooms), "cellar", [3]float64{}, false, peer.Hide},
+		{"its room", region(nil, false, rooms), "hall", [3]float64{}, false, peer.Send},
+		{"no room", region(nil, false, rooms), "", [3]float64{}, false, peer.Send},
+		{"its room, outside", region(box, true, rooms), "hall", [3]float64{50, 0, 0}, true, peer.Hide},
+	} {
+		if tc.r == nil {
+			continue
+		}
+		if got := tc.r.Verdict(&interest.Spot{P: tc.p, HasP: tc.hasP, Room: tc.room}, 2); got != tc.want {
+			t.Errorf("%s: Verdict = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func region(boxes []peer.Box, has bool, rooms map[string]bool) *interest.Region {
+	return &interest.Region{Wants: interest.Wants{Boxes: boxes, HasBoxes: has, Rooms: rooms}}
+}
+
+func TestWants(t *testing.T) {
+	box := []peer.Box{{Max: [3]float64{1, 1, 1}}}
+	w := interest.WantsOf(peer.Metadata{Interest: box, HasInterest: true, Rooms: []string{"a"}, HasRooms: true})
+	if w.Everything() || !w.InRoom("a") || w.InRoom("b") {
+		t.Fatalf("WantsOf = %+v", w)
+	}
+	if !(interest.Wants{}).Same(nil) || w.Same(nil) || !w.Same(region(box, true, map[string]bool{"a": true})) {
+		t.Fatal("Same")
+	}
+	if w.Equal(interest.Wants{Boxes: box, HasBoxes: true}) {
+		t.Fatal("Equal ignores rooms")
+	}
+}
+
+// The viewers a change visits: those whose cells it leaves or enters, those
+// of its rooms, every boxed one when it has no position, and the wide ones;
+// never one whose cells and rooms it does not touch.
+func TestSpaceVisits(t *testing.T) {
+	s := interest.Space[string]{Props: interest.Props{Position: "position", Room: "room"}, Grid: interest.Grid{Size: 10}, Margin: 1}
+	s.Activate(func(func(uint32, string, gameworld.Properties) bool) {})
+	regions := map[string]*interest.Region{
+		"west": region([]peer.Box{{Min: [3]float64{0, 0, 0}, Max: [3]float64{5, 5, 5}}}, true, nil),
+		"east": region([]peer.Box{{Min: [3]float64{100, 0, 0}, Max: [3]float64{105, 5, 5}}}, true, nil),
+		"huge": region([]peer.Box{{Min: [3]float64{-1e6, -1e6, -1e6}, Max: [3]float64{1e6, 1e6, 1e6}}}, true, nil),
+		"hall": region(nil, false, map[string]bool{"hall": true}),
+		"idle": {None: true},
+	}
+	for v, r := range regions {
+		s.Register(v, r)
+	}
+	if !regions["huge"].Wide() || !regions["hall"].Wide() || regions["west"].Wide() {
+		t.Fatal("wide regions")
+	}
+	if got := len(s.Regioned()); got != 4 {
+		t.Fatalf("%d regioned, want 4 (an idle region is not indexed)", got)
+	}
+	visits := func(slot uint32, kv ...string) []string {
+		old, now, _ := s.Place(slot, "o", props(t, kv...))
+		var got []string
+		s.Visit(old, now, func(v string) {
+			if !slices.Contains(got, v) {
+				got = append(got, v)
+			}
+		})
+		slices.Sort(got)
+		return got
+	}
+	for _, tc := range []struct {
+		name string
+		kv   []string
+		want []string
+	}{
+		// (An object of no room is in every room: the hall sees it.)
+		{"appears west", []string{"position", "[1,1,1]"}, []string{"hall", "huge", "west"}},
+		{"moves east", []string{"position", "[101,1,1]"}, []string{"east", "hall", "huge", "west"}},
+		{"stays east", []string{"position", "[102,1,1]"}, []string{"east", "hall", "huge"}},
+		{"loses its position", []string{"color", `"red"`}, []string{"east", "hall", "huge", "west"}},
+		{"enters the hall", []string{"room", `"hall"`}, []string{"east", "hall", "huge", "west"}},
+		{"in the hall, placed", []string{"room", `"hall"`, "position", "[500,500,500]"}, []string{"east", "hall", "huge", "west"}},
+		{"cellar, far", []string{"room", `"cellar"`, "position", "[500,500,500]"}, []string{"hall", "huge"}},
+		{"cellar, still", []string{"room", `"cellar"`, "position", "[501,500,500]"}, []string{"huge"}},
+	} {
+		if got := visits(7, tc.kv...); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: visits %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	var inWest []string
+	s.Place(8, "w", props(t, "position", "[2,2,2]"))
+	s.Place(9, "u", props(t, "color", `"blue"`))
+	s.InRegion(regions["west"], func(_ uint32, id string) bool { inWest = append(inWest, id); return true })
+	slices.Sort(inWest)
+	if !slices.Equal(inWest, []string{"u", "w"}) {
+		t.Fatalf("InRegion(west) = %v, want the object there and the unplaced one", inWest)
+	}
+	s.Unregister("west", regions["west"])
+	if got := visits(8, "position", "[3,2,2]"); slices.Contains(got, "west") {
+		t.Fatalf("an unregistered viewer was visited: %v", got)
+	}
+}
+
+// The space lingers after its last region and is dropped once Linger has
+// passed with none.
+func TestSpaceLingers(t *testing.T) {
+	s := interest.Space[int]{Grid: interest.Grid{Size: 10}}
+	s.Activate(func(func(uint32, string, gameworld.Properties) bool) {})
+	r := region([]peer.Box{{Max: [3]float64{1, 1, 1}}}, true, nil)
+	s.Register(1, r)
+	now := time.Unix(1000, 0)
+	if _, ok := s.Unused(now); ok {
+		t.Fatal("unused while a region is registered")
+	}
+	s.Unregister(1, r)
+	drop, ok := s.Unused(now)
+	if !ok || !drop.Equal(now.Add(interest.Linger)) {
+		t.Fatalf("Unused = %v, %v", drop, ok)
+	}
+	if again, wait := s.Expire(now.Add(time.Second)); !wait || !again.Equal(drop) || !s.Active() {
+		t.Fatal("dropped before Linger")
+	}
+	if _, wait := s.Expire(drop); wait || s.Active() {
+		t.Fatal("not dropped after Linger")
+	}
+}
