@@ -240,8 +240,6 @@ type entry struct {
 
 func (q *queue) len() int { return len(q.entries) + len(q.orphans) }
 
-func (q *queue) empty() bool { return q.len() == 0 && !q.refreshed && !q.announce }
-
 // place puts e (in slot) at the end of the order.
 func (q *queue) place(slot uint32, e *entry) {
 	e.at = q.nextAt

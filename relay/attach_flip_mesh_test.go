@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/internal/wiretest"
@@ -20,7 +21,7 @@ import (
 func TestObserverFlipsAcrossMesh(t *testing.T) {
 	for seed := range uint64(2) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
-			nodes := startMeshWith(t, 2, relay.MeshOptions{}, relay.Options{Tick: 2 * time.Millisecond})
+			nodes := startMeshWith(t, 2, cluster.Options{}, relay.Options{Tick: 2 * time.Millisecond})
 			a, b := nodes[0], nodes[1]
 			view := newView()
 			obs, err := a.node.Attach(relay.AttachOptions{Receiver: view})

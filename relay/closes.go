@@ -51,11 +51,11 @@ func (n *Node) handleClose(l *peer.Link, err error) {
 		// it up to date, and downstream clients see no gap.
 		return
 	}
-	if ls.kind == ownership.Mesh && n.hub.mesh != nil && !n.life.closed && n.hub.mesh.alive(ls.member) {
+	if ls.kind == ownership.Mesh && n.hub.mesh != nil && !n.life.closed && n.hub.mesh.Alive(ls.member) {
 		// memberlist still sees the member: keep its objects for the
 		// re-dialed link instead of removing and re-adding them all.
 		ls.detached = true
-		if n.hub.mesh.leaving() {
+		if n.hub.mesh.Leaving() {
 			// We left the mesh (shutting down): nothing was lost.
 			n.log.Debug("mesh link closed: this node left the mesh", "member", ls.member)
 			return
@@ -166,12 +166,12 @@ func (n *Node) holdWorldsLocked(ids map[string]bool, kind ownership.LinkKind, me
 // heldLocked reports whether ls is a claim without a link (holdWorldsLocked).
 func heldLocked(ls *linkState) bool { return ls.link == nil && ls.att == nil }
 
-// meshMemberGone closes any link to a member that memberlist declared dead
+// MemberGone closes any link to a member that memberlist declared dead
 // or that left. The worlds behind it are held for the reclaim grace: its
 // clients, reconnecting to another member at once, take their objects
 // over without anyone seeing them go (a member's stop breaks their
 // connections, as a crash would); what nobody claims by then is removed.
-func (n *Node) meshMemberGone(member string) {
+func (n *Node) MemberGone(member string) {
 	n.lock()
 	defer n.mu.Unlock()
 	owned := map[string]bool{}
@@ -197,14 +197,14 @@ func (n *Node) meshMemberGone(member string) {
 	n.log.Info("removed the objects of a departed mesh member", "member", member, "worlds", len(owned))
 }
 
-// adoptLeftMember gives the objects a member that left the mesh on purpose
+// MemberLeft gives the objects a member that left the mesh on purpose
 // owned itself (persistent objects fallen to it, released ones) to heir,
-// the same member on every survivor (Mesh.memberDown picks the lowest
+// the same member on every survivor (cluster.Mesh.MemberDown picks the lowest
 // identifier of the membership). Each survivor makes the same transfer, at
 // the next epoch, so they agree without a word, and nothing the member
 // owned goes with it. Its clients' worlds are held as any gone member's
-// (meshMemberGone).
-func (n *Node) adoptLeftMember(id, heir string) {
+// (MemberGone).
+func (n *Node) MemberLeft(id, heir string) {
 	n.lock()
 	defer n.mu.Unlock()
 	if n.life.closed || id == "" || id == n.id || heir == "" {

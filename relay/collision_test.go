@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/relay"
 
 	"github.com/coder/websocket"
@@ -121,7 +122,7 @@ func TestCreatedTwice(t *testing.T) {
 // first keeps its own client's; both end with the same one, the greater
 // owner's (as of equal epochs in transfers), and so do both clients.
 func TestCreatedTwiceAcrossMesh(t *testing.T) {
-	nodes := startMeshWith(t, 2, relay.MeshOptions{}, relay.Options{Tick: 300 * time.Millisecond})
+	nodes := startMeshWith(t, 2, cluster.Options{}, relay.Options{Tick: 300 * time.Millisecond})
 	a, b := dialClient(t, nodes[0].url, "a"), dialClient(t, nodes[1].url, "b")
 	const id = "ball"
 	for _, c := range []*client.Client{a, b} {
@@ -150,7 +151,7 @@ func TestMeshMemberIdentifierForm(t *testing.T) {
 		if err != nil {
 			return
 		}
-		n.ServeMeshConn(conn, "member")
+		n.AcceptMesh(conn, "member")
 	}))
 	t.Cleanup(srv.Close)
 	for _, tc := range []struct {

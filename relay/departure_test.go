@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -184,7 +185,7 @@ func TestReconnectDuringDeparture(t *testing.T) {
 // for divergence (the nodes' cleanup fails the test on any repair). In
 // the end every member and a client on each hold the same world.
 func TestDepartureAcrossMeshRepairsNothing(t *testing.T) {
-	nodes := startMesh(t, 3, relay.MeshOptions{})
+	nodes := startMesh(t, 3, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var watchers []*client.Client

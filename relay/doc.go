@@ -5,7 +5,7 @@
 // link's own objects back to it), a proxy (one upstream link toward a server
 // plus downstream clients, chainable to any depth) or a client (one upstream
 // link; package client wraps one as the Go client API). Servers can join a mesh
-// (JoinMesh): membership comes from package membership (hashicorp/memberlist), and each pair of
+// (package cluster, through the Members seam): membership comes from package membership (hashicorp/memberlist), and each pair of
 // members keeps one mesh link carrying only what is local to its sender. The same routing code serves all
 // three: applied change records go to one shared log, offered once per tick
 // to every ready link, and ownership.MaySend decides per link. Every incoming record is

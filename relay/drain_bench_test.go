@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/internal/wiretest"
@@ -35,7 +36,7 @@ func benchmarkMove(b *testing.B, drain bool) {
 	const clients = 200
 	for range b.N {
 		b.StopTimer()
-		nodes := startMeshWith(b, 2, relay.MeshOptions{}, relay.Options{Tick: 20 * time.Millisecond})
+		nodes := startMeshWith(b, 2, cluster.Options{}, relay.Options{Tick: 20 * time.Millisecond})
 		a, bn := nodes[0], nodes[1]
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		var ids []string

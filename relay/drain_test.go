@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/relay"
 
 	"github.com/coder/websocket"
@@ -26,7 +27,7 @@ import (
 // told, is closed with 1012 at once. Drain returns when both are gone,
 // long before its grace.
 func TestDrainMovesClients(t *testing.T) {
-	nodes := startMesh(t, 2, relay.MeshOptions{})
+	nodes := startMesh(t, 2, cluster.Options{})
 	a, b := nodes[0], nodes[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -88,7 +89,7 @@ func TestDrainMovesClients(t *testing.T) {
 // must (a remove naming A, then, in a later message, an add naming the
 // heir) and nothing more.
 func TestLeftMemberHandsOver(t *testing.T) {
-	nodes := startMeshWith(t, 3, relay.MeshOptions{}, relay.Options{ReclaimGrace: 500 * time.Millisecond})
+	nodes := startMeshWith(t, 3, cluster.Options{}, relay.Options{ReclaimGrace: 500 * time.Millisecond})
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	if _, err := a.node.Apply([]gameworld.Change{
 		{Type: gameworld.Add, ID: "kept", Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"persistent": json.RawMessage("true")})},

@@ -65,44 +65,6 @@ func ExampleNode_Publish() {
 	// Output: notice "doors close at ten" from the node: true
 }
 
-// Two servers in a mesh (memberlist on loopback): a client of each sees
-// what the other's creates.
-func ExampleNode_JoinMesh() {
-	a, _ := relay.New(relay.Options{})
-	urlA, stopA := serve(a)
-	defer stopA()
-	b, _ := relay.New(relay.Options{})
-	urlB, stopB := serve(b)
-	defer stopB()
-	ma, err := a.JoinMesh(relay.MeshOptions{BindAddr: "127.0.0.1:0", AdvertiseURL: urlA, Profile: "local"})
-	if err != nil {
-		panic(err)
-	}
-	defer ma.Close()
-	mb, err := b.JoinMesh(relay.MeshOptions{BindAddr: "127.0.0.1:0", AdvertiseURL: urlB, Profile: "local", Join: []string{ma.Addr()}})
-	if err != nil {
-		panic(err)
-	}
-	defer mb.Close()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	alice, err := client.Dial(ctx, urlA, client.Options{Prefix: "alice"})
-	if err != nil {
-		panic(err)
-	}
-	defer alice.Close()
-	bob, err := client.Dial(ctx, urlB, client.Options{Prefix: "bob"})
-	if err != nil {
-		panic(err)
-	}
-	defer bob.Close()
-	ball, _ := bob.Create(map[string]any{"kind": "ball"})
-	seen := until(func() bool { _, ok := alice.World().Get(ball); return ok })
-	fmt.Println("alice, on the other member, sees bob's ball:", seen)
-	// Output: alice, on the other member, sees bob's ball: true
-}
-
 // deliveries is a Receiver that hands what it is routed to a channel: it
 // is called with the node's lock held, so it only queues.
 type deliveries chan relay.Delivery

@@ -15,11 +15,9 @@ import (
 )
 
 const (
-	DepartSlice    = departSlice
-	RefreshSlice   = refreshSlice
-	RegionEvery    = regionEvery
-	MeshNameHeader = meshNameHeader
-	MeshAuthHeader = meshAuthHeader
+	DepartSlice  = departSlice
+	RefreshSlice = refreshSlice
+	RegionEvery  = regionEvery
 )
 
 type RefusedData = refusedData
@@ -163,11 +161,6 @@ func (n *Node) PositionOf(props gameworld.Properties) ([3]float64, bool) {
 	return n.sp.Props.PositionOf(props)
 }
 
-// ServeMeshConn serves conn as a mesh link from member.
-func (n *Node) ServeMeshConn(conn peer.Conn, member string) {
-	n.goRun(n.attach(conn, ownership.Mesh, "", member))
-}
-
 // SendDigestNow sends the digest of a link that speaks digests at once,
 // without the budget; false if none does.
 func (n *Node) SendDigestNow() (sent bool) {
@@ -183,12 +176,3 @@ func (n *Node) SendDigestNow() (sent bool) {
 	})
 	return sent
 }
-
-// ShutdownAbruptly leaves the memberlist cluster without a word.
-func (m *Mesh) ShutdownAbruptly() { m.shutdownAbruptly() }
-
-// NumMembers is the memberlist's count of members.
-func (m *Mesh) NumMembers() int { return m.ms.NumMembers() }
-
-// Auth returns the credential of member name.
-func (m *Mesh) Auth(name string) string { return m.auth(name) }

@@ -277,7 +277,7 @@ func (n *Node) handleMetadata(l *peer.Link, md peer.Metadata) {
 			delete(other.chain, id)
 			if heldLocked(other) {
 				// Held since a restart (persist.go) or since its member
-				// left the mesh (meshMemberGone).
+				// left the mesh (MemberGone).
 				n.log.Info("held identifier reclaimed", "identifier", id, "link", l.ID())
 			} else {
 				if omd, _ := other.link.Metadata(); omd.Identifier == id {

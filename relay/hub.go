@@ -29,8 +29,8 @@ type hub struct {
 	totals metrics.Totals
 	// bridged are the peers bridges serve (bridged.go).
 	bridged bridgedSet
-	// mesh is the mesh the node joined, if any (mesh.go).
-	mesh *Mesh
+	// mesh is the mesh the node joined, if any (members.go).
+	mesh Members
 	// resumeSecret keys the resume tokens this node hands out.
 	resumeSecret []byte
 	// watchers follow the downstream peers (peerwatch.go).
@@ -96,15 +96,13 @@ type linkState struct {
 // is running, so that the HTTP request and its buffers can be freed; the
 // link lives until it closes or the node does.
 func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get(meshNameHeader) != "" {
-		n.lock()
-		m := n.hub.mesh
-		n.mu.Unlock()
+	if r.Header.Get(MeshNameHeader) != "" {
+		m := n.members()
 		if m == nil {
 			http.Error(w, "this node is not in a mesh", http.StatusNotFound)
 			return
 		}
-		m.accept(w, r)
+		m.Accept(w, r)
 		return
 	}
 	// A page of an origin the node admits may read why it is refused
@@ -162,11 +160,6 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // ServeConn serves a link of the given kind over conn until it closes.
 func (n *Node) ServeConn(conn peer.Conn, kind ownership.LinkKind) error {
 	return n.run(n.attach(conn, kind, "", ""))
-}
-
-// serveMesh serves a mesh link to the member with the given name.
-func (n *Node) serveMesh(conn peer.Conn, member, url string) error {
-	return n.run(n.attach(conn, ownership.Mesh, url, member))
 }
 
 // goRun runs l on a goroutine of its own. The link is set up beforehand, on

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/interest"
@@ -25,7 +26,7 @@ import (
 // seeing exactly the objects inside its boxes, where they are, and none
 // beyond them and their margin.
 func TestMeshInterestUnderLoad(t *testing.T) {
-	nodes := startMeshWith(t, 3, relay.MeshOptions{}, relay.Options{Tick: 5 * time.Millisecond})
+	nodes := startMeshWith(t, 3, cluster.Options{}, relay.Options{Tick: 5 * time.Millisecond})
 	stop := wiretest.BusyCores()
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/relay"
 )
 
@@ -17,7 +18,7 @@ import (
 // the end a holds b's world, a last client holds a's, and no member
 // repaired anything (the nodes' cleanup fails the test on a repair).
 func TestMemberFlipsDuringBursts(t *testing.T) {
-	nodes := startMeshWith(t, 2, relay.MeshOptions{}, relay.Options{Tick: 10 * time.Millisecond})
+	nodes := startMeshWith(t, 2, cluster.Options{}, relay.Options{Tick: 10 * time.Millisecond})
 	a, b := nodes[0], nodes[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/relay"
 
 	"github.com/coder/websocket"
@@ -25,7 +26,7 @@ import (
 // meshNode is a server node in a test mesh.
 type meshNode struct {
 	node *relay.Node
-	mesh *relay.Mesh
+	mesh *cluster.Mesh
 	url  string
 	srv  *httptest.Server
 	logs *syncBuffer
@@ -63,13 +64,13 @@ type meshLog struct {
 // startMeshNode starts a server on 127.0.0.1 and joins it to the mesh at
 // join (empty: a new mesh). Failure detection is tuned to find a dead node
 // within about 2 s.
-func startMeshNode(t testing.TB, join string, mo relay.MeshOptions) *meshNode {
+func startMeshNode(t testing.TB, join string, mo cluster.Options) *meshNode {
 	t.Helper()
 	return startMeshNodeWith(t, join, mo, relay.Options{})
 }
 
 // startMeshNodeWith is startMeshNode with the node's options.
-func startMeshNodeWith(t testing.TB, join string, mo relay.MeshOptions, opts relay.Options) *meshNode {
+func startMeshNodeWith(t testing.TB, join string, mo cluster.Options, opts relay.Options) *meshNode {
 	t.Helper()
 	logs := &syncBuffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -114,7 +115,7 @@ func startMeshNodeWith(t testing.TB, join string, mo relay.MeshOptions, opts rel
 	if join != "" {
 		mo.Join = []string{join}
 	}
-	m, err := n.JoinMesh(mo)
+	m, err := cluster.Join(n, mo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func startMeshNodeWith(t testing.TB, join string, mo relay.MeshOptions, opts rel
 // crash stops a node the way kill -9 would look to the others: no Leave,
 // connections cut.
 func (mn *meshNode) crash() {
-	mn.mesh.ShutdownAbruptly()
+	mn.mesh.Kill()
 	mn.srv.CloseClientConnections()
 	mn.srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -188,13 +189,13 @@ func waitIdentical(t testing.TB, nodes []*meshNode) string {
 	return want
 }
 
-func startMesh(t *testing.T, size int, mo relay.MeshOptions) []*meshNode {
+func startMesh(t *testing.T, size int, mo cluster.Options) []*meshNode {
 	t.Helper()
 	return startMeshWith(t, size, mo, relay.Options{})
 }
 
 // startMeshWith is startMesh with the nodes' options.
-func startMeshWith(t testing.TB, size int, mo relay.MeshOptions, opts relay.Options) []*meshNode {
+func startMeshWith(t testing.TB, size int, mo cluster.Options, opts relay.Options) []*meshNode {
 	t.Helper()
 	nodes := []*meshNode{startMeshNodeWith(t, "", mo, opts)}
 	for i := 1; i < size; i++ {
@@ -230,9 +231,9 @@ func startMeshWith(t testing.TB, size int, mo relay.MeshOptions, opts relay.Opti
 
 func TestMeshFiveNodes(t *testing.T) {
 	// A dead member's worlds are held for the reclaim grace, in case their
-	// peers reconnect elsewhere (meshMemberGone).
+	// peers reconnect elsewhere (MemberGone).
 	const grace = 500 * time.Millisecond
-	nodes := startMeshWith(t, 5, relay.MeshOptions{}, relay.Options{ReclaimGrace: grace})
+	nodes := startMeshWith(t, 5, cluster.Options{}, relay.Options{ReclaimGrace: grace})
 	clients := make([]*wiretest.Peer, len(nodes))
 	for i, mn := range nodes {
 		clients[i] = wiretest.Dial(t, mn.url, fmt.Sprintf("client-%08d-mesh0000", i), wiretest.Options{})
@@ -297,7 +298,7 @@ func TestMeshFiveNodes(t *testing.T) {
 		}
 	})
 	t.Run("it restarts under a new name and the world converges", func(t *testing.T) {
-		reborn := startMeshNode(t, nodes[0].mesh.Addr(), relay.MeshOptions{})
+		reborn := startMeshNode(t, nodes[0].mesh.Addr(), cluster.Options{})
 		if reborn.mesh.Name() == nodes[4].mesh.Name() {
 			t.Fatal("restarted node reused its memberlist name")
 		}
@@ -333,7 +334,7 @@ func TestMeshFiveNodes(t *testing.T) {
 // Cutting a mesh link while both nodes live removes nothing anywhere; the
 // link comes back and what changed meanwhile converges.
 func TestMeshLinkCut(t *testing.T) {
-	nodes := startMesh(t, 3, relay.MeshOptions{})
+	nodes := startMesh(t, 3, cluster.Options{})
 	a, b := nodes[0], nodes[1]
 	ca := wiretest.Dial(t, a.url, "client-AAAAAAAA-cut00000", wiretest.Options{})
 	cb := wiretest.Dial(t, b.url, "client-BBBBBBBB-cut00000", wiretest.Options{})
@@ -387,7 +388,7 @@ const websocketGoingAway = 1001
 // with a secret, a link without the right credentials is not accepted.
 func TestMeshRefusesForgery(t *testing.T) {
 	secret := bytes.Repeat([]byte{7}, 32)
-	nodes := startMesh(t, 2, relay.MeshOptions{SecretKey: secret})
+	nodes := startMesh(t, 2, cluster.Options{SecretKey: secret})
 	a, b := nodes[0], nodes[1]
 	victim := wiretest.Dial(t, a.url, "client-VVVVVVVV-VVVVVVVV", wiretest.Options{})
 	victim.Change(wiretest.Add("v", victim.ID, props{"hp": 100}))
@@ -402,7 +403,7 @@ func TestMeshRefusesForgery(t *testing.T) {
 	}
 
 	// Valid credentials (as member b), forged ownership: refused.
-	hdr.Set(relay.MeshAuthHeader, a.mesh.Auth(b.mesh.Name()))
+	hdr.Set(cluster.AuthHeader, a.mesh.Auth(b.mesh.Name()))
 	c, _, err := websocket.Dial(context.Background(), a.url, &websocket.DialOptions{HTTPHeader: hdr})
 	if err != nil {
 		t.Fatal(err)
@@ -431,14 +432,14 @@ func TestMeshRefusesForgery(t *testing.T) {
 }
 
 func TestMeshWrongSecretOrLabel(t *testing.T) {
-	good := startMeshNode(t, "", relay.MeshOptions{SecretKey: bytes.Repeat([]byte{1}, 32), Label: "blue"})
+	good := startMeshNode(t, "", cluster.Options{SecretKey: bytes.Repeat([]byte{1}, 32), Label: "blue"})
 	tests := []struct {
 		name string
-		mo   relay.MeshOptions
+		mo   cluster.Options
 	}{
-		{"wrong secret", relay.MeshOptions{SecretKey: bytes.Repeat([]byte{2}, 32), Label: "blue"}},
-		{"no secret", relay.MeshOptions{Label: "blue"}},
-		{"wrong label", relay.MeshOptions{SecretKey: bytes.Repeat([]byte{1}, 32), Label: "green"}},
+		{"wrong secret", cluster.Options{SecretKey: bytes.Repeat([]byte{2}, 32), Label: "blue"}},
+		{"no secret", cluster.Options{Label: "blue"}},
+		{"wrong label", cluster.Options{SecretKey: bytes.Repeat([]byte{1}, 32), Label: "green"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -460,11 +461,11 @@ func TestMeshWrongSecretOrLabel(t *testing.T) {
 // TestMeshWarnsUnencrypted: a mesh without a secret says so at WARN; one
 // with a secret does not.
 func TestMeshWarnsUnencrypted(t *testing.T) {
-	open := startMeshNode(t, "", relay.MeshOptions{})
+	open := startMeshNode(t, "", cluster.Options{})
 	if !strings.Contains(open.logs.String(), `level=WARN msg="the mesh runs unencrypted`) {
 		t.Fatalf("no warning:\n%s", open.logs.String())
 	}
-	sealed := startMeshNode(t, "", relay.MeshOptions{SecretKey: []byte(strings.Repeat("k", 32))})
+	sealed := startMeshNode(t, "", cluster.Options{SecretKey: []byte(strings.Repeat("k", 32))})
 	if strings.Contains(sealed.logs.String(), "unencrypted") {
 		t.Fatalf("a warning with a secret:\n%s", sealed.logs.String())
 	}
@@ -473,7 +474,7 @@ func TestMeshWarnsUnencrypted(t *testing.T) {
 // TestLeavingLogsNoLoss: a node that leaves the mesh (shutting down) does
 // not report its own closing links as lost.
 func TestLeavingLogsNoLoss(t *testing.T) {
-	nodes := startMesh(t, 2, relay.MeshOptions{})
+	nodes := startMesh(t, 2, cluster.Options{})
 	if err := nodes[0].mesh.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/internal/wiretest"
@@ -62,7 +63,7 @@ type messageNet struct {
 func newMessageNet(t *testing.T) *messageNet {
 	t.Helper()
 	mn := &messageNet{in: map[*client.Client]*inbox{}}
-	mn.mesh = startMeshWith(t, 2, relay.MeshOptions{}, relay.Options{Tick: 5 * time.Millisecond})
+	mn.mesh = startMeshWith(t, 2, cluster.Options{}, relay.Options{Tick: 5 * time.Millisecond})
 	mn.s1WS = mn.mesh[0].url
 	mn.proxy, mn.proxyURL = startProxy(t, mn.s1WS, relay.Options{Tick: 5 * time.Millisecond})
 	waitFor(t, "the proxy connected", 10*time.Second, func() bool { return upstreamConnected(mn.proxy) })

@@ -187,6 +187,9 @@ func New(opts Options) (*Node, error) {
 // Identifier returns the node's world identifier.
 func (n *Node) Identifier() string { return n.id }
 
+// Logger returns the node's logger (Options.Logger, naming the node).
+func (n *Node) Logger() *slog.Logger { return n.log }
+
 // Role returns the node's role.
 func (n *Node) Role() ownership.Role { return n.role }
 

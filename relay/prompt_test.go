@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -81,7 +82,7 @@ func waitUntilObjects(t *testing.T, p *wiretest.Peer, n int, timeout time.Durati
 // object overtakes the burst: b applies it before the burst's last add. At
 // the end both members hold the same world, with no repair.
 func TestLiveChangeOvertakesBurstAcrossMesh(t *testing.T) {
-	nodes := startMesh(t, 2, relay.MeshOptions{})
+	nodes := startMesh(t, 2, cluster.Options{})
 	a, b := nodes[0], nodes[1]
 	watcher := wiretest.Dial(t, b.url, "watch-WWWWWWWW-WWWWWWWW", wiretest.Options{})
 	f := wiretest.Dial(t, a.url, "flood-FFFFFFFF-FFFFFFFF", wiretest.Options{})

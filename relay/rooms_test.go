@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -68,7 +69,7 @@ func worldView(w *gameworld.World) map[string]string {
 func TestRoomsThroughProxyAndMesh(t *testing.T) {
 	stop := wiretest.BusyCores()
 	defer stop()
-	mesh := startMeshWith(t, 2, relay.MeshOptions{}, relay.Options{Tick: 5 * time.Millisecond})
+	mesh := startMeshWith(t, 2, cluster.Options{}, relay.Options{Tick: 5 * time.Millisecond})
 	s1, s2 := mesh[0], mesh[1]
 	proxy, proxyURL := startProxy(t, s1.url, relay.Options{Tick: 5 * time.Millisecond})
 	waitFor(t, "the proxy connected", 10*time.Second, func() bool { return upstreamConnected(proxy) })

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -242,7 +243,7 @@ func TestScopesAcrossMeshWithInterest(t *testing.T) {
 	defer cancel()
 	defer wiretest.BusyCores()()
 	const tick = 5 * time.Millisecond
-	nodes := startMeshWith(t, 2, relay.MeshOptions{}, relay.Options{Tick: tick})
+	nodes := startMeshWith(t, 2, cluster.Options{}, relay.Options{Tick: tick})
 	owner := dialTick(t, ctx, nodes[0].url, tick)
 	near, err := client.Dial(ctx, nodes[1].url, client.Options{Prefix: "near", Tick: tick, DigestInterval: testDigestInterval, Interest: []peer.Box{box(50, -10, -10, 70, 10, 10)}})
 	if err != nil {

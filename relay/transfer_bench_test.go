@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -31,7 +32,7 @@ func BenchmarkTransfer(b *testing.B) {
 		benchTransfers(b, url, purl)
 	})
 	b.Run("across a mesh", func(b *testing.B) {
-		nodes := startMeshWith(b, 3, relay.MeshOptions{}, relay.Options{Tick: -1})
+		nodes := startMeshWith(b, 3, cluster.Options{}, relay.Options{Tick: -1})
 		benchTransfers(b, nodes[0].url, nodes[1].url)
 	})
 }

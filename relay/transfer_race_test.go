@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -208,7 +209,7 @@ func TestTransferRacesOnProxyChain(t *testing.T) {
 // asker only once its members have acknowledged the grant, so the answer
 // is the outcome.
 func TestTransferRacesOnMesh(t *testing.T) {
-	nodes := startMeshWith(t, 3, relay.MeshOptions{}, relay.Options{Tick: 5 * time.Millisecond})
+	nodes := startMeshWith(t, 3, cluster.Options{}, relay.Options{Tick: 5 * time.Millisecond})
 	p, purl := startProxy(t, nodes[2].url, relay.Options{Tick: 2 * time.Millisecond})
 	waitFor(t, "the proxy's upstream", 5*time.Second, func() bool { return upstreamConnected(p) })
 	owner := dialClient(t, nodes[0].url, "owner")

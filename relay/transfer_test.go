@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/relay"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -249,7 +250,7 @@ func TestTransferThroughProxy(t *testing.T) {
 // ask for one object at once; every node and client ends with the same
 // owner, the one whose claim wins (gameworld.Beats).
 func TestConcurrentTransfersAcrossMesh(t *testing.T) {
-	nodes := startMesh(t, 3, relay.MeshOptions{})
+	nodes := startMesh(t, 3, cluster.Options{})
 	owner := dialClient(t, nodes[0].url, "owner")
 	b, c := dialClient(t, nodes[1].url, "bee"), dialClient(t, nodes[2].url, "cee")
 	worlds := []*gameworld.World{nodes[0].node.World(), nodes[1].node.World(), nodes[2].node.World(), owner.World(), b.World(), c.World()}
@@ -309,7 +310,7 @@ func TestConcurrentTransfersAcrossMesh(t *testing.T) {
 // both sides take one object back and forth; once the link stays up every
 // node and client agrees on one owner and epoch.
 func TestTransfersAcrossFlappingMesh(t *testing.T) {
-	nodes := startMesh(t, 2, relay.MeshOptions{})
+	nodes := startMesh(t, 2, cluster.Options{})
 	a, b := nodes[0], nodes[1]
 	owner := dialClient(t, a.url, "owner")
 	ca, cb := dialClient(t, a.url, "on-a"), dialClient(t, b.url, "on-b")

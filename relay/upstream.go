@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
 	"github.com/solipsism/mesh/ownership"
@@ -59,7 +58,7 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 		opts.DialTimeout = 10 * time.Second
 	}
 	if opts.StableAfter <= 0 {
-		opts.StableAfter = defaultStableAfter
+		opts.StableAfter = 10 * time.Second
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -119,7 +118,7 @@ func (n *Node) RunUpstream(ctx context.Context, opts UpstreamOptions) error {
 			attempt, failures = -1, 0
 			continue
 		}
-		d := backoff(failures, opts.MinBackoff, opts.MaxBackoff)
+		d := peer.Backoff(failures, opts.MinBackoff, opts.MaxBackoff)
 		failures++
 		t := time.NewTimer(d)
 		select {
@@ -139,25 +138,6 @@ func (n *Node) serveUpstream(ctx context.Context, conn peer.Conn, url string) er
 	stop := context.AfterFunc(ctx, func() { conn.Close(peer.StatusGoingAway, "node shutting down") })
 	defer stop()
 	return n.run(n.attach(conn, ownership.Upstream, url, ""))
-}
-
-// defaultStableAfter is how long a link must last for its reconnect backoff
-// to start over.
-const defaultStableAfter = 10 * time.Second
-
-// backoff returns the delay before attempt number failures+1: exponential
-// from min to max, with "equal jitter" (half fixed, half random) so that many
-// proxies cut off at once do not reconnect in lockstep.
-func backoff(failures int, min, max time.Duration) time.Duration {
-	d := min
-	for i := 0; i < failures && d < max; i++ {
-		d *= 2
-	}
-	if d > max {
-		d = max
-	}
-	half := d / 2
-	return half + rand.N(half+1)
 }
 
 // upstreamLink is what the node asks of its upstream and was given by it

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
@@ -73,11 +74,11 @@ func benchMesh(b *testing.B, senders int) {
 		var seed string
 		for j := 0; j < 5; j++ {
 			n, url := startBenchNode(b, relay.Options{Tick: peer.Immediate})
-			mo := relay.MeshOptions{BindAddr: "127.0.0.1:0", AdvertiseURL: url, Profile: "local"}
+			mo := cluster.Options{BindAddr: "127.0.0.1:0", AdvertiseURL: url, Profile: "local"}
 			if seed != "" {
 				mo.Join = []string{seed}
 			}
-			m, err := n.JoinMesh(mo)
+			m, err := cluster.Join(n, mo)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
@@ -185,11 +186,11 @@ func BenchmarkMeshInterest(b *testing.B) {
 			var seed string
 			for j := range 4 {
 				n, url := startBenchNode(b, relay.Options{Tick: tick})
-				mo := relay.MeshOptions{BindAddr: "127.0.0.1:0", AdvertiseURL: url, Profile: "local"}
+				mo := cluster.Options{BindAddr: "127.0.0.1:0", AdvertiseURL: url, Profile: "local"}
 				if seed != "" {
 					mo.Join = []string{seed}
 				}
-				m, err := n.JoinMesh(mo)
+				m, err := cluster.Join(n, mo)
 				if err != nil {
 					b.Fatal(err)
 				}

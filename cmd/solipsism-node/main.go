@@ -24,6 +24,7 @@ import (
 	"github.com/solipsism/mesh/api"
 	"github.com/solipsism/mesh/bridge/alloverse"
 	"github.com/solipsism/mesh/bridge/snapshot"
+	"github.com/solipsism/mesh/cluster"
 	"github.com/solipsism/mesh/enet"
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/peer"
@@ -248,14 +249,14 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		log.Info("serving debug endpoints", "addr", dln.Addr().String(), "pprof", "/debug/pprof/")
 	}
 
-	var mesh *relay.Mesh
+	var mesh *cluster.Mesh
 	if cfg.meshBind != "" {
 		adv, err := cfg.meshAdvertise(ln.Addr().String())
 		if err != nil {
 			ln.Close()
 			return err
 		}
-		mesh, err = node.JoinMesh(relay.MeshOptions{
+		mesh, err = cluster.Join(node, cluster.Options{
 			BindAddr: cfg.meshBind, AdvertiseURL: adv, Join: cfg.join,
 			SecretKey: cfg.meshSecret, Label: cfg.meshLabel, Profile: cfg.meshProfile, Dial: dial,
 		})

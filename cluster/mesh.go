@@ -1,4 +1,4 @@
-package relay
+package cluster
 
 import (
 	"context"
@@ -12,17 +12,16 @@ import (
 	"github.com/solipsism/mesh/membership"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/relay"
 )
 
-// Headers a mesh dialer sends so the acceptor knows the link is a mesh link.
-const (
-	meshNameHeader = "Solipsism-Mesh"
-	meshAuthHeader = "Solipsism-Mesh-Auth"
-)
+// AuthHeader is the header in which a mesh link's dialer proves its name
+// (relay.MeshNameHeader) when the mesh has a secret.
+const AuthHeader = "Solipsism-Mesh-Auth"
 
-// MeshOptions configures JoinMesh. BindAddr and AdvertiseURL are required;
-// the zero value of every other field means its default.
-type MeshOptions struct {
+// Options configures Join. BindAddr and AdvertiseURL are required; the
+// zero value of every other field means its default.
+type Options struct {
 	// BindAddr is the host:port memberlist listens on (UDP and TCP). Port 0
 	// picks a free port.
 	BindAddr string
@@ -53,13 +52,13 @@ type MeshOptions struct {
 	Dial peer.DialOptions
 }
 
-// Mesh joins a server Node to other server nodes. Membership and failure
+// Mesh joins a server node to other server nodes. Membership and failure
 // detection come from package membership (hashicorp/memberlist); the data
 // flows over one WebSocket link per pair of members, dialed by the member
 // whose name sorts first.
 type Mesh struct {
-	n       *Node
-	opts    MeshOptions
+	n       *relay.Node
+	opts    Options
 	log     *slog.Logger
 	ms      *membership.Membership
 	started chan struct{} // closed once ms is set
@@ -71,14 +70,15 @@ type Mesh struct {
 	dials map[string]context.CancelFunc // our dial loops, by member name
 }
 
-// JoinMesh starts memberlist for n, joins opts.Join (retrying in the
-// background if that fails) and keeps one link to every other member.
-func (n *Node) JoinMesh(opts MeshOptions) (*Mesh, error) {
-	if n.role != ownership.Server {
-		return nil, errors.New("relay: only server nodes join a mesh")
+// Join starts memberlist for n, joins opts.Join (retrying in the
+// background if that fails) and keeps one link to every other member. n
+// must be a server; logs go to its logger (opts.Logger, if set).
+func Join(n *relay.Node, opts Options) (*Mesh, error) {
+	if n.Role() != ownership.Server {
+		return nil, errors.New("cluster: only server nodes join a mesh")
 	}
 	if opts.AdvertiseURL == "" {
-		return nil, errors.New("relay: mesh needs an advertise URL")
+		return nil, errors.New("cluster: mesh needs an advertise URL")
 	}
 	if opts.MinBackoff <= 0 {
 		opts.MinBackoff = 100 * time.Millisecond
@@ -87,19 +87,22 @@ func (n *Node) JoinMesh(opts MeshOptions) (*Mesh, error) {
 		opts.MaxBackoff = 5 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Mesh{n: n, opts: opts, log: n.log, started: make(chan struct{}), ctx: ctx, cancel: cancel, dials: map[string]context.CancelFunc{}}
-	ms, err := membership.Start(membership.Options{BindAddr: opts.BindAddr, ID: n.id, URL: opts.AdvertiseURL, Join: opts.Join,
+	log := n.Logger()
+	m := &Mesh{n: n, opts: opts, log: log, started: make(chan struct{}), ctx: ctx, cancel: cancel, dials: map[string]context.CancelFunc{}}
+	ms, err := membership.Start(membership.Options{BindAddr: opts.BindAddr, ID: n.Identifier(), URL: opts.AdvertiseURL, Join: opts.Join,
 		SecretKey: opts.SecretKey, Label: opts.Label, Profile: opts.Profile, ProbeInterval: opts.ProbeInterval, JoinRetry: opts.JoinRetry,
-		Events: m, Logger: n.log})
+		Events: m, Logger: log})
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("relay: %w", err)
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	m.ms, m.log = ms, n.log.With("mesh", ms.Name())
+	m.ms, m.log = ms, log.With("mesh", ms.Name())
 	close(m.started)
-	n.lock()
-	n.hub.mesh = m
-	n.mu.Unlock()
+	if err := n.SetMembers(m); err != nil {
+		cancel()
+		ms.Kill()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
 	m.log.Info("mesh started", "bind", ms.Addr(), "advertise", opts.AdvertiseURL, "encrypted", len(opts.SecretKey) > 0, "label", opts.Label)
 	if len(opts.SecretKey) == 0 {
 		m.log.Warn("the mesh runs unencrypted and unauthenticated: anyone who reaches the mesh port can join and write; set a mesh secret (--mesh-secret)")
@@ -121,19 +124,14 @@ func (m *Mesh) Close() error {
 	}
 	err := m.ms.Leave()
 	m.stopLoops()
-	m.n.lock()
-	for _, ls := range m.n.hub.order {
-		if ls.kind == ownership.Mesh {
-			ls.link.Close(peer.StatusGoingAway, "leaving the mesh")
-		}
-	}
-	m.n.mu.Unlock()
+	m.n.CloseMeshLinks("leaving the mesh")
 	return err
 }
 
-// shutdownAbruptly stops memberlist without leaving, as a crash would:
-// the others find out through failure detection. For tests.
-func (m *Mesh) shutdownAbruptly() {
+// Kill stops memberlist without leaving, as a crash would: the others
+// find out through failure detection. The node's mesh links stay up until
+// they notice. For tests of failures.
+func (m *Mesh) Kill() {
 	m.ms.Kill()
 	m.stopLoops()
 }
@@ -189,16 +187,7 @@ func (m *Mesh) awaitDial(ctx context.Context, mem membership.Member) {
 }
 
 // linked reports whether a mesh link with member name is up.
-func (m *Mesh) linked(name string) bool {
-	m.n.lock()
-	defer m.n.mu.Unlock()
-	for _, ls := range m.n.hub.order {
-		if ls.kind == ownership.Mesh && ls.ready && ls.member == name {
-			return true
-		}
-	}
-	return false
-}
+func (m *Mesh) linked(name string) bool { return m.n.MeshLinks()[name] }
 
 // MemberDown implements membership.Events.
 func (m *Mesh) MemberDown(mem membership.Member) {
@@ -214,24 +203,31 @@ func (m *Mesh) MemberDown(mem membership.Member) {
 		// itself goes on at a member, as it would have handed it over:
 		// the lowest identifier of the membership, which every survivor
 		// sees alike (the links, not yet all up, might not).
-		heir := m.n.id
+		heir := m.n.Identifier()
 		for _, o := range m.ms.Members() {
 			if o.ID != mem.ID && !o.Leaving && o.ID < heir {
 				heir = o.ID
 			}
 		}
-		m.n.adoptLeftMember(mem.ID, heir)
+		m.n.MemberLeft(mem.ID, heir)
 	}
-	m.n.meshMemberGone(mem.Name)
+	m.n.MemberGone(mem.Name)
 }
 
-// leaving reports whether this node has left the mesh (Close).
-func (m *Mesh) leaving() bool { return m.ms.Stopped() }
+// Leaving implements relay.Members: whether this node has left the mesh
+// (Close).
+func (m *Mesh) Leaving() bool { return m.ms.Stopped() }
 
-// alive reports whether memberlist still counts name as a member.
-func (m *Mesh) alive(name string) bool { return m.ms.Alive(name) }
+// Alive implements relay.Members: whether memberlist still counts name as
+// a member.
+func (m *Mesh) Alive(name string) bool { return m.ms.Alive(name) }
 
-func (m *Mesh) auth(name string) string { return m.ms.Auth(name) }
+// Auth returns the credential member name proves itself with (empty
+// without a secret).
+func (m *Mesh) Auth(name string) string { return m.ms.Auth(name) }
+
+// NumMembers is how many members memberlist counts, this one included.
+func (m *Mesh) NumMembers() int { return m.ms.NumMembers() }
 
 // dialLoop keeps a link to mem open while it is a member.
 func (m *Mesh) dialLoop(ctx context.Context, mem membership.Member) {
@@ -243,9 +239,9 @@ func (m *Mesh) dialLoop(ctx context.Context, mem membership.Member) {
 		for k, v := range m.opts.Dial.Header {
 			dopts.Header[k] = v
 		}
-		dopts.Header.Set(meshNameHeader, m.ms.Name())
+		dopts.Header.Set(relay.MeshNameHeader, m.ms.Name())
 		if a := m.ms.Auth(m.ms.Name()); a != "" {
-			dopts.Header.Set(meshAuthHeader, a)
+			dopts.Header.Set(AuthHeader, a)
 		}
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		conn, err := peer.Dial(dctx, mem.URL, dopts)
@@ -253,9 +249,9 @@ func (m *Mesh) dialLoop(ctx context.Context, mem membership.Member) {
 		if err == nil {
 			start := time.Now()
 			stop := context.AfterFunc(ctx, func() { conn.Close(peer.StatusGoingAway, "member left the mesh") })
-			err = m.n.serveMesh(conn, mem.Name, mem.URL)
+			err = m.n.ServeMesh(conn, mem.Name, mem.URL)
 			stop()
-			if time.Since(start) >= defaultStableAfter {
+			if time.Since(start) >= stableAfter {
 				failures = 0 // a link that died at once keeps backing off
 			}
 			m.log.Debug("mesh link closed", "member", mem.Name, "err", err)
@@ -270,7 +266,7 @@ func (m *Mesh) dialLoop(ctx context.Context, mem membership.Member) {
 				}
 			}
 		}
-		d := backoff(failures, m.opts.MinBackoff, m.opts.MaxBackoff)
+		d := peer.Backoff(failures, m.opts.MinBackoff, m.opts.MaxBackoff)
 		failures++
 		select {
 		case <-ctx.Done():
@@ -279,15 +275,20 @@ func (m *Mesh) dialLoop(ctx context.Context, mem membership.Member) {
 	}
 }
 
-// accept serves an incoming mesh link after checking who dials.
-func (m *Mesh) accept(w http.ResponseWriter, r *http.Request) {
-	name := r.Header.Get(meshNameHeader)
-	if !m.ms.Verify(name, r.Header.Get(meshAuthHeader)) {
+// stableAfter is how long a mesh link must last for its re-dial backoff
+// to start over.
+const stableAfter = 10 * time.Second
+
+// Accept implements relay.Members: it serves an incoming mesh link after
+// checking who dials.
+func (m *Mesh) Accept(w http.ResponseWriter, r *http.Request) {
+	name := r.Header.Get(relay.MeshNameHeader)
+	if !m.ms.Verify(name, r.Header.Get(AuthHeader)) {
 		m.log.Warn("refused mesh link with bad authentication", "member", name, "remote", r.RemoteAddr)
 		http.Error(w, "mesh link authentication failed", http.StatusForbidden)
 		return
 	}
-	if !m.alive(name) {
+	if !m.Alive(name) {
 		// Gossip may not have told us about the dialer yet; it retries.
 		http.Error(w, "not a member of this mesh (yet)", http.StatusServiceUnavailable)
 		return
@@ -296,5 +297,19 @@ func (m *Mesh) accept(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	m.n.goRun(m.n.attach(conn, ownership.Mesh, "", name))
+	m.n.AcceptMesh(conn, name)
+}
+
+// Status implements relay.Members: the mesh as this node sees it.
+func (m *Mesh) Status() relay.MeshStatus {
+	joined, err := m.ms.Joined()
+	st := relay.MeshStatus{Name: m.ms.Name(), Addr: m.ms.Addr(), Joined: joined, Members: []relay.MemberStatus{}}
+	if err != nil {
+		st.Error = err.Error()
+	}
+	linked := m.n.MeshLinks()
+	for _, mem := range m.ms.Members() {
+		st.Members = append(st.Members, relay.MemberStatus{Name: mem.Name, Identifier: mem.ID, URL: mem.URL, Linked: linked[mem.Name]})
+	}
+	return st
 }
