@@ -2,9 +2,7 @@ package relay
 
 import (
 	"errors"
-	"log/slog"
 	"maps"
-	"slices"
 	"sort"
 	"time"
 
@@ -150,7 +148,14 @@ func (n *Node) handleRequestRefresh(l *peer.Link) {
 	n.wantRefresh(ls)
 }
 
-// handleMetadata is the node's side of peer.Handler (wire.go).
+// handleMetadata is the node's side of peer.Handler (wire.go). A
+// peer's metadata goes through the same steps every time: an upstream's
+// is kept (upstreamMetadataLocked); a downstream or mesh peer's chain is
+// admitted (admitChainLocked: identifiers its token grants and no other
+// connection holds) and claimed (claimChainLocked), its region and what
+// the node's peer watchers make of it applied, and the peer told of
+// tokens and refusals; the first makes the link ready and asks for a
+// refresh both ways.
 func (n *Node) handleMetadata(l *peer.Link, md peer.Metadata) {
 	n.lock()
 	defer n.mu.Unlock()
@@ -159,150 +164,14 @@ func (n *Node) handleMetadata(l *peer.Link, md peer.Metadata) {
 		return
 	}
 	if ls.kind == ownership.Upstream {
-		n.keepTokensLocked(md)
-		n.upstreamRefusedLocked(md.Refused, md.Taken)
-		ls.chain = make(map[string]bool, len(md.IdentifierChain))
-		for _, id := range md.IdentifierChain {
-			ls.chain[id] = true
-		}
-		if !ls.askedRefresh {
-			ls.askedRefresh = true
-			l.RequestRefresh()
-			n.resendRequestsLocked(md)
-			if n.up.onReady != nil {
-				n.up.onReady()
-			}
-		}
+		n.upstreamMetadataLocked(ls, md)
 		return
 	}
-	if ls.kind == ownership.Mesh && !gameworld.IsIdentifier(md.Identifier) {
-		// Every node's identifier has the form (New refuses others): a
-		// member that presents another is not one of ours.
-		n.log.Warn("refused a mesh member whose identifier is not a node's", "identifier", md.Identifier, "link", l.ID())
-		l.Close(peer.StatusPolicy, "a mesh member's identifier must be of the form prefix-XXXXXXXX-XXXXXXXX")
+	next, refused, taken, ok := n.admitChainLocked(ls, &md)
+	if !ok {
 		return
 	}
-	next := make(map[string]bool, len(md.IdentifierChain))
-	for _, id := range md.IdentifierChain {
-		if id == n.id {
-			l.Close(peer.StatusPolicy, "identifierChain claims this node's identifier")
-			return
-		}
-		next[id] = true
-	}
-	var refused []string
-	if ls.kind == ownership.Downstream {
-		// The peer's own identifier must be granted. A world behind a peer
-		// that speaks refusals (a proxy's client) that its token does not
-		// cover is refused alone: not claimed, so its writes are refused,
-		// and the peer is told, so that it closes that world's link rather
-		// than lose its own.
-		kept := md.IdentifierChain[:0:0]
-		for _, id := range md.IdentifierChain {
-			switch {
-			case ls.grant.Allows(id):
-				kept = append(kept, id)
-			case id == md.Identifier || !md.Has(peer.FeatureRefused):
-				// (A peer that would not understand a refusal of one of
-				// its worlds, a browser's worker speaking for its page
-				// say, is refused whole, as it can tell its user.)
-				n.log.Info("refused a claim its token does not grant", "identifier", id, "link", l.ID())
-				n.life.metrics.Limited("unauthorized")
-				l.Close(peer.StatusUnauthorized, "the token does not grant identifier "+id)
-				return
-			default:
-				n.log.Info("refused a world behind a peer: its token does not grant it", "identifier", id, "link", l.ID(), "peer", md.Identifier)
-				n.life.metrics.Limited("unauthorized")
-				refused = append(refused, id)
-				delete(next, id)
-			}
-		}
-		md.IdentifierChain = kept
-	}
-	// An identifier another connection holds (without the token that
-	// would take it over) is refused: the peer's own, or any of a peer
-	// that does not speak refusals, by closing the link; a world behind a
-	// peer that does (a proxy's client) alone, as for tokens above.
-	var taken []string
-	for _, id := range n.takenClaims(ls, md) {
-		if id == md.Identifier || !md.Has(peer.FeatureRefused) {
-			n.log.Info("refused a claim to an identifier held by another connection", "identifier", id, "link", l.ID())
-			n.life.metrics.Limited("identity_taken")
-			l.Close(peer.StatusIdentityTaken, "identifier "+id+" is held by another connection; present its resume token")
-			return
-		}
-		n.log.Info("refused a world behind a peer: another connection holds it", "identifier", id, "link", l.ID(), "peer", md.Identifier)
-		n.life.metrics.Limited("identity_taken")
-		taken = append(taken, id)
-		delete(next, id)
-	}
-	if len(taken) > 0 {
-		// (A new slice: md's shares its array with the link's copy.)
-		md.IdentifierChain = slices.DeleteFunc(slices.Clone(md.IdentifierChain), func(id string) bool { return slices.Contains(taken, id) })
-	}
-	changed := false
-	gained := false
-	var gone, joined []string
-	for id := range ls.chain {
-		if !next[id] {
-			gone = append(gone, id)
-		}
-	}
-	for id := range next {
-		if ls.chain[id] {
-			continue
-		}
-		n.settleDepartureLocked(id)
-		other := n.hub.claims[id]
-		if ls.kind == ownership.Mesh && other != nil && other.kind == ownership.Downstream && !heldLocked(other) && !other.detached || other != nil && other.att != nil {
-			// A client connected here speaks for itself; a mesh peer's
-			// stale view of it does not override that (one whose link
-			// dropped, kept for the reclaim grace, has gone on at that
-			// member). Nor does anyone take over an attached peer's
-			// identifier: it is live until it detaches.
-			continue
-		}
-		changed = true
-		if other != nil && other != ls {
-			// The newest claim wins: a reconnecting peer takes over its
-			// identifiers (and objects) from a connection not yet timed out,
-			// or dropped within the grace period. Its refresh answer then
-			// tells which of those objects it no longer has.
-			if other.detached && ls.kind == ownership.Downstream {
-				if ls.sweep == nil {
-					ls.sweep = newSweep()
-				}
-				ls.sweep.claim(id)
-			}
-			delete(other.chain, id)
-			if heldLocked(other) {
-				// Held since a restart (persist.go) or since its member
-				// left the mesh (MemberGone).
-				n.log.Info("held identifier reclaimed", "identifier", id, "link", l.ID())
-			} else {
-				if omd, _ := other.link.Metadata(); omd.Identifier == id {
-					other.link.Close(peer.StatusReplaced, "identifier claimed by a newer connection")
-				}
-				n.log.Info("identifier moved to newer link", "identifier", id, "from", other.link.ID(), "to", l.ID())
-			}
-		}
-		n.hub.claims[id] = ls
-		ls.chain[id] = true
-		gained = true
-		joined = append(joined, id)
-	}
-	if (gained || len(gone) > 0) && n.log.Enabled(n.life.ctx, slog.LevelDebug) {
-		n.log.Debug("chain changed", "link", l.ID(), "kind", ls.kind.String(), "gained", firstOf(joined), "gone", firstOf(gone))
-	}
-	if len(gone) > 0 {
-		changed = true
-		// The peer node that held them gives their persistent objects to
-		// itself; we make the same claim.
-		n.releaseClaimsTo(gone, ls, md.Identifier)
-		for _, id := range gone {
-			delete(ls.chain, id)
-		}
-	}
+	gained, changed := n.claimChainLocked(ls, md, next)
 	if n.interestChangedLocked(ls, md) {
 		changed = true // the union announced upstream and to the mesh
 	}
@@ -324,6 +193,26 @@ func (n *Node) handleMetadata(l *peer.Link, md peer.Metadata) {
 	}
 	if changed {
 		n.chainChanged()
+	}
+}
+
+// upstreamMetadataLocked keeps what an upstream's metadata says: resume
+// tokens, worlds it refused, its chain; the first asks it for a refresh
+// and sends it the transfer requests waiting. n.mu must be held.
+func (n *Node) upstreamMetadataLocked(ls *linkState, md peer.Metadata) {
+	n.keepTokensLocked(md)
+	n.upstreamRefusedLocked(md.Refused, md.Taken)
+	ls.chain = make(map[string]bool, len(md.IdentifierChain))
+	for _, id := range md.IdentifierChain {
+		ls.chain[id] = true
+	}
+	if !ls.askedRefresh {
+		ls.askedRefresh = true
+		ls.link.RequestRefresh()
+		n.resendRequestsLocked(md)
+		if n.up.onReady != nil {
+			n.up.onReady()
+		}
 	}
 }
 
