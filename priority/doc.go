@@ -16,7 +16,12 @@
 // budget's tokens. The node (package relay) asks it, once a flush, which
 // of the flush's records wait (Decide), and takes what is owed whole when
 // priority stops applying, the client's region changes or an owner's
-// message or departure must not overtake its updates (Take).
+// message or departure must not overtake its updates (Take). A Plan
+// reuses what it was owed once it is sent and out of its queues: a crowd's
+// client is owed most of the world most of the time, and an allocation per
+// owed update per client was most of the cost of deciding
+// (BenchmarkDecideCrowd). What Decide and Take return stays valid until
+// the next Decide.
 //
 // Concurrency: a Plan is not safe for concurrent use; its owner guards it
 // (the node holds its lock, or offers one link's records on one

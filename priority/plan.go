@@ -25,6 +25,9 @@ type Owed struct {
 	since   uint64 // the tick it began waiting
 	band    int
 	done    bool // sent, or no longer owed
+	// queued counts the band queues that hold it (one, or two when it
+	// came nearer): a done update none holds is reused.
+	queued int8
 }
 
 // score is how due an owed update is: 1 when its band's period has
@@ -52,6 +55,10 @@ type Plan struct {
 	before map[int]*Owed
 	v      []peer.Verdict
 	buf    []Entry
+	// spare are owed updates done and in no queue, for owe to reuse;
+	// retired those that became so during this Decide, which its caller
+	// may still hold (what it returned, Before's), reused from the next.
+	spare, retired []*Owed
 }
 
 // owedQueue is a band's owed updates, oldest first from head.
@@ -116,9 +123,13 @@ type Budget struct {
 // updates the client is sent (0 nearest). unique says no object has two
 // entries. It returns the owed updates due now, to be sent before the
 // flush's entries; then Waits, Before and Verdict say what to do with
-// each entry.
+// each entry. What it returns, and what Before and Take return, may be
+// reused by the next Decide.
 func (p *Plan) Decide(entries []Entry, unique bool, band func(j int) int, b Budget) (first []*Owed) {
 	p.tick++
+	p.spare = append(p.spare, p.retired...)
+	clear(p.retired)
+	p.retired = p.retired[:0]
 	budget := b.BytesPerSecond
 	window := max(2*b.Tick.Seconds(), 0.1)
 	if budget > 0 {
@@ -189,7 +200,7 @@ func (p *Plan) Decide(entries []Entry, unique bool, band func(j int) int, b Budg
 		}
 		// Far, or one of several changes of the object in this flush
 		// (folded together, and due at once if near).
-		p.owe(&Owed{Rec: e.Rec, Verdict: v, since: p.tick, band: bd})
+		p.owe(e.Rec, v, bd)
 		p.skip[j] = true
 	}
 	if budget > 0 {
@@ -233,16 +244,26 @@ func (p *Plan) Decide(entries []Entry, unique bool, band func(j int) int, b Budg
 	for _, j := range fresh[next:] {
 		// A near update that does not fit waits, first in line next time
 		// (it will have waited a tick).
-		p.owe(&Owed{Rec: entries[j].Rec, Verdict: p.v[j], since: p.tick})
+		p.owe(entries[j].Rec, p.v[j], 0)
 		p.skip[j] = true
 	}
 	clear(entries) // (the records are the flush's; let them go)
 	return first
 }
 
-// owe adds an update to what the client is owed.
-func (p *Plan) owe(o *Owed) {
-	p.owed[o.Rec.Slot] = o
+// owe adds an update to what the client is owed, from this tick, in band
+// bd.
+func (p *Plan) owe(rec *peer.Record, v peer.Verdict, bd int) {
+	var o *Owed
+	if k := len(p.spare); k > 0 {
+		o = p.spare[k-1]
+		p.spare[k-1] = nil
+		p.spare = p.spare[:k-1]
+	} else {
+		o = new(Owed)
+	}
+	*o = Owed{Rec: rec, Verdict: v, since: p.tick, band: bd}
+	p.owed[rec.Slot] = o
 	p.queue(o)
 }
 
@@ -253,6 +274,7 @@ func (p *Plan) queue(o *Owed) {
 	}
 	q := &p.queues[o.band]
 	q.items = append(q.items, o)
+	o.queued++
 	if q.head > 64 && q.head > len(q.items)/2 {
 		q.items = append(q.items[:0:0], q.items[q.head:]...)
 		q.head = 0
@@ -273,11 +295,15 @@ func (p *Plan) peek(b int) *Owed {
 	}
 	q := &p.queues[b]
 	for q.head < len(q.items) {
-		if o := q.items[q.head]; !o.done && o.band == b {
+		o := q.items[q.head]
+		if !o.done && o.band == b {
 			return o
 		}
 		q.items[q.head] = nil
 		q.head++
+		if o.queued--; o.done && o.queued == 0 {
+			p.retired = append(p.retired, o)
+		}
 	}
 	q.items, q.head = q.items[:0], 0
 	return nil
