@@ -8,6 +8,7 @@ import (
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/transfer"
 )
 
 // Transfer requests and their answers.
@@ -46,13 +47,6 @@ type answer struct {
 	owner string
 	gone  bool
 	err   error
-}
-
-// upRequests are the askers of one object, in order; the first one's
-// request is in flight when sent is set.
-type upRequests struct {
-	queue []asker
-	sent  bool
 }
 
 // upstreamDecidesLocked reports whether this node's transfer requests are
@@ -147,35 +141,20 @@ func (n *Node) mayAskLocked(ls *linkState, c gameworld.Change) error {
 // last writes), unless one for the same object is in flight. n.mu must be
 // held.
 func (n *Node) askLocked(a asker) {
-	if n.xfer.asked == nil {
-		n.xfer.asked = map[string]*upRequests{}
-	}
-	q := n.xfer.asked[a.req.ID]
-	if q == nil {
-		q = &upRequests{}
-		n.xfer.asked[a.req.ID] = q
-	}
-	if a.ls != nil {
-		for _, b := range q.queue {
-			if b.ls == a.ls && b.req.Owner == a.req.Owner {
-				return // asked already: one answer tells it
-			}
-		}
-	}
-	q.queue = append(q.queue, a)
-	if !q.sent {
-		n.sendNextLocked(a.req.ID, q)
+	same := func(b asker) bool { return a.ls != nil && b.ls == a.ls && b.req.Owner == a.req.Owner }
+	if n.xfer.asked.Add(a.req.ID, a, same) {
+		n.sendNextLocked(a.req.ID)
 	}
 }
 
-// sendNextLocked puts the first request of q in flight. n.mu must be held.
-func (n *Node) sendNextLocked(id string, q *upRequests) {
-	if len(q.queue) == 0 {
-		delete(n.xfer.asked, id)
+// sendNextLocked puts the first request for id in flight. n.mu must be
+// held.
+func (n *Node) sendNextLocked(id string) {
+	a, ok := n.xfer.asked.Send(id)
+	if !ok {
 		return
 	}
-	q.sent = true
-	n.fan.requests = append(n.fan.requests, q.queue[0].req)
+	n.fan.requests = append(n.fan.requests, a.req)
 	n.fan.answers = true
 	if n.opts.Tick == peer.Immediate {
 		n.flushLocked()
@@ -191,9 +170,7 @@ func (n *Node) sendRequestsLocked(up *linkState) {
 		// Not before we know it takes part in transfers (a 2016 server
 		// would not survive one): they go when its metadata arrives.
 		for _, c := range reqs {
-			if q := n.xfer.asked[c.ID]; q != nil {
-				q.sent = false
-			}
+			n.xfer.asked.Unsent(c.ID)
 		}
 		return
 	}
@@ -213,26 +190,16 @@ func (n *Node) sendRequestsLocked(up *linkState) {
 // answeredLocked takes the upstream's answer for an object: the request in
 // flight is answered, and the next one sent. n.mu must be held.
 func (n *Node) answeredLocked(id string) {
-	q := n.xfer.asked[id]
-	if q == nil || !q.sent || len(q.queue) == 0 {
-		return // an answer to a request of an earlier link, or to none
+	if a, ok := n.xfer.asked.Answered(id); ok {
+		n.tellLocked(a, false)
+		n.sendNextLocked(id)
 	}
-	a := q.queue[0]
-	q.queue = q.queue[1:]
-	q.sent = false
-	n.tellLocked(a, false)
-	n.sendNextLocked(id, q)
 }
 
 // goneLocked answers every request for an object that went away. n.mu
 // must be held.
 func (n *Node) goneLocked(id string) {
-	q := n.xfer.asked[id]
-	if q == nil {
-		return
-	}
-	delete(n.xfer.asked, id)
-	for _, a := range q.queue {
+	for _, a := range n.xfer.asked.Gone(id) {
 		n.tellLocked(a, true)
 	}
 }
@@ -253,9 +220,7 @@ func (n *Node) tellLocked(a asker, gone bool) {
 // requests in flight on it will not be answered, and go again on the next
 // upstream link (resendRequestsLocked). n.mu must be held.
 func (n *Node) requestsLostLocked() {
-	for _, q := range n.xfer.asked {
-		q.sent = false
-	}
+	n.xfer.asked.Lost()
 	n.fan.requests = n.fan.requests[:0]
 }
 
@@ -263,19 +228,19 @@ func (n *Node) requestsLostLocked() {
 // arrived: waiting requests go to it, or, if it does not take part in
 // transfers, are answered with the objects as they are. n.mu must be held.
 func (n *Node) resendRequestsLocked(md peer.Metadata) {
-	for id, q := range n.xfer.asked {
-		switch {
-		case !md.Has(peer.FeatureOwnership):
-			delete(n.xfer.asked, id)
-			for _, a := range q.queue {
-				if a.ch != nil {
-					a.ch <- answer{err: ErrNoTransfers}
-				} else {
-					n.tellLocked(a, false)
-				}
+	if md.Has(peer.FeatureOwnership) {
+		for _, id := range n.xfer.asked.Waiting() {
+			n.sendNextLocked(id)
+		}
+		return
+	}
+	for _, askers := range n.xfer.asked.Clear() {
+		for _, a := range askers {
+			if a.ch != nil {
+				a.ch <- answer{err: ErrNoTransfers}
+			} else {
+				n.tellLocked(a, false)
 			}
-		case !q.sent:
-			n.sendNextLocked(id, q)
 		}
 	}
 }
@@ -283,25 +248,13 @@ func (n *Node) resendRequestsLocked(md peer.Metadata) {
 // forgetAskerLocked drops a departed link from the requests it waits
 // on, and from the answers held for it. n.mu must be held.
 func (n *Node) forgetAskerLocked(ls *linkState) {
-	for _, q := range n.xfer.asked {
-		for i := range q.queue {
-			if q.queue[i].ls == ls {
-				q.queue[i].ls = nil
-			}
+	n.xfer.asked.Edit(func(a *asker) {
+		if a.ls == ls {
+			a.ls = nil
 		}
-	}
-	for id, h := range n.xfer.held {
-		for i, a := range h.askers {
-			if a == ls {
-				h.askers[i] = nil
-			}
-		}
-		if h.waiting[ls] {
-			delete(h.waiting, ls)
-			if len(h.waiting) == 0 {
-				n.releaseHeldLocked(id)
-			}
-		}
+	})
+	for _, id := range n.xfer.held.Forget(ls) {
+		n.releaseHeldLocked(id)
 	}
 }
 
@@ -352,13 +305,11 @@ func (n *Node) ask(ctx context.Context, req gameworld.Change) (answer, error) {
 		return a, a.err
 	case <-ctx.Done():
 		n.lock()
-		if q := n.xfer.asked[req.ID]; q != nil {
-			for i := range q.queue {
-				if q.queue[i].ch == ch {
-					q.queue[i].ch = nil // its answer is not wanted
-				}
+		n.xfer.asked.Edit(func(a *asker) {
+			if a.ch == ch {
+				a.ch = nil // its answer is not wanted
 			}
-		}
+		})
 		n.mu.Unlock()
 		return answer{}, ctx.Err()
 	}
@@ -451,6 +402,6 @@ func (n *Node) sendAnswersLocked(ls *linkState) {
 // and the answers a mesh server holds for its members' acknowledgements,
 // by object (answers.go).
 type transfers struct {
-	asked map[string]*upRequests
-	held  map[string]*held
+	asked transfer.Requests[asker]
+	held  transfer.Holds[*linkState]
 }

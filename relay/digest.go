@@ -41,7 +41,7 @@ const burstQueued = 2048
 // two sides of a link may then see an object on either side of it. n.mu
 // must be held.
 func (n *Node) transfersInFlight(ls *linkState) bool {
-	return len(n.xfer.asked) > 0 || len(n.xfer.held) > 0 || len(ls.answers) > 0
+	return n.xfer.asked.Len() > 0 || n.xfer.held.Len() > 0 || len(ls.answers) > 0
 }
 
 // speaksDigest reports whether ls's peer takes part in anti-entropy.

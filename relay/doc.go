@@ -73,7 +73,9 @@
 // capability's file (Node groups it by concern: hub, fan, sp, deps, xfer,
 // up, quota, dig) or a package of its own without I/O: the spatial index,
 // regions and room filter are an interest.Space, a link's anti-entropy an
-// antientropy.Link, what a link is owed under priority a priority.Plan,
+// antientropy.Link, transfer requests in flight and answers held for the
+// mesh's acknowledgements a transfer.Requests and transfer.Holds, what a
+// link is owed under priority a priority.Plan,
 // per-owner quotas a quota.Ledger; Prometheus instruments are package
 // metrics'.
 //

@@ -107,7 +107,7 @@ func (n *Node) route(recs []gameworld.Record, from *linkState) {
 				f.removed = map[string]bool{}
 			}
 			f.removed[r.ID] = true
-			if len(n.xfer.asked) > 0 {
+			if n.xfer.asked.Len() > 0 {
 				n.goneLocked(r.ID)
 			}
 		case r.Type == gameworld.Add && f.removed[r.ID]:
@@ -116,7 +116,7 @@ func (n *Node) route(recs []gameworld.Record, from *linkState) {
 		if n.life.persist != nil {
 			n.life.persist.noteLocked(n, r)
 		}
-		if len(n.xfer.held) > 0 && (r.Type == gameworld.Transfer || r.Type == gameworld.Remove) {
+		if n.xfer.held.Len() > 0 && (r.Type == gameworld.Transfer || r.Type == gameworld.Remove) {
 			n.supersededLocked(r)
 		}
 		if j, ok := f.bySlot[r.Slot]; ok {

@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"slices"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -9,21 +8,13 @@ import (
 )
 
 // Held answers: a mesh server holds a transfer's answer to its asker
-// until the other members have acknowledged the grant.
+// until the other members have acknowledged the grant (a
+// transfer.Holds of the node's).
 
 // heldTimeout bounds how long a mesh server holds an answer for members'
 // acknowledgements: a member that does not answer by then is cut off, and
 // the answer goes out with what is known.
 const heldTimeout = 3 * time.Second
-
-// held is an answer a mesh server holds until its members acknowledge
-// its grant to owner at epoch, or another claim beats the grant here.
-type held struct {
-	askers  []*linkState
-	owner   string
-	epoch   uint64
-	waiting map[*linkState]bool
-}
 
 // acknowledgeLocked answers a mesh member's claims (its transfers to a
 // world behind it, and adds with an epoch, won or lost here) with this node's state, and takes
@@ -50,32 +41,21 @@ func (n *Node) acknowledgeLocked(m *linkState, changes, answered []gameworld.Cha
 // a claim beats it here (supersededLocked). It reports false when there
 // is no member to wait for. n.mu must be held.
 func (n *Node) holdLocked(ls *linkState, id, owner string, epoch uint64) bool {
-	waiting := map[*linkState]bool{}
+	var waiting []*linkState
 	for _, m := range n.hub.order {
 		if m.kind == ownership.Mesh && m.ready {
-			waiting[m] = true
+			waiting = append(waiting, m)
 		}
 	}
 	if len(waiting) == 0 {
 		return false
 	}
-	if n.xfer.held == nil {
-		n.xfer.held = map[string]*held{}
-	}
-	h := n.xfer.held[id]
-	if h == nil {
-		h = &held{}
-		n.xfer.held[id] = h
-	}
-	if !slices.Contains(h.askers, ls) {
-		h.askers = append(h.askers, ls)
-	}
-	h.owner, h.epoch, h.waiting = owner, epoch, waiting
+	n.xfer.held.Hold(id, ls, owner, epoch, waiting)
 	time.AfterFunc(heldTimeout, func() {
 		n.lock()
 		defer n.mu.Unlock()
-		if n.xfer.held[id] == h && h.epoch == epoch && !n.life.closed {
-			n.log.Info("mesh members did not acknowledge a transfer in time; answering with what is known", "id", id, "epoch", epoch, "waiting", len(h.waiting))
+		if left, ok := n.xfer.held.Holding(id, epoch); ok && !n.life.closed {
+			n.log.Info("mesh members did not acknowledge a transfer in time; answering with what is known", "id", id, "epoch", epoch, "waiting", left)
 			n.releaseHeldLocked(id)
 		}
 	})
@@ -86,32 +66,29 @@ func (n *Node) holdLocked(ls *linkState, id, owner string, epoch uint64) bool {
 // epoch, as its acknowledgement of what this node granted. n.mu must be
 // held.
 func (n *Node) ackLocked(m *linkState, id string, epoch uint64) {
-	h := n.xfer.held[id]
-	if h == nil || epoch < h.epoch || !h.waiting[m] {
-		return // not yet seen by the member: its next answer will be
-	}
-	delete(h.waiting, m)
-	if len(h.waiting) == 0 {
-		n.releaseHeldLocked(id)
+	if askers, ok := n.xfer.held.Ack(id, m, epoch); ok {
+		n.answerAllLocked(askers, id)
 	}
 }
 
 // supersededLocked is told of every change of owner or removal applied
 // here: an answer held for a grant that a claim has beaten (or whose
-// object went) goes out at once. The grant lost for good, since of two
-// claims the same one wins everywhere, so the asker's answer is known
-// without waiting for the members. n.mu must be held.
+// object went) goes out at once. n.mu must be held.
 func (n *Node) supersededLocked(r *gameworld.Record) {
-	if h := n.xfer.held[r.ID]; h != nil && (r.Type == gameworld.Remove || r.Owner != h.owner || r.Epoch != h.epoch) {
+	if n.xfer.held.Beaten(r.ID, r.Owner, r.Epoch, r.Type == gameworld.Remove) {
 		n.releaseHeldLocked(r.ID)
 	}
 }
 
 // releaseHeldLocked sends the answers held about id. n.mu must be held.
 func (n *Node) releaseHeldLocked(id string) {
-	h := n.xfer.held[id]
-	delete(n.xfer.held, id)
-	for _, ls := range h.askers {
+	n.answerAllLocked(n.xfer.held.Release(id), id)
+}
+
+// answerAllLocked makes the next flush tell askers (those still linked)
+// the state of id. n.mu must be held.
+func (n *Node) answerAllLocked(askers []*linkState, id string) {
+	for _, ls := range askers {
 		if ls != nil {
 			n.answerLocked(ls, id)
 		}
