@@ -65,6 +65,9 @@
 //   - peer events: a PeerWatcher (peerwatch.go) is told when a downstream
 //     peer's metadata arrives or changes and when it leaves, and answers
 //     with changes to the node's own objects (package presence);
+//   - the mesh: a Members (package cluster's Mesh) answers whether a
+//     member is alive and admits mesh links, and tells the node of
+//     members gone (MemberGone, MemberLeft);
 //   - the node's own changes and messages: Apply, Publish,
 //     SubscribeMessages and the world's Subscribe, as any program running
 //     beside the node uses them.
