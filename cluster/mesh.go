@@ -80,6 +80,9 @@ func Join(n *relay.Node, opts Options) (*Mesh, error) {
 	if opts.AdvertiseURL == "" {
 		return nil, errors.New("cluster: mesh needs an advertise URL")
 	}
+	if n.MeshStatus() != nil {
+		return nil, errors.New("cluster: the node is in a mesh already")
+	}
 	if opts.MinBackoff <= 0 {
 		opts.MinBackoff = 100 * time.Millisecond
 	}
@@ -99,8 +102,10 @@ func Join(n *relay.Node, opts Options) (*Mesh, error) {
 	m.ms, m.log = ms, log.With("mesh", ms.Name())
 	close(m.started)
 	if err := n.SetMembers(m); err != nil {
-		cancel()
+		// (In a mesh already: checked before too, but another Join may
+		// have won since.)
 		ms.Kill()
+		m.stopLoops()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	m.log.Info("mesh started", "bind", ms.Addr(), "advertise", opts.AdvertiseURL, "encrypted", len(opts.SecretKey) > 0, "label", opts.Label)
