@@ -1,8 +1,8 @@
 // Package membership is who is in a mesh of servers, and how they know:
 // hashicorp/memberlist's gossip and failure detection, with each member's
 // identifier and WebSocket URL in its node metadata. It knows nothing of
-// worlds: package relay keeps one WebSocket link per pair of members and
-// reacts to the events told here.
+// worlds: package cluster keeps one WebSocket link per pair of members
+// (served by package relay) and reacts to the events told here.
 //
 // Concurrency: a Membership's methods are safe for concurrent use. Events
 // are told one at a time, in order, from the membership's own goroutine

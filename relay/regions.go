@@ -263,7 +263,7 @@ func (n *Node) regionTimerLocked(at time.Time) {
 }
 
 // regionsDue runs on the region timer: it applies the kept regions whose
-// time has come, drops an index unused for spatialLinger, and sets the
+// time has come, drops an index unused for interest.Linger, and sets the
 // timer for what is left.
 func (n *Node) regionsDue() {
 	n.lock()
