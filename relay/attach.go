@@ -195,7 +195,7 @@ func (a *Attachment) Detach() {
 		n.chainChanged()
 	}
 	n.forgetAskerLocked(a.ls)
-	if owned := n.claimedBy(a.ls); len(owned) > 0 {
+	if owned := n.hub.claimedBy(a.ls); len(owned) > 0 {
 		n.releaseClaims(owned, nil)
 		if !n.life.closed {
 			n.chainChanged()

@@ -20,19 +20,12 @@ import (
 func (n *Node) handleClose(l *peer.Link, err error) {
 	n.lock()
 	defer n.mu.Unlock()
-	ls := n.hub.links[l]
+	ls := n.hub.remove(l)
 	if ls == nil {
 		return
 	}
-	delete(n.hub.links, l)
 	if ls.release != nil {
 		go ls.release() // takes n.mu
-	}
-	for i, o := range n.hub.order {
-		if o == ls {
-			n.hub.order = append(n.hub.order[:i:i], n.hub.order[i+1:]...)
-			break
-		}
 	}
 	if ls.region != nil {
 		n.unregisterLocked(ls)
@@ -63,7 +56,7 @@ func (n *Node) handleClose(l *peer.Link, err error) {
 		n.log.Info("mesh link lost; keeping the member's objects until it reconnects or is declared dead", "member", ls.member)
 		return
 	}
-	owned := n.claimedBy(ls)
+	owned := n.hub.claimedBy(ls)
 	if len(owned) > 0 && ls.kind == ownership.Downstream && n.opts.ReclaimGrace > 0 && !n.life.closed && droppedAbnormally(err) {
 		// The connection broke rather than closed: keep the peer's
 		// objects for a while, so that a flapping link (a proxy whose
@@ -84,17 +77,6 @@ func (n *Node) handleClose(l *peer.Link, err error) {
 	n.log.Debug("link closed", "link", l.ID(), "worlds", len(owned), "err", err)
 }
 
-// claimedBy returns the identifiers that ls still claims. n.mu must be held.
-func (n *Node) claimedBy(ls *linkState) []string {
-	var owned []string
-	for id := range ls.chain {
-		if n.hub.claims[id] == ls {
-			owned = append(owned, id)
-		}
-	}
-	return owned
-}
-
 // expireDetached removes what a dropped downstream link still claims once
 // its grace period is over and nobody took it over.
 func (n *Node) expireDetached(ls *linkState) {
@@ -103,7 +85,7 @@ func (n *Node) expireDetached(ls *linkState) {
 	if n.life.closed {
 		return
 	}
-	if owned := n.claimedBy(ls); len(owned) > 0 {
+	if owned := n.hub.claimedBy(ls); len(owned) > 0 {
 		if ls.kind == ownership.Mesh {
 			n.log.Info("reclaim grace period over; removed the objects of a departed mesh member", "member", ls.member, "worlds", len(owned))
 		} else {

@@ -66,7 +66,7 @@ func (n *Node) Drain(ctx context.Context, opts DrainOptions) error {
 	data, _ := json.Marshal(movedData{URLs: opts.URLs}) // plain strings
 	n.lock()
 	told, closed := 0, 0
-	n.eachClientLocked(func(ls *linkState) {
+	n.hub.clients(func(ls *linkState) {
 		if md, ok := ls.link.Metadata(); ok && md.Has(peer.FeatureMessages) && len(opts.URLs) > 0 {
 			n.postLocked(peer.AppMessage{From: n.id, Type: TypeMoved, World: md.Identifier, Data: data}, nil, n.ownerInfo(n.id))
 			told++
@@ -87,7 +87,7 @@ func (n *Node) Drain(ctx context.Context, opts DrainOptions) error {
 	for {
 		n.lock()
 		left := 0
-		n.eachClientLocked(func(*linkState) { left++ })
+		n.hub.clients(func(*linkState) { left++ })
 		n.mu.Unlock()
 		if left == 0 {
 			n.log.Info("drained: every client left")
@@ -101,23 +101,13 @@ func (n *Node) Drain(ctx context.Context, opts DrainOptions) error {
 		}
 		n.lock()
 		left = 0
-		n.eachClientLocked(func(ls *linkState) {
+		n.hub.clients(func(ls *linkState) {
 			ls.link.Close(peer.StatusServiceRestart, "node draining: connect to another")
 			left++
 		})
 		n.mu.Unlock()
 		n.log.Info("drained: closed the links of clients that stayed", "clients", left)
 		return ctx.Err()
-	}
-}
-
-// eachClientLocked calls fn for each live downstream link. n.mu must be
-// held.
-func (n *Node) eachClientLocked(fn func(*linkState)) {
-	for _, ls := range n.hub.order {
-		if ls.kind == ownership.Downstream && ls.link != nil && !ls.detached {
-			fn(ls)
-		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"time"
 
@@ -116,4 +117,62 @@ func ExampleNode_Attach() {
 	// Output:
 	// the bridge is given alice's "ball"
 	// alice sees the bridge's portal: true
+}
+
+// visitors is a PeerWatcher: it keeps one object of the node's own, the
+// number of peers connected, as presence keeps one per peer and room. It
+// is called with the node's lock held, so it only counts.
+type visitors struct{ peers map[any]bool }
+
+func (v *visitors) count() []gameworld.Change {
+	props := gameworld.PropertiesOf(map[string]json.RawMessage{"kind": json.RawMessage(`"counter"`), "visitors": json.RawMessage(strconv.Itoa(len(v.peers)))})
+	return []gameworld.Change{{Type: gameworld.Add, ID: "visitors", Properties: props}}
+}
+
+func (v *visitors) PeerChanged(key any, _ peer.Metadata) []gameworld.Change {
+	if v.peers[key] {
+		return nil // the same peer, new metadata
+	}
+	v.peers[key] = true
+	return v.count()
+}
+
+func (v *visitors) PeerLeft(key any) []gameworld.Change {
+	if !v.peers[key] {
+		return nil
+	}
+	delete(v.peers, key)
+	return v.count()
+}
+
+// A capability that follows the node's peers (peer events): each peer
+// that arrives or leaves changes an object of the node's, which every peer
+// sees like any other.
+func ExamplePeerWatcher() {
+	node, _ := relay.New(relay.Options{PeerWatchers: []relay.PeerWatcher{&visitors{peers: map[any]bool{}}}})
+	url, stop := serve(node)
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	alice, err := client.Dial(ctx, url, client.Options{Prefix: "alice"})
+	if err != nil {
+		panic(err)
+	}
+	defer alice.Close()
+	bob, err := client.Dial(ctx, url, client.Options{Prefix: "bob"})
+	if err != nil {
+		panic(err)
+	}
+	seen := func(n string) bool {
+		return until(func() bool {
+			o, ok := alice.World().Get("visitors")
+			return ok && string(o.Properties.Value("visitors")) == n
+		})
+	}
+	fmt.Println("alice sees two visitors:", seen("2"))
+	bob.Close()
+	fmt.Println("then one:", seen("1"))
+	// Output:
+	// alice sees two visitors: true
+	// then one: true
 }

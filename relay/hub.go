@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,68 @@ type hub struct {
 	resumeSecret []byte
 	// watchers follow the downstream peers (peerwatch.go).
 	watchers []PeerWatcher
+}
+
+// The registry's own operations. Like all of hub, they are called with
+// Node.mu held.
+
+// add registers ls, the state of link l, last in accept order.
+func (h *hub) add(l *peer.Link, ls *linkState) {
+	h.links[l] = ls
+	h.order = append(h.order, ls)
+}
+
+// remove unregisters link l and returns its state, or nil if it was not
+// registered.
+func (h *hub) remove(l *peer.Link) *linkState {
+	ls := h.links[l]
+	if ls == nil {
+		return nil
+	}
+	delete(h.links, l)
+	if i := slices.Index(h.order, ls); i >= 0 {
+		h.order = append(h.order[:i:i], h.order[i+1:]...)
+	}
+	return ls
+}
+
+// claimedBy returns the worlds ls claims now.
+func (h *hub) claimedBy(ls *linkState) []string {
+	var owned []string
+	for id := range ls.chain {
+		if h.claims[id] == ls {
+			owned = append(owned, id)
+		}
+	}
+	return owned
+}
+
+// clients calls fn for each live downstream link.
+func (h *hub) clients(fn func(*linkState)) {
+	for _, ls := range h.order {
+		if ls.kind == ownership.Downstream && ls.link != nil && !ls.detached {
+			fn(ls)
+		}
+	}
+}
+
+// downstream calls fn with every downstream peer whose wants count
+// (ready links and attachments with a receiver), until fn returns false,
+// and reports whether none did.
+func (h *hub) downstream(fn func(*linkState) bool) bool {
+	for _, ls := range h.order {
+		// A peer that has not said who it is wants nothing yet: its
+		// region (or lack of one) counts once its metadata arrives.
+		if ls.kind == ownership.Downstream && ls.ready && !fn(ls) {
+			return false
+		}
+	}
+	for _, a := range h.atts {
+		if a.rx != nil && !fn(a.ls) {
+			return false
+		}
+	}
+	return true
 }
 
 // linkState is the node's view of one link; guarded by Node.mu.
@@ -211,8 +274,7 @@ func (n *Node) attach(conn peer.Conn, kind ownership.LinkKind, remoteURL, member
 	}
 	l := peer.NewLink(conn, (*wire)(n), lopts)
 	ls := &linkState{link: l, kind: kind, chain: map[string]bool{}, remoteURL: remoteURL, member: member}
-	n.hub.links[l] = ls
-	n.hub.order = append(n.hub.order, ls)
+	n.hub.add(l, ls)
 	n.life.wg.Add(1)
 	switch kind {
 	case ownership.Upstream:

@@ -5,7 +5,6 @@ import (
 
 	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/interest"
-	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 )
 
@@ -161,27 +160,8 @@ func (n *Node) unionInterestLocked() (boxes []peer.Box, has bool) {
 		boxes = append(boxes, ls.region.Boxes...)
 		return true
 	}
-	if !n.eachDownstreamLocked(add) || len(boxes) > peer.MaxInterestBoxes {
+	if !n.hub.downstream(add) || len(boxes) > peer.MaxInterestBoxes {
 		return nil, false // too detailed to announce: everything
 	}
 	return boxes, true
-}
-
-// eachDownstreamLocked calls fn with every downstream peer whose wants
-// count (links and attachments), until fn returns false, and reports
-// whether none did. n.mu must be held.
-func (n *Node) eachDownstreamLocked(fn func(*linkState) bool) bool {
-	for _, ls := range n.hub.order {
-		// A peer that has not said who it is wants nothing yet: its
-		// region (or lack of one) counts once its metadata arrives.
-		if ls.kind == ownership.Downstream && ls.ready && !fn(ls) {
-			return false
-		}
-	}
-	for _, a := range n.hub.atts {
-		if a.rx != nil && !fn(a.ls) {
-			return false
-		}
-	}
-	return true
 }

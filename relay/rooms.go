@@ -68,7 +68,7 @@ func (n *Node) unionRoomsLocked() (rooms []string, has bool) {
 		}
 		return true
 	}
-	if !n.eachDownstreamLocked(add) || len(set) > peer.MaxRooms {
+	if !n.hub.downstream(add) || len(set) > peer.MaxRooms {
 		return nil, false
 	}
 	rooms = make([]string, 0, len(set))
