@@ -19,6 +19,12 @@ import (
 // (relay.MeshNameHeader) when the mesh has a secret.
 const AuthHeader = "Solipsism-Mesh-Auth"
 
+// A Mesh is the node's Members, and memberlist's events reach it.
+var (
+	_ relay.Members     = (*Mesh)(nil)
+	_ membership.Events = (*Mesh)(nil)
+)
+
 // Options configures Join. BindAddr and AdvertiseURL are required; the
 // zero value of every other field means its default.
 type Options struct {
