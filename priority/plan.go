@@ -67,6 +67,12 @@ type owedQueue struct {
 	head  int
 }
 
+// maxSpare bounds the owed updates a plan keeps for reuse: a client once
+// owed a whole big world keeps no more than this of it (about 48 KiB)
+// after, while a crowd's client, which takes and owes a few hundred a
+// flush, reuses nearly all.
+const maxSpare = 1024
+
 // New returns an empty plan.
 func New() *Plan { return &Plan{owed: map[uint32]*Owed{}} }
 
@@ -127,7 +133,9 @@ type Budget struct {
 // reused by the next Decide.
 func (p *Plan) Decide(entries []Entry, unique bool, band func(j int) int, b Budget) (first []*Owed) {
 	p.tick++
-	p.spare = append(p.spare, p.retired...)
+	if keep := maxSpare - len(p.spare); keep > 0 {
+		p.spare = append(p.spare, p.retired[:min(keep, len(p.retired))]...)
+	}
 	clear(p.retired)
 	p.retired = p.retired[:0]
 	budget := b.BytesPerSecond
