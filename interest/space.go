@@ -1,7 +1,6 @@
 package interest
 
 import (
-	"slices"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -22,14 +21,14 @@ type Space[V comparable] struct {
 
 	active   bool
 	objects  Index
-	links    map[Cell][]V
-	wide     []V
-	regioned []V
+	links    map[Cell]*roster[V]
+	wide     roster[V]
+	regioned roster[V]
 	// boxed are the regions with boxes (in links or wide); roomOnly those
 	// of rooms alone, also listed by room in roomLinks.
-	boxed     []V
-	roomOnly  []V
-	roomLinks map[string][]V
+	boxed     roster[V]
+	roomOnly  roster[V]
+	roomLinks map[string]*roster[V]
 	// unusedSince is when the last region went, while none has come
 	// since.
 	unusedSince time.Time
@@ -48,7 +47,7 @@ func (s *Space[V]) Active() bool { return s.active }
 func (s *Space[V]) Objects() *Index { return &s.objects }
 
 // Regioned returns the viewers registered with a region.
-func (s *Space[V]) Regioned() []V { return s.regioned }
+func (s *Space[V]) Regioned() []V { return s.regioned.items }
 
 // Activate builds the space, if it is not, from the objects each calls its
 // function with.
@@ -56,7 +55,7 @@ func (s *Space[V]) Activate(each func(fn func(slot uint32, id string, props game
 	if s.active {
 		return
 	}
-	*s = Space[V]{Props: s.Props, Grid: s.Grid, Margin: s.Margin, active: true, links: map[Cell][]V{}, roomLinks: map[string][]V{}}
+	*s = Space[V]{Props: s.Props, Grid: s.Grid, Margin: s.Margin, active: true, links: map[Cell]*roster[V]{}, roomLinks: map[string]*roster[V]{}}
 	each(func(slot uint32, id string, props gameworld.Properties) bool {
 		s.Place(slot, id, props)
 		return true
@@ -85,55 +84,48 @@ func (s *Space[V]) Register(v V, r *Region) {
 		r.wide = true // not indexed: a change from or to it looks at the whole world
 		return
 	}
-	s.regioned = append(s.regioned, v)
+	s.regioned.add(v)
 	s.unusedSince = time.Time{}
 	if !r.HasBoxes {
 		// Rooms alone: listed by room. It holds all of space, so a
 		// change of it looks at the whole world.
 		r.wide = true
-		s.roomOnly = append(s.roomOnly, v)
+		s.roomOnly.add(v)
 		for room := range r.Rooms {
-			s.roomLinks[room] = append(s.roomLinks[room], v)
+			rosterOf(s.roomLinks, room).add(v)
 		}
 		return
 	}
-	s.boxed = append(s.boxed, v)
+	s.boxed.add(v)
 	cells, ok := s.Grid.Cover(r.Boxes, s.Margin)
 	r.cells, r.wide = cells, !ok
 	if !ok {
-		s.wide = append(s.wide, v)
+		s.wide.add(v)
 	}
 	for _, c := range cells {
-		s.links[c] = append(s.links[c], v)
+		rosterOf(s.links, c).add(v)
 	}
 }
 
-// Unregister takes v, registered with region r, out of the space.
+// Unregister takes v, registered with region r, out of the space. It
+// takes time in proportion to r's cells, whatever the number of viewers:
+// a crowd of a thousand whose regions overlap comes and goes at the cost
+// of each one's own cells.
 func (s *Space[V]) Unregister(v V, r *Region) {
 	if !s.active || r == nil {
 		return
 	}
-	drop := func(list []V) []V {
-		if i := slices.Index(list, v); i >= 0 {
-			return append(list[:i:i], list[i+1:]...)
-		}
-		return list
-	}
 	for _, c := range r.cells {
-		if l := drop(s.links[c]); len(l) > 0 {
-			s.links[c] = l
-		} else {
+		if l := s.links[c]; l != nil && l.remove(v) && len(l.items) == 0 {
 			delete(s.links, c)
 		}
 	}
-	s.wide = drop(s.wide)
-	s.regioned = drop(s.regioned)
-	s.boxed = drop(s.boxed)
-	s.roomOnly = drop(s.roomOnly)
+	s.wide.remove(v)
+	s.regioned.remove(v)
+	s.boxed.remove(v)
+	s.roomOnly.remove(v)
 	for room := range r.Rooms {
-		if l := drop(s.roomLinks[room]); len(l) > 0 {
-			s.roomLinks[room] = l
-		} else {
+		if l := s.roomLinks[room]; l != nil && l.remove(v) && len(l.items) == 0 {
 			delete(s.roomLinks, room)
 		}
 	}
@@ -146,26 +138,26 @@ func (s *Space[V]) Unregister(v V, r *Region) {
 // after, those of its rooms, every boxed one if it has no position, the
 // wide ones. A viewer may be visited more than once.
 func (s *Space[V]) Visit(old, now Place, visit func(V)) {
-	if len(s.roomOnly) > 0 {
+	if len(s.roomOnly.items) > 0 {
 		s.visitRooms(old, now, visit)
 	}
 	if (old.In && !old.HasP) || (now.In && !now.HasP) {
-		for _, v := range s.boxed {
+		for _, v := range s.boxed.items {
 			visit(v)
 		}
 		return
 	}
 	if old.In {
-		for _, v := range s.links[old.Cell] {
+		for _, v := range s.links[old.Cell].list() {
 			visit(v)
 		}
 	}
 	if now.In {
-		for _, v := range s.links[now.Cell] {
+		for _, v := range s.links[now.Cell].list() {
 			visit(v)
 		}
 	}
-	for _, v := range s.wide {
+	for _, v := range s.wide.items {
 		visit(v)
 	}
 }
@@ -175,18 +167,18 @@ func (s *Space[V]) Visit(old, now Place, visit func(V)) {
 func (s *Space[V]) visitRooms(old, now Place, visit func(V)) {
 	had, has := old.In, now.In
 	if (had && old.Room == "") || (has && now.Room == "") {
-		for _, v := range s.roomOnly {
+		for _, v := range s.roomOnly.items {
 			visit(v)
 		}
 		return
 	}
 	if had {
-		for _, v := range s.roomLinks[old.Room] {
+		for _, v := range s.roomLinks[old.Room].list() {
 			visit(v)
 		}
 	}
 	if has && (!had || now.Room != old.Room) {
-		for _, v := range s.roomLinks[now.Room] {
+		for _, v := range s.roomLinks[now.Room].list() {
 			visit(v)
 		}
 	}
@@ -209,7 +201,7 @@ func (s *Space[V]) InRegion(r *Region, fn func(slot uint32, id string) bool) {
 // be dropped if none comes meanwhile, or false if it is in use or already
 // noted.
 func (s *Space[V]) Unused(now time.Time) (drop time.Time, ok bool) {
-	if !s.active || len(s.regioned) > 0 || !s.unusedSince.IsZero() {
+	if !s.active || len(s.regioned.items) > 0 || !s.unusedSince.IsZero() {
 		return time.Time{}, false
 	}
 	s.unusedSince = now
@@ -219,7 +211,7 @@ func (s *Space[V]) Unused(now time.Time) (drop time.Time, ok bool) {
 // Expire drops the space if it has been unused for Linger at now; if it
 // is unused for less, it returns when to look again.
 func (s *Space[V]) Expire(now time.Time) (again time.Time, wait bool) {
-	if !s.active || len(s.regioned) > 0 || s.unusedSince.IsZero() {
+	if !s.active || len(s.regioned.items) > 0 || s.unusedSince.IsZero() {
 		return time.Time{}, false
 	}
 	if drop := s.unusedSince.Add(Linger); now.Before(drop) {
@@ -227,4 +219,56 @@ func (s *Space[V]) Expire(now time.Time) (again time.Time, wait bool) {
 	}
 	*s = Space[V]{Props: s.Props, Grid: s.Grid, Margin: s.Margin}
 	return time.Time{}, false
+}
+
+// roster is a set of viewers as a list, for visiting in any order and
+// taking one out in constant time.
+type roster[V comparable] struct {
+	items []V
+	at    map[V]int // where each is in items
+}
+
+func rosterOf[K comparable, V comparable](m map[K]*roster[V], k K) *roster[V] {
+	l := m[k]
+	if l == nil {
+		l = &roster[V]{}
+		m[k] = l
+	}
+	return l
+}
+
+// list returns the viewers of l, which may be nil (none).
+func (l *roster[V]) list() []V {
+	if l == nil {
+		return nil
+	}
+	return l.items
+}
+
+func (l *roster[V]) add(v V) {
+	if l.at == nil {
+		l.at = map[V]int{}
+	} else if _, ok := l.at[v]; ok {
+		return
+	}
+	l.at[v] = len(l.items)
+	l.items = append(l.items, v)
+}
+
+// remove takes v out, the last one taking its place, and reports whether
+// it was there.
+func (l *roster[V]) remove(v V) bool {
+	i, ok := l.at[v]
+	if !ok {
+		return false
+	}
+	last := len(l.items) - 1
+	moved := l.items[last]
+	l.items[i] = moved
+	l.at[moved] = i
+	var zero V
+	l.items[last] = zero
+	l.items = l.items[:last]
+	delete(l.at, v)
+	return true
 }

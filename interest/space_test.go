@@ -2,6 +2,7 @@ package interest_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -169,5 +170,46 @@ func TestSpaceLingers(t *testing.T) {
 	}
 	if _, wait := s.Expire(drop); wait || s.Active() {
 		t.Fatal("not dropped after Linger")
+	}
+}
+
+// A crowd whose regions overlap: viewers leave in any order (each taking
+// the last one's place in the lists it was in), and every change visits
+// exactly those still there, rooms and wide regions included.
+func TestSpaceCrowdLeaves(t *testing.T) {
+	s := interest.Space[int]{Props: interest.Props{Position: "position", Room: "room"}, Grid: interest.Grid{Size: 10}}
+	s.Activate(func(func(uint32, string, gameworld.Properties) bool) {})
+	regions := map[int]*interest.Region{}
+	for v := range 60 {
+		switch v % 3 {
+		case 0: // the same few cells
+			regions[v] = region([]peer.Box{{Min: [3]float64{0, 0, 0}, Max: [3]float64{25, 5, 5}}}, true, nil)
+		case 1: // a room
+			regions[v] = region(nil, false, map[string]bool{"hall": true})
+		default: // all of space
+			regions[v] = region([]peer.Box{{Min: [3]float64{-1e6, -1e6, -1e6}, Max: [3]float64{1e6, 1e6, 1e6}}}, true, nil)
+		}
+		s.Register(v, regions[v])
+	}
+	left := map[int]bool{}
+	order := []int{59, 0, 30, 1, 2, 58, 31, 17, 3, 44, 45, 46, 12, 13, 14, 57}
+	for k, v := range order {
+		s.Unregister(v, regions[v])
+		left[v] = true
+		if k%2 == 1 {
+			s.Register(v, regions[v]) // and some come back
+			delete(left, v)
+		}
+		old, now, _ := s.Place(1, "o", props(t, "position", fmt.Sprintf("[%d,1,1]", 1+k%2*10), "room", `"hall"`))
+		got := map[int]bool{}
+		s.Visit(old, now, func(v int) { got[v] = true })
+		for v := range 60 {
+			if got[v] == left[v] {
+				t.Fatalf("after %d left: viewer %d visited %v, want %v", k+1, v, got[v], !left[v])
+			}
+		}
+		if n := len(s.Regioned()); n != 60-len(left) {
+			t.Fatalf("after %d left: %d regioned, want %d", k+1, n, 60-len(left))
+		}
 	}
 }

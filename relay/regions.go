@@ -22,7 +22,13 @@ func (n *Node) setRegionLocked(ls *linkState, v interest.Wants) {
 	if !has && old == nil {
 		return
 	}
-	if len(n.fan.log) > 0 {
+	// A link that knows nothing yet (its peer has just said who it is,
+	// or waits for a refresh) is told nothing now: the next flush offers
+	// it the log by its new region, and the refresh that follows the
+	// rest. Flushing for it too, a crowd arriving with regions would have
+	// the node offer every link its log once per joiner.
+	scans := ls.ready && !(ls.refreshWanted && !ls.knowsAny())
+	if scans && len(n.fan.log) > 0 {
 		// Changes not yet flushed are not in the index, and would be
 		// routed by the new region from cells the scan below did not
 		// visit: a remove pending for an object the link was sent would
@@ -53,7 +59,7 @@ func (n *Node) setRegionLocked(ls *linkState, v interest.Wants) {
 		ls.region = nil
 	}
 	n.regionGoneLocked()
-	if !ls.ready || (ls.refreshWanted && !ls.knowsAny()) {
+	if !scans {
 		// The refresh to come respects the region. (A peer that holds
 		// objects already, one that asked for a refresh again, say, must
 		// still be told what left: a refresh answer only adds.)

@@ -1,0 +1,77 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/solipsism/mesh/ownership"
+	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/relay"
+)
+
+// BenchmarkCrowdJoins: a crowd arriving. 500 clients in one area, each
+// with an interest region over all of it and priority by distance, move
+// their object at 5 Hz while 500 more join the same way, all at once;
+// joins/s is how many the node admits a second (metadata handled, refresh
+// asked for), and took-s how long the last one waited.
+//
+//	go test ./relay -run '^$' -bench CrowdJoins -benchtime 3x -cpu 1
+func BenchmarkCrowdJoins(b *testing.B) {
+	const present, joining = 500, 500
+	meta := func(int) map[string]any {
+		return map[string]any{"interest": map[string]any{"min": []float64{-100, -10, -100}, "max": []float64{100, 10, 100}}}
+	}
+	props := func(i int) map[string]any {
+		return map[string]any{"n": 0, "position": []float64{float64(i%40) * 2, 0, float64(i/40) * 2}}
+	}
+	var took time.Duration
+	for range b.N {
+		b.StopTimer()
+		n, err := relay.New(relay.Options{Tick: 50 * time.Millisecond, Quotas: relay.Quotas{MessagesPerSecond: -1, RecordsPerSecond: -1}, DigestInterval: -1,
+			Priority: relay.PriorityOptions{Near: 5}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var delivered atomic.Int64
+		dial := func(i int) *pipeClient {
+			a, c := peer.Pipe()
+			go n.ServeConn(a, ownership.Downstream)
+			return startPipeClient(c, fmt.Sprintf("client-%08d-joins000", i), 1, meta(i), props(i), &delivered)
+		}
+		clients := make([]*pipeClient, present)
+		for i := range clients {
+			clients[i] = dial(i)
+			<-clients[i].ready
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.updateEvery(200*time.Millisecond, stop)
+			}()
+		}
+		time.Sleep(time.Second)
+		b.StartTimer()
+		start := time.Now()
+		more := make([]*pipeClient, joining)
+		for i := range more {
+			more[i] = dial(present + i)
+		}
+		for _, c := range more {
+			<-c.ready
+		}
+		took += time.Since(start)
+		b.StopTimer()
+		close(stop)
+		wg.Wait()
+		n.Close(context.Background())
+	}
+	b.ReportMetric(float64(joining*b.N)/took.Seconds(), "joins/s")
+	b.ReportMetric(took.Seconds()/float64(b.N), "took-s")
+}
