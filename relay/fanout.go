@@ -208,7 +208,7 @@ func (n *Node) flushLocked() { n.flushWith(false) }
 func (n *Node) flushWith(unlocked bool) *batch {
 	n.settleLocked()
 	f := &n.fan
-	if len(f.log) == 0 && !f.refreshes && len(f.mdAt) == 0 && len(f.departedAt) == 0 && len(f.msgAt) == 0 && !f.answers && !n.owingLocked() {
+	if len(f.log) == 0 && !f.refreshes && len(f.mdAt) == 0 && len(f.departedAt) == 0 && len(f.msgAt) == 0 && !f.answers && !n.sp.due && !n.owingLocked() {
 		return nil
 	}
 	start := time.Now()
@@ -318,6 +318,9 @@ func (n *Node) flushWith(unlocked bool) *batch {
 	}
 	if n.life.persist != nil {
 		n.life.persist.flushLocked(n)
+	}
+	if n.sp.due {
+		n.applyDueRegionsLocked(b)
 	}
 	n.life.metrics.Tick(time.Since(start))
 	return b

@@ -36,6 +36,9 @@ type space struct {
 	// timerAt, zero when it is not set.
 	timer   *time.Timer
 	timerAt time.Time
+	// due is set when some link's kept region may apply at the next
+	// flush's end (applyDueRegionsLocked).
+	due bool
 	// revealHook, if set (by tests), runs with n.mu held after each
 	// slice of a region change taken a slice at a time
 	// (continueRevealLocked).

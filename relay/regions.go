@@ -233,14 +233,51 @@ func (n *Node) interestChangedLocked(ls *linkState, md peer.Metadata) bool {
 	}
 	// (An attachment's region is set by its bridge, at the pace its own
 	// peers come and go: it applies at once, as does a link's first.)
-	if !ls.ready || ls.att != nil || !time.Now().Before(ls.regionNext) {
+	now := time.Now()
+	if !ls.ready || ls.att != nil || (n.opts.Tick == peer.Immediate && !now.Before(ls.regionNext)) {
 		ls.wanted = nil
 		n.applyRegionLocked(ls, v)
 		return true
 	}
+	// A ready link's new region applies at the end of a flush, once the
+	// link has been offered the log by the region it had: applied now, it
+	// would take a flush of every link's log first, and a crowd walking
+	// about, each peer's region following it, would have the node flush
+	// once per step of each.
 	ls.wanted = &wantedRegion{v: v}
-	n.regionTimerLocked(ls.regionNext)
+	if n.opts.Tick == peer.Immediate || now.Before(ls.regionNext) {
+		n.regionTimerLocked(ls.regionNext)
+	} else {
+		n.sp.due = true
+	}
 	return false
+}
+
+// applyDueRegionsLocked applies the regions links announced whose time
+// has come, but those of the links in b (offered the last flush's log
+// outside n.mu, yet to come: theirs wait for the next flush), and sets
+// the region timer for the others. n.mu must be held.
+func (n *Node) applyDueRegionsLocked(b *batch) {
+	n.sp.due = false
+	now := time.Now()
+	changed := false
+	for k, ls := range n.hub.order {
+		w := ls.wanted
+		switch {
+		case w == nil:
+		case b != nil && k < len(b.picked) && b.picked[k]:
+			n.sp.due = true
+		case now.Before(ls.regionNext):
+			n.regionTimerLocked(ls.regionNext)
+		default:
+			ls.wanted = nil
+			n.applyRegionLocked(ls, w.v)
+			changed = true
+		}
+	}
+	if changed {
+		n.chainChanged() // the union announced upstream and to the mesh
+	}
 }
 
 // applyRegionLocked sets ls's region and when it may change next. n.mu
@@ -268,8 +305,9 @@ func (n *Node) regionTimerLocked(at time.Time) {
 	n.sp.timer.Reset(time.Until(at))
 }
 
-// regionsDue runs on the region timer: it applies the kept regions whose
-// time has come, drops an index unused for interest.Linger, and sets the
+// regionsDue runs on the region timer: it has the next flush apply the
+// kept regions whose time has come (or applies them, in a node without a
+// tick), drops an index unused for interest.Linger, and sets the
 // timer for what is left.
 func (n *Node) regionsDue() {
 	n.lock()
@@ -279,22 +317,16 @@ func (n *Node) regionsDue() {
 		return
 	}
 	now := time.Now()
-	changed := false
-	for _, ls := range n.hub.order {
-		w := ls.wanted
-		if w == nil {
-			continue
+	if n.opts.Tick == peer.Immediate {
+		n.applyDueRegionsLocked(nil)
+	} else {
+		// The next flush applies them.
+		for _, ls := range n.hub.order {
+			if ls.wanted != nil {
+				n.sp.due = true
+				break
+			}
 		}
-		if now.Before(ls.regionNext) {
-			n.regionTimerLocked(ls.regionNext)
-			continue
-		}
-		ls.wanted = nil
-		n.applyRegionLocked(ls, w.v)
-		changed = true
-	}
-	if changed {
-		n.chainChanged() // the union announced upstream and to the mesh
 	}
 	if again, wait := n.sp.Expire(now); wait {
 		n.regionTimerLocked(again)

@@ -4,14 +4,15 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 )
 
 // Offers outside the lock. A tick's flush leaves out the links that need
-// nothing of it but its records (no marks, refresh, reveal, answers or
-// priority, and no departure in the log), moves the log aside for them,
+// nothing of it but its records (no marks, refresh, reveal, answers,
+// priority or new region due, and no departure in the log), moves the log aside for them,
 // and lets n.mu go: while they are offered it on every core, incoming
 // changes apply to the world and fill the next log. What those offers
 // read stays still without the lock: the batch's entries are theirs,
@@ -68,9 +69,11 @@ func (n *Node) pickUnlocked() *batch {
 		return nil
 	}
 	var b *batch
+	now := time.Now()
 	for k, ls := range n.hub.order {
 		if !ls.ready || ls.link == nil || ls.att != nil || ls.prio != nil || n.prioritised(ls) || n.marksFor(ls) ||
 			ls.refreshWanted || ls.refreshing || ls.revealing || len(ls.answers) > 0 ||
+			(ls.wanted != nil && !now.Before(ls.regionNext)) || // its new region applies at the flush's end
 			(ls.kind == ownership.Upstream && len(f.requests) > 0) {
 			continue
 		}
