@@ -191,6 +191,20 @@ func (p Properties) join(q Properties, fn func(pe, qe string) bool) {
 	}
 }
 
+// Names returns p's names as one string, each name's length then the
+// name, in order: two sets of properties have the same names exactly
+// when their Names are equal.
+func (p Properties) Names() string {
+	var b []byte
+	for i, s := 0, p.entries(); i < len(s); {
+		name, _, next := entry(s, i)
+		b = binary.AppendUvarint(b, uint64(len(name)))
+		b = append(b, name...)
+		i = next
+	}
+	return string(b)
+}
+
 // Covers reports whether p has every name q has.
 func (p Properties) Covers(q Properties) bool {
 	covers := true

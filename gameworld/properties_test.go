@@ -32,6 +32,8 @@ func TestProperties(t *testing.T) {
 		{name: "prefix names", p: m("pos", "1", "position", "[1,2,3]"), q: m("position", "null"), merged: m("pos", "1", "position", "null"), covers: true, shared: 1, sharedLen: 15},
 		{name: "unicode and long", p: m("ñame", `"x"`, string(make([]byte, 200)), "1"), q: m(), merged: m("ñame", `"x"`, string(make([]byte, 200)), "1"), covers: true},
 		{name: "nil p", p: nil, q: m("a", "1"), merged: m("a", "1")},
+		{name: "same names", p: m("a", "1", "b", "2"), q: m("a", "3", "b", "4"), merged: m("a", "3", "b", "4"), covers: true, shared: 2, sharedLen: 4},
+		{name: "names that concatenate alike", p: m("ab", "1"), q: m("a", "1", "b", "1"), merged: m("a", "1", "ab", "1", "b", "1")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,6 +59,11 @@ func TestProperties(t *testing.T) {
 			}
 			if p.Covers(q) != tt.covers {
 				t.Fatalf("Covers = %v", !tt.covers)
+			}
+			// Names are equal exactly when the name sets are: each covers
+			// the other.
+			if same := p.Names() == q.Names(); same != (p.Covers(q) && q.Covers(p)) {
+				t.Fatalf("Names equal = %v, covering both ways = %v", same, !same)
 			}
 			if n, size := p.Shared(q); n != tt.shared || size != tt.sharedLen {
 				t.Fatalf("Shared = %d, %d; want %d, %d", n, size, tt.shared, tt.sharedLen)

@@ -26,6 +26,12 @@ type Record struct {
 	legacy       []byte
 	entryOnce    sync.Once
 	entry        []byte
+	// names are the names of the record's properties
+	// (gameworld.Properties.Names), read when first asked for: the
+	// clients of a crowd that wait for one far update and are handed the
+	// next each ask whether it names all the first one did (Coalesce).
+	namesOnce sync.Once
+	names     string
 }
 
 // NewRecord wraps a change to the object in the given slot for sending.
@@ -35,6 +41,13 @@ func NewRecord(c gameworld.Change, slot uint32) *Record { return &Record{Change:
 func (r *Record) Encoded() []byte {
 	r.once.Do(func() { r.enc = AppendChange(nil, r.Change) })
 	return r.enc
+}
+
+// propertyNames returns the names of the record's properties, as
+// gameworld.Properties.Names.
+func (r *Record) propertyNames() string {
+	r.namesOnce.Do(func() { r.names = r.Properties.Names() })
+	return r.names
 }
 
 // EncodedFor returns the record's encoding for a peer that takes scope
@@ -110,7 +123,7 @@ func Coalesce(prev, next *Record) *Record {
 		return r.withScopes(prev, next)
 	}
 	if prev.Type == gameworld.Update && next.Type == gameworld.Update {
-		if next.Properties.Covers(prev.Properties) && len(prev.Scopes) == 0 {
+		if len(prev.Scopes) == 0 && (prev.propertyNames() == next.propertyNames() || next.Properties.Covers(prev.Properties)) {
 			return next // shares next's encoding: the common case of a moving object
 		}
 	}

@@ -60,6 +60,8 @@ type region struct {
 	interest.Region
 	sub  []int
 	mark int
+	// recs is offerSubset's buffer, kept from flush to flush.
+	recs []*peer.Record
 }
 
 // activateSpatial builds the object index from the world. n.mu must be

@@ -85,7 +85,12 @@ func (n *Node) marksFor(ls *linkState) bool {
 // announces. n.mu must be held.
 func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Metadata, full func(int) *peer.Record) {
 	f := &n.fan
-	recs := make([]*peer.Record, 0, len(sub))
+	r := ls.region
+	recs := r.recs[:0] // (Offer copies what it keeps)
+	defer func() {
+		clear(recs)
+		r.recs = recs[:0]
+	}()
 	from := 0
 	var ps *priority.Plan
 	if n.prioritised(ls) {
