@@ -406,3 +406,89 @@ func TestRegionRemovedWhileHiding(t *testing.T) {
 		t.Errorf("the viewer repaired %v: it was not told what went, or not sent what came", r)
 	}
 }
+
+// TestRegionMovesWhileObjectsMove: a viewer moves its region along a row
+// of objects while their writer moves them, removes some and puts new ones
+// in (in the slots those leave), each step of both within a tick or two,
+// so that region changes meet changes not yet flushed (the node applies a
+// ready link's new region at the end of a flush, after offering it the log
+// by the region it had). The viewer ends holding exactly the objects
+// inside its last region, each at its last value, and is never sent a
+// record of an object it was not sent.
+func TestRegionMovesWhileObjectsMove(t *testing.T) {
+	n, url := startNode(t, relay.Options{Tick: 10 * time.Millisecond, InterestMargin: 0.5, InterestCell: 8})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	writer := dialTick(t, ctx, url, 3*time.Millisecond)
+	place := func(x, v int) map[string]any { return map[string]any{"position": []float64{float64(x), 0, 0}, "v": v} }
+	xs := map[string]int{} // the live objects' places
+	var ids []string
+	for i := range 60 {
+		id := fmt.Sprint("o", i)
+		xs[id] = i * 2
+		ids = append(ids, id)
+		if err := writer.CreateWithID(id, place(xs[id], 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	viewer := dialTick(t, ctx, url, 3*time.Millisecond)
+	// Whole numbers from a to a+20, and none within the margin outside.
+	at := func(a int) []peer.Box { return []peer.Box{box(float64(a)-0.25, -1, -1, float64(a)+20.25, 1, 1)} }
+	viewer.SetInterest(at(0))
+	for step := 1; step <= 80; step++ {
+		for k := range 3 { // three objects hop by one, back and forth
+			id := ids[(step*7+k*13)%len(ids)]
+			xs[id] += 1 - 2*(step%2)
+			if err := writer.Set(id, place(xs[id], step)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if step%4 == 0 { // one goes, another comes where it was
+			k := (step * 11) % len(ids)
+			gone, x := ids[k], xs[ids[k]]
+			if err := writer.Remove(gone); err != nil {
+				t.Fatal(err)
+			}
+			delete(xs, gone)
+			id := fmt.Sprint("n", step)
+			xs[id], ids[k] = x, id
+			if err := writer.CreateWithID(id, place(x, step)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		viewer.SetInterest(at(step % 100))
+		time.Sleep(time.Duration(2+step%4) * time.Millisecond)
+	}
+	const last = 37
+	viewer.SetInterest(at(last))
+	var want []string
+	for id, x := range xs {
+		if x >= last && x <= last+20 {
+			want = append(want, id)
+		}
+	}
+	sort.Strings(want)
+	same := func() bool {
+		if !sameSet(worldIDs(viewer), want...) {
+			return false
+		}
+		for _, id := range want {
+			o, _ := viewer.World().Get(id)
+			w, _ := n.World().Get(id)
+			if !o.Properties.Equal(w.Properties) {
+				return false
+			}
+		}
+		return true
+	}
+	if !await(10*time.Second, same) {
+		t.Fatalf("the viewer sees %v, want %v at the node's values", worldIDs(viewer), want)
+	}
+	time.Sleep(3 * relay.RegionEvery) // no older region applies late
+	if !same() {
+		t.Fatalf("the viewer sees %v after a while, want %v at the node's values", worldIDs(viewer), want)
+	}
+	if k := ignored(viewer); k != 0 {
+		t.Fatalf("the viewer got %d records for objects it was never sent", k)
+	}
+}
