@@ -85,6 +85,17 @@ func Band(p [3]float64, boxes []peer.Box, near float64, bands int) int {
 	if near <= 0 || len(boxes) == 0 {
 		return 0
 	}
+	d2 := Dist2(p, boxes)
+	band, r2 := 0, near*near
+	for band < bands-1 && d2 > r2 {
+		band, r2 = band+1, r2*4
+	}
+	return band
+}
+
+// Dist2 returns the squared distance from p to the centre of the nearest
+// of boxes (+Inf for none).
+func Dist2(p [3]float64, boxes []peer.Box) float64 {
 	d2 := math.Inf(1)
 	for _, bx := range boxes {
 		var s float64
@@ -94,11 +105,7 @@ func Band(p [3]float64, boxes []peer.Box, near float64, bands int) int {
 		}
 		d2 = min(d2, s)
 	}
-	band, r2 := 0, near*near
-	for band < bands-1 && d2 > r2 {
-		band, r2 = band+1, r2*4
-	}
-	return band
+	return d2
 }
 
 // SameBoxes reports whether a and b are the same boxes in the same order.

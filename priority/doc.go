@@ -23,6 +23,13 @@
 // (BenchmarkDecideCrowd). What Decide and Take return stays valid until
 // the next Decide.
 //
+// A Schedule is the same for every client without a budget at once: an
+// object's far changes are folded once, for all its viewers, and published
+// to each band on a timetable of the object's own (band b every 2^b ticks,
+// every band every 2^(bands-1)), so that a crowd's far changes cost the
+// node once each rather than once per client and object; a client is sent
+// what is published for its band of the object.
+//
 // Concurrency: a Plan is not safe for concurrent use; its owner guards it
 // (the node holds its lock, or offers one link's records on one
 // goroutine).

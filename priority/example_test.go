@@ -42,3 +42,23 @@ func ExamplePlan() {
 	// tick 2: near=2 (owing 1)
 	// tick 3: far=3 near=3 (owing 0)
 }
+
+// One object changes every tick; its viewers share one timetable (3
+// bands: band 1 every second tick, every band every fourth). Each tick
+// says which bands are published to, with the object's latest value.
+func ExampleSchedule() {
+	s := priority.NewSchedule[string](3)
+	for tick := range 6 {
+		rec := peer.NewRecord(gameworld.Change{Type: gameworld.Update, ID: "ball", Owner: "w",
+			Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"n": json.RawMessage(fmt.Sprint(tick))})}, 7)
+		s.Note(rec, true, "in the hall")
+		for _, d := range s.Next() {
+			fmt.Printf("tick %d: n=%s to bands %d-%d, band 0 too: %v\n", tick, d.Rec.Properties.Value("n"), d.Min, d.Max, d.Zero)
+		}
+		s.End()
+	}
+	// Output:
+	// tick 0: n=0 to bands 1-2, band 0 too: true
+	// tick 2: n=2 to bands 1-1, band 0 too: false
+	// tick 4: n=4 to bands 1-2, band 0 too: true
+}

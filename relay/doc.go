@@ -83,8 +83,10 @@
 // metrics'.
 //
 // Priority and budgets decide in the flush, per link with a region,
-// which updates wait: the decision and what a link is owed are a
-// priority.Plan of the link's; the node only says which links it applies
+// which updates wait: for a link with a budget, the decision and what it
+// is owed are a priority.Plan of the link's; links without one share the
+// node's priority.Schedule, which folds far changes once for all of them
+// and publishes them by band. The node only says which links each applies
 // to and what each record's band and verdict are.
 //
 // Concurrency: a Node serialises applying and routing under one mutex,

@@ -9,6 +9,7 @@ import (
 	"github.com/solipsism/mesh/interest"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
+	"github.com/solipsism/mesh/priority"
 )
 
 // Fan-out. Changes applied to the world are appended to one shared log;
@@ -85,6 +86,10 @@ type fanout struct {
 	kick chan struct{}
 	// subs receive the messages that reach this node (messages.go).
 	subs msgSubs
+	// sched folds far updates for links under priority without a budget,
+	// and dues are what it publishes in this flush (priority.go).
+	sched *priority.Schedule[interest.Spot]
+	dues  []due
 }
 
 // route appends applied records to the shared log. from is the link whose
@@ -222,6 +227,7 @@ func (n *Node) flushWith(unlocked bool) *batch {
 		}
 	}
 	n.indexLog()
+	n.scheduleLocked()
 	var b *batch
 	if unlocked {
 		b = n.pickUnlocked()
@@ -239,9 +245,9 @@ func (n *Node) flushWith(unlocked bool) *batch {
 		case announces && !n.departsOnMetadata(ls):
 			md = mdUpAll // it is sent every remove, in chain
 		}
-		if ls.prio != nil && !n.prioritised(ls) {
-			n.sendOwedLocked(ls, "") // priority no longer applies to it
-			ls.prio = nil
+		if (ls.prio != nil && !n.prioritised(ls)) || (ls.sched && !n.scheduled(ls)) {
+			n.sendOwedLocked(ls, "") // priority no longer applies to it, or now with a budget
+			ls.prio, ls.sched = nil, false
 		}
 		if !ls.ready {
 			if announces {
@@ -293,6 +299,11 @@ func (n *Node) flushWith(unlocked bool) *batch {
 			n.sendRefreshLocked(a.ls)
 		}
 		n.sendAnswersLocked(a.ls)
+	}
+	if f.sched != nil {
+		f.sched.End()
+		clear(f.dues)
+		f.dues = f.dues[:0]
 	}
 	used := len(f.log)
 	if b != nil {

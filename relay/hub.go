@@ -150,9 +150,12 @@ type linkState struct {
 	release func()
 	// digest is the link's anti-entropy schedule (digest.go).
 	digest antientropy.Link
-	// prio is what the link is owed under priority and budgets
-	// (priority.go); nil when neither applies.
-	prio *priority.Plan
+	// prio is what the link is owed under priority with a budget
+	// (priority.go); nil when it does not apply. sched is set while the
+	// link takes far updates on the node's shared schedule instead
+	// (priority without a budget).
+	prio  *priority.Plan
+	sched bool
 }
 
 // ServeHTTP accepts a downstream WebSocket link. It returns once the link

@@ -60,8 +60,11 @@ type region struct {
 	interest.Region
 	sub  []int
 	mark int
-	// recs is offerSubset's buffer, kept from flush to flush.
-	recs []*peer.Record
+	// recs is offerSubset's buffer, and dueRecs and dueVerdicts
+	// offerDuesLocked's, kept from flush to flush.
+	recs        []*peer.Record
+	dueRecs     []*peer.Record
+	dueVerdicts []peer.Verdict
 }
 
 // activateSpatial builds the object index from the world. n.mu must be

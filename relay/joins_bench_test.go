@@ -127,17 +127,8 @@ func BenchmarkCrowdMoves(b *testing.B) {
 			}
 		}()
 	}
-	b.ResetTimer()
-	var total int64
-	var took time.Duration
-	for range b.N {
-		start, before := time.Now(), delivered.Load()
-		time.Sleep(window)
-		total += delivered.Load() - before
-		took += time.Since(start)
-	}
-	b.StopTimer()
+	perSecond := measureDelivered(b, &delivered, window)
 	close(stop)
 	wg.Wait()
-	b.ReportMetric(float64(total)/took.Seconds(), "records/s")
+	b.ReportMetric(perSecond, "records/s")
 }

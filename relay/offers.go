@@ -36,7 +36,7 @@ func (n *Node) offerParallel(full func(int) *peer.Record, b *batch) []bool {
 	for k, ls := range n.hub.order {
 		// (A link whose priority just ended first gets what it is owed,
 		// in flushLocked.)
-		if (b == nil || !b.picked[k]) && ls.ready && ls.link != nil && (ls.prio == nil || n.prioritised(ls)) && !n.marksFor(ls) {
+		if (b == nil || !b.picked[k]) && ls.ready && ls.link != nil && (ls.prio == nil || n.prioritised(ls)) && (!ls.sched || n.scheduled(ls)) && !n.marksFor(ls) {
 			picked = append(picked, k)
 		}
 	}
@@ -93,7 +93,15 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 	}()
 	from := 0
 	var ps *priority.Plan
-	if n.prioritised(ls) {
+	sched := false
+	switch {
+	case n.scheduled(ls):
+		if ls.prio != nil { // it had a budget: what it is owed first
+			n.offerOwedLocked(ls, ls.prio.Take(""))
+			ls.prio = nil
+		}
+		ls.sched, sched = true, true
+	case n.prioritised(ls):
 		n.offerOwedLocked(ls, n.planLocked(ls, sub, func(j int) peer.Verdict { return n.regionVerdict(ls, sub[j], n.verdict(ls, sub[j])) }))
 		ps = ls.prio
 	}
@@ -139,6 +147,9 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 					continue
 				}
 			}
+			if sched && n.waitsForSchedule(ls, sub[j]) {
+				continue
+			}
 			kept = append(kept, j)
 		}
 		offer(kept)
@@ -146,4 +157,7 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 	}
 	n.markLocked(ls, announces, md, flush)
 	flush(len(f.log))
+	if sched {
+		n.offerDuesLocked(ls)
+	}
 }

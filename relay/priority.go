@@ -12,7 +12,10 @@ import (
 
 // Priority and budgets (Options.Priority; docs/protocol.md, "Priority and
 // budgets"): which client it applies to, its budget and the bands of its
-// region; what waits is each link's priority.Plan.
+// region. What a client with a budget waits for is its link's
+// priority.Plan; far updates for clients without one wait on the node's
+// priority.Schedule, shared by all of them, so that a crowd's far changes
+// cost the node once each rather than once per client.
 
 // PriorityOptions configures priority and budgets. The zero value turns
 // both off.
@@ -80,6 +83,9 @@ func (n *Node) planLocked(ls *linkState, sub []int, verdict func(j int) peer.Ver
 // owingLocked reports whether a link waits for owed updates: the flush
 // then runs with nothing new, to send them when due. n.mu must be held.
 func (n *Node) owingLocked() bool {
+	if n.fan.sched != nil && n.fan.sched.Len() > 0 {
+		return true
+	}
 	for _, ls := range n.sp.Regioned() {
 		if ls.prio != nil && ls.prio.Owing() > 0 {
 			return true
@@ -91,6 +97,10 @@ func (n *Node) owingLocked() bool {
 // sendOwedLocked sends ls what it is owed: of the objects of owner, or of
 // every object if owner is "". n.mu must be held.
 func (n *Node) sendOwedLocked(ls *linkState, owner string) {
+	if ls.sched {
+		n.offerPendingLocked(ls, owner)
+		return
+	}
 	if ls.prio == nil || ls.prio.Owing() == 0 {
 		return
 	}
@@ -101,14 +111,24 @@ func (n *Node) sendOwedLocked(ls *linkState, owner string) {
 // (as the world holds the object now) where the peer lacks it. n.mu must
 // be held.
 func (n *Node) offerOwedLocked(ls *linkState, out []*priority.Owed) {
-	if len(out) == 0 || ls.link == nil {
+	if len(out) == 0 {
 		return
 	}
 	recs := make([]*peer.Record, len(out))
 	for i, o := range out {
 		recs[i] = o.Rec
 	}
-	ls.link.Offer(recs, func(i int) peer.Verdict { return out[i].Verdict }, func(i int) *peer.Record {
+	n.offerRecordsLocked(ls, recs, func(i int) peer.Verdict { return out[i].Verdict })
+}
+
+// offerRecordsLocked offers ls records of objects with the verdicts
+// given, whole (as the world holds the object now) where the peer lacks
+// one. n.mu must be held.
+func (n *Node) offerRecordsLocked(ls *linkState, recs []*peer.Record, verdict func(i int) peer.Verdict) {
+	if len(recs) == 0 || ls.link == nil {
+		return
+	}
+	ls.link.Offer(recs, verdict, func(i int) *peer.Record {
 		o, ok := n.world.Get(recs[i].ID)
 		if !ok || o.Slot != recs[i].Slot {
 			return nil
@@ -118,4 +138,120 @@ func (n *Node) offerOwedLocked(ls *linkState, out []*priority.Owed) {
 		full.ObjectScopes = o.Scopes
 		return full
 	}, true)
+}
+
+// scheduled reports whether ls takes far updates on the node's shared
+// schedule: priority by distance applies to it, without a budget. n.mu
+// must be held.
+func (n *Node) scheduled(ls *linkState) bool {
+	return n.opts.Priority.Near > 0 && n.prioritised(ls) && n.budgetLocked(ls) == 0
+}
+
+// due is an object the schedule publishes in this flush, with its
+// owner's standing when the flush began.
+type due struct {
+	priority.Due[interest.Spot]
+	oi ownerInfo
+}
+
+// scheduleLocked folds this flush's placed updates into the schedule and
+// lists what it publishes. n.mu must be held.
+func (n *Node) scheduleLocked() {
+	f := &n.fan
+	if n.opts.Priority.Near <= 0 || !n.sp.Active() {
+		return
+	}
+	if f.sched == nil {
+		f.sched = priority.NewSchedule[interest.Spot](n.opts.Priority.Bands)
+	}
+	for i := range f.log {
+		e := &f.log[i]
+		f.sched.Note(e.rec, e.spot.HasP, e.spot)
+	}
+	if f.sched.Len() == 0 {
+		return
+	}
+	for _, d := range f.sched.Next() {
+		f.dues = append(f.dues, due{Due: d, oi: n.ownerInfo(d.Rec.Owner)})
+	}
+}
+
+// waitsForSchedule reports whether the log's i-th entry waits for the
+// schedule for ls: an update of a placed object beyond the nearest band,
+// that ls's region would have it sent. (Whether ownership lets ls have it
+// is asked when it is published: an update ls may not have waits as
+// well as not.) Cheapest first: every link with a region under priority
+// asks it of every entry it considers. n.mu must be held, or ls be
+// offered on one goroutine while n.mu is (offerParallel).
+func (n *Node) waitsForSchedule(ls *linkState, i int) bool {
+	e := &n.fan.log[i]
+	if e.rec.Type != gameworld.Update || !e.spot.HasP || e.from == ls {
+		return false
+	}
+	r := ls.region
+	if near := n.opts.Priority.Near; interest.Dist2(e.spot.P, r.Boxes) <= near*near {
+		return false
+	}
+	v := r.Verdict(&e.spot, n.opts.InterestMargin)
+	return v == peer.Send || v == peer.Keep
+}
+
+// pendingVerdict says what ls gets of an object's pending record.
+func (n *Node) pendingVerdict(ls *linkState, spot *interest.Spot, oi ownerInfo) peer.Verdict {
+	if oi.dep != nil || !ownership.MaySend(n.role, ls.kind, oi.relation(ls)) {
+		return peer.Skip // (a departing world's objects go with it)
+	}
+	if ls.region != nil {
+		return ls.region.Verdict(spot, n.opts.InterestMargin)
+	}
+	return peer.Send
+}
+
+// offerDuesLocked offers ls what this flush publishes for its bands: of
+// what is published to bands 1 to m, what is in one of those for it (by
+// squared distance: every link looks at every object published), and all
+// that is published to every band. n.mu must be held, or ls be offered on
+// one goroutine while n.mu is.
+func (n *Node) offerDuesLocked(ls *linkState) {
+	r := ls.region
+	near2, top := n.opts.Priority.Near*n.opts.Priority.Near, n.opts.Priority.Bands-1
+	recs, vs := r.dueRecs[:0], r.dueVerdicts[:0]
+	for i := range n.fan.dues {
+		d := &n.fan.dues[i]
+		// Band 0 (within near, or no position) if Zero; else bands Min
+		// to Max: beyond near·2^(Min-1), and within near·2^Max unless
+		// Max is the farthest band.
+		if !d.Place.HasP {
+			if !d.Zero {
+				continue
+			}
+		} else if d2 := interest.Dist2(d.Place.P, r.Boxes); d2 <= near2 {
+			if !d.Zero {
+				continue
+			}
+		} else if d.Min > d.Max || d2 <= near2*float64(uint64(1)<<(2*(d.Min-1))) || (d.Max < top && d2 > near2*float64(uint64(1)<<(2*d.Max))) {
+			continue
+		}
+		if v := n.pendingVerdict(ls, &d.Place, d.oi); v == peer.Send || v == peer.Keep {
+			recs, vs = append(recs, d.Rec), append(vs, v)
+		}
+	}
+	n.offerRecordsLocked(ls, recs, func(i int) peer.Verdict { return vs[i] })
+	clear(recs)
+	r.dueRecs, r.dueVerdicts = recs[:0], vs[:0]
+}
+
+// offerPendingLocked offers ls what is pending on the schedule of the
+// objects of owner, or of every object if owner is "". n.mu must be held.
+func (n *Node) offerPendingLocked(ls *linkState, owner string) {
+	if n.fan.sched == nil {
+		return
+	}
+	var out []*priority.Owed
+	n.fan.sched.Pending(owner, func(rec *peer.Record, spot interest.Spot) {
+		if v := n.pendingVerdict(ls, &spot, n.ownerInfo(rec.Owner)); v == peer.Send || v == peer.Keep {
+			out = append(out, &priority.Owed{Rec: rec, Verdict: v})
+		}
+	})
+	n.offerOwedLocked(ls, out)
 }

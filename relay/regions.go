@@ -41,7 +41,12 @@ func (n *Node) setRegionLocked(ls *linkState, v interest.Wants) {
 		// what the link knows the world.
 		n.flushLocked()
 	}
-	n.sendOwedLocked(ls, "") // what it is owed, under the region it had
+	if !ls.sched {
+		// What it is owed, under the region it had. (What is pending on
+		// the shared schedule reaches it by its new region: every band
+		// is published to within 2^(bands-1) ticks.)
+		n.sendOwedLocked(ls, "")
+	}
 	var oldCells []interest.Cell
 	oldWide := false
 	if old != nil {
