@@ -75,8 +75,6 @@ func BenchmarkCores(b *testing.B) {
 			var delivered atomic.Int64
 			clients := make([]*pipeClient, tc.clients)
 			for i := range clients {
-				a, c := peer.Pipe()
-				go n.ServeConn(a, ownership.Downstream)
 				md := map[string]any{}
 				if tc.meta != nil {
 					md = tc.meta(i)
@@ -87,25 +85,16 @@ func BenchmarkCores(b *testing.B) {
 						props[k] = v
 					}
 				}
-				clients[i] = startPipeClient(c, fmt.Sprintf("client-%08d-cores000", i), tc.objs, md, props, &delivered)
+				clients[i] = dialPipe(n, fmt.Sprintf("client-%08d-cores000", i), tc.objs, md, props, &delivered)
 			}
 			for _, c := range clients {
 				<-c.ready
 			}
 			// Everyone's first objects delivered before the count starts.
 			time.Sleep(time.Second)
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			for _, c := range clients {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					c.updateEvery(50*time.Millisecond, stop)
-				}()
-			}
+			stop := updateAll(clients, 50*time.Millisecond)
 			perSecond := measureDelivered(b, &delivered, window)
-			close(stop)
-			wg.Wait()
+			stop()
 			b.ReportMetric(perSecond, "records/s")
 		})
 	}
@@ -185,6 +174,27 @@ func startPipeClient(c peer.Conn, id string, objs int, md, props map[string]any,
 		}
 	}()
 	return pc
+}
+
+// dialPipe serves a pipeClient on an in-memory pipe to n.
+func dialPipe(n *relay.Node, id string, objs int, md, props map[string]any, delivered *atomic.Int64) *pipeClient {
+	a, c := peer.Pipe()
+	go n.ServeConn(a, ownership.Downstream)
+	return startPipeClient(c, id, objs, md, props, delivered)
+}
+
+// updateAll has every client update its objects every d until the
+// returned stop is called, which waits for them to stop.
+func updateAll(clients []*pipeClient, d time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Go(func() { c.updateEvery(d, done) })
+	}
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // add sends the client's objects whole: its refresh answer.

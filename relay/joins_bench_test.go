@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/solipsism/mesh/ownership"
-	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/relay"
 )
 
@@ -39,24 +37,14 @@ func BenchmarkCrowdJoins(b *testing.B) {
 		}
 		var delivered atomic.Int64
 		dial := func(i int) *pipeClient {
-			a, c := peer.Pipe()
-			go n.ServeConn(a, ownership.Downstream)
-			return startPipeClient(c, fmt.Sprintf("client-%08d-joins000", i), 1, meta(i), props(i), &delivered)
+			return dialPipe(n, fmt.Sprintf("client-%08d-joins000", i), 1, meta(i), props(i), &delivered)
 		}
 		clients := make([]*pipeClient, present)
 		for i := range clients {
 			clients[i] = dial(i)
 			<-clients[i].ready
 		}
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for _, c := range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c.updateEvery(200*time.Millisecond, stop)
-			}()
-		}
+		stop := updateAll(clients, 200*time.Millisecond)
 		time.Sleep(time.Second)
 		b.StartTimer()
 		start := time.Now()
@@ -69,8 +57,7 @@ func BenchmarkCrowdJoins(b *testing.B) {
 		}
 		took += time.Since(start)
 		b.StopTimer()
-		close(stop)
-		wg.Wait()
+		stop()
 		n.Close(context.Background())
 	}
 	b.ReportMetric(float64(joining*b.N)/took.Seconds(), "joins/s")
@@ -98,9 +85,7 @@ func BenchmarkCrowdMoves(b *testing.B) {
 	var delivered atomic.Int64
 	cs := make([]*pipeClient, clients)
 	for i := range cs {
-		a, c := peer.Pipe()
-		go n.ServeConn(a, ownership.Downstream)
-		cs[i] = startPipeClient(c, fmt.Sprintf("client-%08d-moves000", i), 1, meta(i, 0),
+		cs[i] = dialPipe(n, fmt.Sprintf("client-%08d-moves000", i), 1, meta(i, 0),
 			map[string]any{"n": 0, "position": []float64{float64(i%25) * 2, 0, float64(i/25) * 2}}, &delivered)
 		<-cs[i].ready
 	}
