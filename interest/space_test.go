@@ -3,6 +3,8 @@ package interest_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -210,6 +212,49 @@ func TestSpaceCrowdLeaves(t *testing.T) {
 		}
 		if n := len(s.Regioned()); n != 60-len(left) {
 			t.Fatalf("after %d left: %d regioned, want %d", k+1, n, 60-len(left))
+		}
+	}
+}
+
+// TestColumnsAround: every item within Side of a point on x and z is
+// found around it, exactly Side away and across zero included, each once.
+func TestColumnsAround(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, side := range []float64{0.1, 1, 5, 32} {
+		var c interest.Columns
+		for round := range 3 {
+			c.Reset(side)
+			var pts [][3]float64
+			for i := range 600 {
+				// Scattered points; multiples of side/4 far and wide; and
+				// points exactly Side from those (where dividing by the
+				// side rounds two columns apart, as 37.9 and 38 by 0.1).
+				var p [3]float64
+				switch i % 3 {
+				case 0:
+					p = [3]float64{(rng.Float64() - 0.5) * 10 * side, 0, (rng.Float64() - 0.5) * 10 * side}
+				case 1:
+					p = [3]float64{float64(rng.IntN(8001)-4000) * side / 4, rng.Float64() * 100, float64(rng.IntN(8001)-4000) * side / 4}
+				case 2:
+					p = pts[i-1]
+					p[0] += side * float64(rng.IntN(3)-1)
+					p[2] += side * float64(rng.IntN(3)-1)
+				}
+				pts = append(pts, p)
+				c.Add(p, i)
+			}
+			for _, q := range pts {
+				seen := map[int]int{}
+				c.Around(q, func(i int) { seen[i]++ })
+				for i, p := range pts {
+					if seen[i] > 1 {
+						t.Fatalf("side %v round %d: item %d found %d times", side, round, i, seen[i])
+					}
+					if math.Abs(p[0]-q[0]) <= side && math.Abs(p[2]-q[2]) <= side && seen[i] == 0 {
+						t.Fatalf("side %v round %d: item %d at %v not found around %v", side, round, i, p, q)
+					}
+				}
+			}
 		}
 	}
 }

@@ -322,10 +322,9 @@ func (l *Link) Offer(recs []*Record, verdict func(i int) Verdict, full func(i in
 				return
 			}
 		}
-		if e := q.entries[r.Slot]; e != nil && e.id == r.ID {
+		if q.push(r, &l.known) {
 			l.coalesced++
 		}
-		q.push(r, &l.known)
 	}
 	if direct != nil {
 		if len(direct.recs) > 0 {

@@ -232,9 +232,12 @@ type queue struct {
 	nextSeq uint64
 }
 
-// qpos is a position in a queue's order: the entry in slot, if its at is
-// still at.
+// qpos is a position in a queue's order: entry e (in slot), if it is
+// still in that queue and its at is still at. (The entry itself, not its
+// slot, so that walking the order looks nothing up: a crowd's busy links
+// drain their queues every tick.)
 type qpos struct {
+	e    *entry
 	slot uint32
 	at   uint64
 }
@@ -246,6 +249,8 @@ type qpos struct {
 type entry struct {
 	id      string
 	seq, at uint64
+	// in is the queue that holds the entry; nil once taken out.
+	in      *queue
 	knew    bool
 	removed *Record
 	rec     *Record
@@ -257,24 +262,26 @@ func (q *queue) len() int { return len(q.entries) + len(q.orphans) }
 func (q *queue) place(slot uint32, e *entry) {
 	e.at = q.nextAt
 	q.nextAt++
-	q.order = append(q.order, qpos{slot, e.at})
+	q.order = append(q.order, qpos{e, slot, e.at})
 }
 
 // at returns the entry at position p, or nil if p is stale.
 func (q *queue) at(p qpos) *entry {
-	if e := q.entries[p.slot]; e != nil && e.at == p.at {
-		return e
+	if p.e.in == q && p.e.at == p.at {
+		return p.e
 	}
 	return nil
 }
 
 // push queues r; known is the link's set of known slots, updated to what
-// the peer will know once the queue is sent.
-func (q *queue) push(r *Record, known *slotSet) {
+// the peer will know once the queue is sent. It reports whether r folded
+// into what was pending for its object.
+func (q *queue) push(r *Record, known *slotSet) (coalesced bool) {
 	if q.entries == nil {
 		q.entries = make(map[uint32]*entry)
 	}
 	e := q.entries[r.Slot]
+	coalesced = e != nil && e.id == r.ID
 	if e != nil && e.id != r.ID {
 		// The slot's previous object was removed from the world (its remove
 		// was pushed before the slot could be reused); keep that remove.
@@ -295,7 +302,7 @@ func (q *queue) push(r *Record, known *slotSet) {
 		q.place(r.Slot, e)
 	}
 	if e == nil {
-		e = &entry{id: r.ID, seq: q.nextSeq, knew: known.has(r.Slot)}
+		e = &entry{id: r.ID, seq: q.nextSeq, in: q, knew: known.has(r.Slot)}
 		q.nextSeq++
 		q.entries[r.Slot] = e
 		q.place(r.Slot, e)
@@ -313,10 +320,11 @@ func (q *queue) push(r *Record, known *slotSet) {
 			q.removes[r.ID] = r.Slot
 		}
 		known.remove(r.Slot)
-		return
+		return coalesced
 	}
 	e.rec = Coalesce(e.rec, r)
 	known.add(r.Slot)
+	return coalesced
 }
 
 // forget drops what is pending for object id in slot: the peer removes
@@ -333,6 +341,7 @@ func (q *queue) forget(slot uint32, id string) {
 // no longer wait for it, and its pending remove is no longer pending.
 func (q *queue) takeOut(slot uint32, e *entry) {
 	delete(q.entries, slot)
+	e.in = nil
 	if q.refreshed && e.seq < q.refreshSeq {
 		q.beforeMark--
 	}
@@ -430,8 +439,9 @@ func (q *queue) drainSlice(b *Batch, max int) (more bool) {
 	var take func(slot uint32, e *entry)
 	take = func(slot uint32, e *entry) {
 		q.takeOut(slot, e)
+		e.in = slice
 		slice.entries[slot] = e
-		slice.order = append(slice.order, qpos{slot, e.at})
+		slice.order = append(slice.order, qpos{e, slot, e.at})
 		if e.rec != nil {
 			if s, ok := q.removes[e.rec.ID]; ok && s != slot {
 				if r := q.entries[s]; r != nil {

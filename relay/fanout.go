@@ -90,6 +90,9 @@ type fanout struct {
 	// and dues are what it publishes in this flush (priority.go).
 	sched *priority.Schedule[interest.Spot]
 	dues  []due
+	// near is what of this flush's log is near whom, for the links on
+	// the schedule (nearby.go).
+	near nearby
 }
 
 // route appends applied records to the shared log. from is the link whose
@@ -305,6 +308,7 @@ func (n *Node) flushWith(unlocked bool) *batch {
 		clear(f.dues)
 		f.dues = f.dues[:0]
 	}
+	f.near.built = false
 	used := len(f.log)
 	if b != nil {
 		// The links left out are offered this log once n.mu is let go;

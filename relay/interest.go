@@ -60,11 +60,13 @@ type region struct {
 	interest.Region
 	sub  []int
 	mark int
-	// recs is offerSubset's buffer, and dueRecs and dueVerdicts
+	// recs is offerSubset's buffer, dueRecs and dueVerdicts
 	// offerDuesLocked's, kept from flush to flush.
 	recs        []*peer.Record
 	dueRecs     []*peer.Record
 	dueVerdicts []peer.Verdict
+	// nearBuf and nearSub are nearby.subOf's.
+	nearBuf, nearSub []int
 }
 
 // activateSpatial builds the object index from the world. n.mu must be

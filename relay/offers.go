@@ -101,6 +101,9 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 			ls.prio = nil
 		}
 		ls.sched, sched = true, true
+		if near, ok := f.near.subOf(ls, sub); ok {
+			sub = near // (the rest wait for the schedule)
+		}
 	case n.prioritised(ls):
 		n.offerOwedLocked(ls, n.planLocked(ls, sub, func(j int) peer.Verdict { return n.regionVerdict(ls, sub[j], n.verdict(ls, sub[j])) }))
 		ps = ls.prio

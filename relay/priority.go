@@ -164,6 +164,7 @@ func (n *Node) scheduleLocked() {
 	if f.sched == nil {
 		f.sched = priority.NewSchedule[interest.Spot](n.opts.Priority.Bands)
 	}
+	f.near.build(f.log, n.opts.Priority.Near)
 	for i := range f.log {
 		e := &f.log[i]
 		f.sched.Note(e.rec, e.spot.HasP, e.spot)
