@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"slices"
+
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -109,25 +111,67 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 		ps = ls.prio
 	}
 	// offer offers the entries at positions js of sub; under priority with
-	// the verdicts the plan took.
+	// the verdicts the plan took. The last offer of a link on the
+	// schedule carries what the schedule publishes for it too (dues, with
+	// their verdicts), in the same message where it can.
+	var dues []*peer.Record
+	var dueVs []peer.Verdict
 	offer := func(js []int) {
-		if len(js) == 0 {
+		if len(js) == 0 && len(dues) == 0 {
 			return
 		}
 		recs = recs[:0]
 		for _, j := range js {
 			recs = append(recs, f.recs[sub[j]])
 		}
-		verdict := func(k int) peer.Verdict { return n.regionVerdict(ls, sub[js[k]], n.verdict(ls, sub[js[k]])) }
+		logged, unique := len(recs), f.unique
+		var later []int // dues of objects that have an entry here
+		for k, d := range dues {
+			if slices.ContainsFunc(recs[:logged], func(r *peer.Record) bool { return r.Slot == d.Slot }) {
+				later = append(later, k)
+				continue
+			}
+			recs = append(recs, d)
+		}
+		dueAt := func(k int) int { // the due at position k of recs
+			k -= logged
+			for _, l := range later {
+				if l <= k {
+					k++
+				}
+			}
+			return k
+		}
+		verdict := func(k int) peer.Verdict {
+			if k >= logged {
+				return dueVs[dueAt(k)]
+			}
+			return n.regionVerdict(ls, sub[js[k]], n.verdict(ls, sub[js[k]]))
+		}
 		if ps != nil {
 			verdict = func(k int) peer.Verdict { return ps.Verdict(js[k]) }
 		}
-		fullj := func(k int) *peer.Record { return full(sub[js[k]]) }
+		fullj := func(k int) *peer.Record {
+			if k >= logged {
+				return n.wholeNow(recs[k])
+			}
+			return full(sub[js[k]])
+		}
 		if ls.att != nil {
 			ls.att.offer(recs, verdict, fullj)
 		} else {
-			ls.link.Offer(recs, verdict, fullj, f.unique)
+			ls.link.Offer(recs, verdict, fullj, unique)
 		}
+		if len(later) > 0 {
+			// (After the entry: the due holds its change and those the
+			// object made while it was far.)
+			recs = recs[:0]
+			for _, k := range later {
+				recs = append(recs, dues[k])
+			}
+			n.offerRecordsLocked(ls, recs, func(k int) peer.Verdict { return dueVs[later[k]] })
+		}
+		dues = nil
 	}
 	var kept []int
 	flush := func(upTo int) {
@@ -159,8 +203,9 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 		from = to
 	}
 	n.markLocked(ls, announces, md, flush)
-	flush(len(f.log))
 	if sched {
-		n.offerDuesLocked(ls)
+		dues, dueVs = n.duesLocked(ls)
 	}
+	flush(len(f.log))
+	clear(r.dueRecs)
 }

@@ -128,16 +128,20 @@ func (n *Node) offerRecordsLocked(ls *linkState, recs []*peer.Record, verdict fu
 	if len(recs) == 0 || ls.link == nil {
 		return
 	}
-	ls.link.Offer(recs, verdict, func(i int) *peer.Record {
-		o, ok := n.world.Get(recs[i].ID)
-		if !ok || o.Slot != recs[i].Slot {
-			return nil
-		}
-		full := n.newRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties,
-			Scopes: o.Scopes.Snapshots()}, o.Slot, recs[i].Born)
-		full.ObjectScopes = o.Scopes
-		return full
-	}, true)
+	ls.link.Offer(recs, verdict, func(i int) *peer.Record { return n.wholeNow(recs[i]) }, true)
+}
+
+// wholeNow is the add that gives a peer that lacks it the object of rec
+// as the world holds it now, or nil if it is gone. n.mu must be held.
+func (n *Node) wholeNow(rec *peer.Record) *peer.Record {
+	o, ok := n.world.Get(rec.ID)
+	if !ok || o.Slot != rec.Slot {
+		return nil
+	}
+	full := n.newRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties,
+		Scopes: o.Scopes.Snapshots()}, o.Slot, rec.Born)
+	full.ObjectScopes = o.Scopes
+	return full
 }
 
 // scheduled reports whether ls takes far updates on the node's shared
@@ -208,12 +212,13 @@ func (n *Node) pendingVerdict(ls *linkState, spot *interest.Spot, oi ownerInfo) 
 	return peer.Send
 }
 
-// offerDuesLocked offers ls what this flush publishes for its bands: of
-// what is published to bands 1 to m, what is in one of those for it (by
-// squared distance: every link looks at every object published), and all
-// that is published to every band. n.mu must be held, or ls be offered on
-// one goroutine while n.mu is.
-func (n *Node) offerDuesLocked(ls *linkState) {
+// duesLocked returns what this flush publishes for ls's bands, with the
+// verdicts: of what is published to bands 1 to m, what is in one of those
+// for it (by squared distance: every link looks at every object
+// published), and all that is published to every band. The slices are
+// ls's, until its next flush. n.mu must be held, or ls be offered on one
+// goroutine while n.mu is.
+func (n *Node) duesLocked(ls *linkState) ([]*peer.Record, []peer.Verdict) {
 	r := ls.region
 	near2, top := n.opts.Priority.Near*n.opts.Priority.Near, n.opts.Priority.Bands-1
 	recs, vs := r.dueRecs[:0], r.dueVerdicts[:0]
@@ -237,9 +242,8 @@ func (n *Node) offerDuesLocked(ls *linkState) {
 			recs, vs = append(recs, d.Rec), append(vs, v)
 		}
 	}
-	n.offerRecordsLocked(ls, recs, func(i int) peer.Verdict { return vs[i] })
-	clear(recs)
-	r.dueRecs, r.dueVerdicts = recs[:0], vs[:0]
+	r.dueRecs, r.dueVerdicts = recs, vs
+	return recs, vs
 }
 
 // offerPendingLocked offers ls what is pending on the schedule of the

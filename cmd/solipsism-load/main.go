@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -127,7 +128,18 @@ func main() {
 	near := flag.Float64("near", 0, "if positive, observers also report the latency of objects within this distance of their own (near) and beyond 4 times it (far: their staleness)")
 	scenario := flag.String("scenario", "", "a preset of the flags above, which flags given override:"+scenarioHelp())
 	htmlOut := flag.String("html", "", "also write a self-contained HTML report (plots of latency, bytes per client, node CPU and RSS, repairs over time) to this file")
+	cpuProfile := flag.String("cpu-profile", "", "write this tool's own CPU profile (go tool pprof) to this file: to tell whether the tool, rather than the node, is what a run is short of")
 	flag.Parse()
+	stopProfile := func() {}
+	if *cpuProfile != "" {
+		stop, err := profileCPU(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "solipsism-load:", err)
+			os.Exit(2)
+		}
+		stopProfile = stop
+	}
+	defer stopProfile()
 	if err := applyScenario(flag.CommandLine, *scenario); err != nil {
 		fmt.Fprintln(os.Stderr, "solipsism-load:", err)
 		os.Exit(2)
@@ -151,6 +163,7 @@ func main() {
 	}
 	if err := run(ctx, cfg, *clients, *rate, *warmup, *duration, *observers, *idle); err != nil {
 		fmt.Fprintln(os.Stderr, "solipsism-load:", err)
+		stopProfile()
 		os.Exit(1)
 	}
 }
@@ -631,8 +644,9 @@ var typeKey = []byte(`{"type":"`)
 // read follows the world on ctx until the connection ends; a connection
 // the node closed while the run (runCtx) goes on is replaced.
 func (cl *client) read(ctx, runCtx context.Context) {
+	var buf bytes.Buffer
 	for {
-		_, b, err := cl.conn().Read(ctx)
+		b, err := readInto(ctx, cl.conn(), &buf)
 		if err != nil {
 			if cl.st.reconnects.Load() < 3 && os.Getenv("SOLIPSISM_LOAD_DEBUG") != "" {
 				fmt.Fprintln(os.Stderr, "reconnect after:", err)
@@ -668,6 +682,30 @@ func (cl *client) read(ctx, runCtx context.Context) {
 			}
 		}
 	}
+}
+
+// readInto reads the next message of c into buf, which it returns the
+// bytes of until the next call. One buffer a client, rather than a new
+// slice grown for every message (websocket.Conn.Read): a thousand clients
+// reading 20 messages a second each otherwise spend the tool's core on
+// allocating and collecting them, and the tool, not the node, sets the
+// latency a run measures.
+func readInto(ctx context.Context, c *websocket.Conn, buf *bytes.Buffer) ([]byte, error) {
+	_, r, err := c.Reader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	buf.Reset()
+	if _, err := buf.ReadFrom(r); err != nil {
+		return nil, err
+	}
+	if buf.Cap() > 1<<20 && buf.Len() < buf.Cap()/8 {
+		// After a big message (a refresh answer), let the memory go.
+		b := bytes.Clone(buf.Bytes())
+		*buf = bytes.Buffer{}
+		return b, nil
+	}
+	return buf.Bytes(), nil
 }
 
 func (cl *client) observe(b []byte) {
@@ -1039,4 +1077,20 @@ func stall(ctx context.Context, cfg *config, k int) {
 		}
 	}
 	<-ctx.Done() // and never read again
+}
+
+// profileCPU starts writing the tool's CPU profile to path; stop ends it.
+func profileCPU(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
