@@ -61,10 +61,12 @@ type region struct {
 	sub  []int
 	mark int
 	// recs is offerSubset's buffer, dueRecs and dueVerdicts
-	// offerDuesLocked's, kept from flush to flush.
+	// duesLocked's, dueIn the verdicts of the dues offered with the log;
+	// all kept from flush to flush.
 	recs        []*peer.Record
 	dueRecs     []*peer.Record
 	dueVerdicts []peer.Verdict
+	dueIn       []peer.Verdict
 	// nearBuf and nearSub are nearby.subOf's.
 	nearBuf, nearSub []int
 }

@@ -126,25 +126,18 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 		}
 		logged, unique := len(recs), f.unique
 		var later []int // dues of objects that have an entry here
+		vs := r.dueIn[:0]
 		for k, d := range dues {
 			if slices.ContainsFunc(recs[:logged], func(r *peer.Record) bool { return r.Slot == d.Slot }) {
 				later = append(later, k)
 				continue
 			}
-			recs = append(recs, d)
+			recs, vs = append(recs, d), append(vs, dueVs[k])
 		}
-		dueAt := func(k int) int { // the due at position k of recs
-			k -= logged
-			for _, l := range later {
-				if l <= k {
-					k++
-				}
-			}
-			return k
-		}
+		r.dueIn = vs
 		verdict := func(k int) peer.Verdict {
 			if k >= logged {
-				return dueVs[dueAt(k)]
+				return vs[k-logged]
 			}
 			return n.regionVerdict(ls, sub[js[k]], n.verdict(ls, sub[js[k]]))
 		}

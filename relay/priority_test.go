@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -236,4 +238,125 @@ func TestPriorityKeepsMessageOrder(t *testing.T) {
 		}
 	}
 	viewer.CheckClean()
+}
+
+// TestScheduledCrowdConverges: a crowd under priority without budgets
+// (the node's shared schedule): 80 objects hop about a 40 × 40 square,
+// some go and others come in their slots, while 12 viewers watch, their
+// regions huge (not indexed), holding the whole square (indexed), or
+// small and moving; a 2016-style viewer watches everything. At the end
+// each holds exactly the objects of its last region, at the node's
+// values, was never sent a record of an object it lacks, and the 2016
+// viewer was sent nothing that would crash it. Both cores kept busy.
+func TestScheduledCrowdConverges(t *testing.T) {
+	stop := wiretest.BusyCores()
+	defer stop()
+	n, url := startNode(t, relay.Options{Tick: 20 * time.Millisecond, InterestMargin: 0.5, InterestCell: 8,
+		Priority: relay.PriorityOptions{Near: 5, Bands: 4}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	writer := dialTick(t, ctx, url, 5*time.Millisecond)
+	rng := rand.New(rand.NewPCG(7, 8))
+	type spot struct{ x, z int }
+	place := func(p spot, v int) map[string]any {
+		return map[string]any{"position": []float64{float64(p.x), 0, float64(p.z)}, "v": v}
+	}
+	at := map[string]spot{}
+	var ids []string
+	for i := range 80 {
+		id := fmt.Sprint("o", i)
+		at[id] = spot{rng.IntN(41), rng.IntN(41)}
+		ids = append(ids, id)
+		if err := writer.CreateWithID(id, place(at[id], 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A box of whole numbers from (x, z) to (x+w, z+w), none within the
+	// margin outside.
+	square := func(x, z, w int) peer.Box {
+		return box(float64(x)-0.25, -1, float64(z)-0.25, float64(x+w)+0.25, 1, float64(z+w)+0.25)
+	}
+	regions := make([]peer.Box, 12)
+	viewers := make([]*client.Client, 12)
+	for i := range viewers {
+		switch {
+		case i < 4:
+			regions[i] = box(-10000, -10000, -10000, 10000, 10000, 10000)
+		case i < 6:
+			regions[i] = square(-5, -5, 50)
+		default:
+			regions[i] = square(rng.IntN(30), rng.IntN(30), 12)
+		}
+		viewers[i] = dialTick(t, ctx, url, 5*time.Millisecond)
+		viewers[i].SetInterest([]peer.Box{regions[i]})
+	}
+	old := wiretest.Dial(t, url, "client-oooooooo-oooooooo", wiretest.Options{Extra: map[string]any{"interest": map[string]any{"min": []int{-1000, -10, -1000}, "max": []int{1000, 10, 1000}}}})
+	for step := 1; step <= 150; step++ {
+		for range 10 { // hops of one, within the square
+			id := ids[rng.IntN(len(ids))]
+			p := at[id]
+			p.x = min(40, max(0, p.x+rng.IntN(3)-1))
+			p.z = min(40, max(0, p.z+rng.IntN(3)-1))
+			at[id] = p
+			if err := writer.Set(id, place(p, step)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if step%10 == 0 { // one goes, another comes
+			k := rng.IntN(len(ids))
+			gone := ids[k]
+			if err := writer.Remove(gone); err != nil {
+				t.Fatal(err)
+			}
+			id := fmt.Sprint("n", step)
+			at[id], ids[k] = at[gone], id
+			delete(at, gone)
+			if err := writer.CreateWithID(id, place(at[id], step)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if step%5 == 0 {
+			i := 6 + rng.IntN(6)
+			regions[i] = square(rng.IntN(30), rng.IntN(30), 12)
+			viewers[i].SetInterest([]peer.Box{regions[i]})
+		}
+		time.Sleep(time.Duration(1+step%5) * time.Millisecond)
+	}
+	for i, v := range viewers {
+		var want []string
+		for id, p := range at {
+			if regions[i].Contains([3]float64{float64(p.x), 0, float64(p.z)}, 0) {
+				want = append(want, id)
+			}
+		}
+		sort.Strings(want)
+		same := func() bool {
+			if !sameSet(worldIDs(v), want...) {
+				return false
+			}
+			for _, id := range want {
+				o, _ := v.World().Get(id)
+				w, _ := n.World().Get(id)
+				if !o.Properties.Equal(w.Properties) {
+					return false
+				}
+			}
+			return true
+		}
+		if !await(15*time.Second, same) {
+			t.Fatalf("viewer %d (region %v) sees %d objects, want %d at the node's values:\n got %v\nwant %v", i, regions[i], len(worldIDs(v)), len(want), worldIDs(v), want)
+		}
+		if k := ignored(v); k != 0 {
+			t.Fatalf("viewer %d got %d records for objects it was never sent", i, k)
+		}
+	}
+	old.Wait("the 2016 viewer holds every object", 15*time.Second, func(o map[string]wiretest.Object) bool { return len(o) == len(at) })
+	held := old.Objects()
+	for _, id := range ids {
+		o, _ := n.World().Get(id)
+		if got := string(held[id].Properties["v"]); got != string(o.Properties.Value("v")) {
+			t.Fatalf("the 2016 viewer holds %s at v=%s, the node at %s", id, got, o.Properties.Value("v"))
+		}
+	}
+	old.CheckClean()
 }
