@@ -465,6 +465,7 @@ type client struct {
 	// "t" property, as received.
 	wmuMirror sync.Mutex
 	world     map[string]string
+	scanned   []scanned // mirror's, kept from message to message
 	// c is the client's connection, replaced when the node closes it and
 	// the client connects again (guarded by wmu).
 	c        *websocket.Conn
@@ -756,66 +757,153 @@ func (cl *client) observe(b []byte) {
 // anything it does not expect goes to mirrorJSON.
 func (cl *client) mirror(b []byte) {
 	// An escaped string, or an object with a "type" inside properties
-	// (every change has an owner; such an object has none), is decoded.
-	if bytes.IndexByte(b, '\\') >= 0 || bytes.Count(b, typeKey) != bytes.Count(b, []byte(`"owner":`)) {
+	// (every change has an owner right after its id; such an object has
+	// none), is decoded.
+	if bytes.IndexByte(b, '\\') >= 0 {
 		cl.mirrorJSON(b)
 		return
 	}
-	type change struct{ typ, id, t string }
-	var out []change
-	rest := b
-	for {
-		i := bytes.Index(rest, typeKey)
-		if i < 0 {
-			break
-		}
-		rest = rest[i+len(typeKey):]
+	// One pass: each change runs to the next {"type":" (or the end).
+	out := cl.scanned[:0]
+	i := bytes.Index(b, typeKey)
+	for i >= 0 {
+		rest := b[i+len(typeKey):]
 		typ, after, ok := bytes.Cut(rest, []byte(`"`))
 		if !ok || !bytes.HasPrefix(after, []byte(`,"id":"`)) {
 			cl.mirrorJSON(b)
 			return
 		}
 		id, after, ok := bytes.Cut(after[len(`,"id":"`):], []byte(`"`))
-		if !ok {
+		if !ok || !bytes.HasPrefix(after, []byte(`,"owner":`)) {
 			cl.mirrorJSON(b)
 			return
 		}
-		c := change{typ: string(typ), id: string(id)}
-		switch c.typ {
-		case "add", "update", "remove", "transfer":
+		c := scanned{id: id}
+		switch string(typ) {
+		case "add", "update", "transfer":
+		case "remove":
+			c.remove = true
 		default:
 			cl.mirrorJSON(b)
 			return
 		}
 		end := bytes.Index(after, typeKey)
-		if end < 0 {
-			end = len(after)
+		seg := after
+		if end >= 0 {
+			seg = after[:end]
+			i = len(b) - len(after) + end
+		} else {
+			i = -1
 		}
-		if k := bytes.Index(after[:end], []byte(`"t":`)); k >= 0 {
-			v := after[k+4 : end]
-			n := 0
-			for n < len(v) && (v[n] >= '0' && v[n] <= '9' || v[n] == '-') {
-				n++
+		if k := bytes.Index(seg, []byte(`,"properties":{`)); k >= 0 {
+			t, ok := topLevel(seg[k+len(`,"properties":`):], "t")
+			if !ok || len(bytes.Trim(t, "-0123456789")) > 0 {
+				cl.mirrorJSON(b) // (a "t" that is not a number)
+				return
 			}
-			c.t = string(v[:n])
+			c.t = t
 		}
 		out = append(out, c)
-		rest = after
 	}
 	cl.wmuMirror.Lock()
 	defer cl.wmuMirror.Unlock()
 	for _, c := range out {
-		switch {
-		case c.typ == "remove":
-			delete(cl.world, c.id)
-		case c.t != "":
-			cl.world[c.id] = c.t
-		default:
-			if _, ok := cl.world[c.id]; !ok {
-				cl.world[c.id] = ""
+		switch cur, ok := cl.world[string(c.id)]; {
+		case c.remove:
+			delete(cl.world, string(c.id))
+		case len(c.t) > 0:
+			if !ok || cur != string(c.t) {
+				cl.world[string(c.id)] = string(c.t)
 			}
+		case !ok:
+			cl.world[string(c.id)] = ""
 		}
 	}
+	clear(out)
+	cl.scanned = out[:0]
+}
+
+// topLevel returns the value of key in the JSON object at the start of
+// obj (which holds no escaped string), nil if it has none; ok is false if
+// obj is not an object as the node encodes one.
+func topLevel(obj []byte, key string) (v []byte, ok bool) {
+	if len(obj) == 0 || obj[0] != '{' {
+		return nil, false
+	}
+	i := 1
+	for i < len(obj) {
+		switch obj[i] {
+		case '}':
+			return nil, true
+		case ',':
+			i++
+		}
+		if i >= len(obj) || obj[i] != '"' {
+			return nil, false
+		}
+		j := bytes.IndexByte(obj[i+1:], '"')
+		if j < 0 || i+j+2 >= len(obj) || obj[i+j+2] != ':' {
+			return nil, false
+		}
+		k := obj[i+1 : i+1+j]
+		start := i + j + 3
+		end := skipValue(obj, start)
+		if end < 0 {
+			return nil, false
+		}
+		if string(k) == key {
+			return obj[start:end], true
+		}
+		i = end
+	}
+	return nil, false
+}
+
+// skipValue returns where the JSON value at obj[i] ends (no escaped
+// strings), or -1.
+func skipValue(obj []byte, i int) int {
+	if i >= len(obj) {
+		return -1
+	}
+	switch obj[i] {
+	case '"':
+		j := bytes.IndexByte(obj[i+1:], '"')
+		if j < 0 {
+			return -1
+		}
+		return i + j + 2
+	case '{', '[':
+		depth := 0
+		for ; i < len(obj); i++ {
+			switch obj[i] {
+			case '"':
+				j := bytes.IndexByte(obj[i+1:], '"')
+				if j < 0 {
+					return -1
+				}
+				i += j + 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return -1
+	}
+	for ; i < len(obj); i++ { // a number, true, false or null
+		if obj[i] == ',' || obj[i] == '}' || obj[i] == ']' {
+			return i
+		}
+	}
+	return -1
+}
+
+// scanned is a change as mirror reads it: slices of the message.
+type scanned struct {
+	id, t  []byte
+	remove bool
 }
 
 // mirrorJSON is mirror by decoding.
