@@ -35,6 +35,10 @@ type report struct {
 	Delivered      int64   `json:"delivered"`
 	DeliveredPerS  float64 `json:"delivered_per_second"`
 	LatencySamples int     `json:"latency_samples"`
+	// Repeats are the records observers got of a value they already had
+	// (under priority a near client is sent, now and then, an object's
+	// whole pending state again): not changes, so not in the latencies.
+	Repeats int64 `json:"repeats"`
 	P50ms          float64 `json:"p50_ms"`
 	P95ms          float64 `json:"p95_ms"`
 	P99ms          float64 `json:"p99_ms"`
@@ -208,6 +212,7 @@ type stats struct {
 	firstError  atomic.Value // string
 	reconnects  atomic.Int64
 	dialRetries atomic.Int64
+	repeats     atomic.Int64
 	firstDial   atomic.Value // string
 	mu          sync.Mutex
 	latencies   []time.Duration
@@ -415,7 +420,7 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 		closeAll()
 		p := st.percentiles(&st.latencies)
 		r := report{Clients: n, Seconds: secs, Sent: st.sent.Load(), Delivered: st.delivered.Load(),
-			DeliveredPerS: float64(st.delivered.Load()) / secs, LatencySamples: p.samples,
+			DeliveredPerS: float64(st.delivered.Load()) / secs, LatencySamples: p.samples, Repeats: st.repeats.Load(),
 			P50ms: p.p50, P95ms: p.p95, P99ms: p.p99, MaxMs: p.max, BytesPerS: float64(st.bytes.Load()) / secs,
 			Errors: st.errors.Load(), Reconnects: st.reconnects.Load(), FirstError: firstError(&st),
 			DialRetries: st.dialRetries.Load(), FirstDialError: loadString(&st.firstDial), Checked: checked, Inconsistent: inconsistent}
@@ -741,7 +746,13 @@ func (cl *client) observe(b []byte) {
 			if cl.lastT == nil {
 				cl.lastT = map[string]int64{}
 			}
-			if prev := cl.lastT[c.ID]; prev > 0 {
+			prev := cl.lastT[c.ID]
+			if c.Properties.T <= prev {
+				// A value it had (each object's t grows): not a change.
+				cl.st.repeats.Add(1)
+				continue
+			}
+			if prev > 0 {
 				stale = time.Duration(now - prev)
 			}
 			cl.lastT[c.ID] = c.Properties.T
@@ -1059,7 +1070,7 @@ func printTable(r report) {
 	fmt.Fprintf(w, "updates sent\t%.0f /s\n", float64(r.Sent)/r.Seconds)
 	fmt.Fprintf(w, "records delivered\t%.0f /s\n", r.DeliveredPerS)
 	fmt.Fprintf(w, "bytes delivered\t%.0f /s\n", r.BytesPerS)
-	fmt.Fprintf(w, "latency p50 / p95 / p99 / max\t%.1f / %.1f / %.1f / %.1f ms (%d samples)\n", r.P50ms, r.P95ms, r.P99ms, r.MaxMs, r.LatencySamples)
+	fmt.Fprintf(w, "latency p50 / p95 / p99 / max\t%.1f / %.1f / %.1f / %.1f ms (%d samples, %d repeats)\n", r.P50ms, r.P95ms, r.P99ms, r.MaxMs, r.LatencySamples, r.Repeats)
 	if r.NearP99ms > 0 || r.FarP99ms > 0 {
 		fmt.Fprintf(w, "near p99; far p99 / max\t%.1f ms; %.1f / %.1f ms\n", r.NearP99ms, r.FarP99ms, r.FarMaxMs)
 		fmt.Fprintf(w, "far staleness p99 / max\t%.1f / %.1f ms\n", r.FarStaleP99ms, r.FarStaleMaxMs)
