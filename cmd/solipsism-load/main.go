@@ -38,13 +38,13 @@ type report struct {
 	// Repeats are the records observers got of a value they already had
 	// (under priority a near client is sent, now and then, an object's
 	// whole pending state again): not changes, so not in the latencies.
-	Repeats int64 `json:"repeats"`
-	P50ms          float64 `json:"p50_ms"`
-	P95ms          float64 `json:"p95_ms"`
-	P99ms          float64 `json:"p99_ms"`
-	MaxMs          float64 `json:"max_ms"`
-	BytesPerS      float64 `json:"bytes_per_second"`
-	Errors         int64   `json:"errors"`
+	Repeats   int64   `json:"repeats"`
+	P50ms     float64 `json:"p50_ms"`
+	P95ms     float64 `json:"p95_ms"`
+	P99ms     float64 `json:"p99_ms"`
+	MaxMs     float64 `json:"max_ms"`
+	BytesPerS float64 `json:"bytes_per_second"`
+	Errors    int64   `json:"errors"`
 	// Reconnects counts connections the node closed (a client starved of
 	// CPU misses its keepalive) that the client replaced.
 	Reconnects int64 `json:"reconnects"`
