@@ -29,6 +29,22 @@ func worldIDs(c *client.Client) []string {
 	return out
 }
 
+// holdsExactly reports whether viewer holds the objects want and no
+// other, each at the node's values.
+func holdsExactly(viewer *client.Client, n *relay.Node, want []string) bool {
+	if !sameSet(worldIDs(viewer), want...) {
+		return false
+	}
+	for _, id := range want {
+		o, _ := viewer.World().Get(id)
+		w, _ := n.World().Get(id)
+		if !o.Properties.Equal(w.Properties) {
+			return false
+		}
+	}
+	return true
+}
+
 func ignored(c *client.Client) uint64 {
 	var n uint64
 	for _, l := range c.Node().Links() {
@@ -467,20 +483,7 @@ func TestRegionMovesWhileObjectsMove(t *testing.T) {
 			want = append(want, id)
 		}
 	}
-	sort.Strings(want)
-	same := func() bool {
-		if !sameSet(worldIDs(viewer), want...) {
-			return false
-		}
-		for _, id := range want {
-			o, _ := viewer.World().Get(id)
-			w, _ := n.World().Get(id)
-			if !o.Properties.Equal(w.Properties) {
-				return false
-			}
-		}
-		return true
-	}
+	same := func() bool { return holdsExactly(viewer, n, want) }
 	if !await(10*time.Second, same) {
 		t.Fatalf("the viewer sees %v, want %v at the node's values", worldIDs(viewer), want)
 	}

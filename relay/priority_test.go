@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -329,21 +328,7 @@ func TestScheduledCrowdConverges(t *testing.T) {
 				want = append(want, id)
 			}
 		}
-		sort.Strings(want)
-		same := func() bool {
-			if !sameSet(worldIDs(v), want...) {
-				return false
-			}
-			for _, id := range want {
-				o, _ := v.World().Get(id)
-				w, _ := n.World().Get(id)
-				if !o.Properties.Equal(w.Properties) {
-					return false
-				}
-			}
-			return true
-		}
-		if !await(15*time.Second, same) {
+		if !await(15*time.Second, func() bool { return holdsExactly(v, n, want) }) {
 			t.Fatalf("viewer %d (region %v) sees %d objects, want %d at the node's values:\n got %v\nwant %v", i, regions[i], len(worldIDs(v)), len(want), worldIDs(v), want)
 		}
 		if k := ignored(v); k != 0 {
