@@ -19,8 +19,8 @@
 // report their own latency and consistency.
 //
 // --scenario presets the flags for a crowd in one area, clients spread over
-// a big world, rooms, or a mesh (several --url, each node a contiguous part
-// of the clients). --near splits the observers' latency into near and far
+// a big world, rooms, or a mesh (several --url, each node a block of the
+// grid, as near square as their number allows). --near splits the observers' latency into near and far
 // objects, with how stale the far ones get. Every second of the measured
 // window it samples the latency, the bytes per client and the nodes' CPU,
 // RSS and repairs (their /metrics); --html writes all of it as a

@@ -103,7 +103,7 @@ type report struct {
 }
 
 func main() {
-	url := flag.String("url", "ws://127.0.0.1:8080/ws", "node WebSocket URL; several, comma-separated (mesh members, proxies), spread the clients over them in contiguous blocks (rows of the --interest grid: each node serves a part of the world)")
+	url := flag.String("url", "ws://127.0.0.1:8080/ws", "node WebSocket URL; several, comma-separated (mesh members, proxies), spread the clients over them in blocks of the --interest grid, as near square as their number allows (4 as 2 × 2): each node serves a part of the world")
 	clients := flag.Int("clients", 200, "number of clients")
 	rate := flag.Float64("rate", 20, "updates per second per client; 0 makes pure observers that own nothing")
 	warmup := flag.Duration("warmup", 2*time.Second, "time before measuring")
@@ -304,9 +304,9 @@ func run(ctx context.Context, cfg *config, n int, rate float64, warmup, duration
 	cfg.side = side
 	for i := 0; i < n; i++ {
 		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-		// Contiguous blocks (rows of the grid): each node serves a part of
-		// the world, as a deployment sharded by region does.
-		curl := cfg.urls[i*len(cfg.urls)/n]
+		// Contiguous blocks of the grid: each node serves a part of the
+		// world, as a deployment sharded by region does.
+		curl := cfg.urls[blockOf(i, n, side, len(cfg.urls))]
 		c, _, err := websocket.Dial(dctx, curl, cfg.dialOpts)
 		dcancel()
 		if err != nil {
@@ -1192,4 +1192,28 @@ func profileCPU(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// blockOf returns which of parts nodes serves client i of n on a grid
+// side wide (row i/side, column i%side): the grid is cut into parts
+// blocks, as near square as the number allows (4 as 2 × 2, 6 as 3 rows ×
+// 2 columns, a prime as rows), so that each node's part has the least
+// border with the others' for its size: what crosses between nodes is
+// what clients see across those borders.
+func blockOf(i, n, side, parts int) int {
+	across := 1 // blocks across the columns; parts/across down the rows
+	for a := 1; a*a <= parts; a++ {
+		if parts%a == 0 {
+			across = a
+		}
+	}
+	down := parts / across
+	rows := (n + side - 1) / side
+	if rows < 2*down || side < across {
+		// Too few rows for every block to hold one whole: contiguous
+		// runs of clients, rows of the grid.
+		return i * parts / n
+	}
+	row, col := i/side, i%side
+	return (row*down/rows)*across + col*across/side
 }

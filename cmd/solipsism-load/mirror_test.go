@@ -92,3 +92,44 @@ func FuzzMirror(f *testing.F) {
 		}
 	})
 }
+
+// TestBlockOf: clients are dealt to nodes in contiguous blocks of the
+// grid, as near square as the number of nodes allows, none empty and
+// none more than its share of rows by its share of columns.
+func TestBlockOf(t *testing.T) {
+	for _, tc := range []struct {
+		n, side, parts int
+		down, across   int
+	}{
+		{600, 25, 1, 1, 1}, {600, 25, 2, 2, 1}, {600, 25, 4, 2, 2}, {600, 25, 6, 3, 2},
+		{1000, 32, 4, 2, 2}, {1000, 32, 3, 3, 1}, {100, 10, 9, 3, 3}, {7, 3, 4, 0, 0},
+	} {
+		count := make([]int, tc.parts)
+		rows := (tc.n + tc.side - 1) / tc.side
+		for i := range tc.n {
+			b := blockOf(i, tc.n, tc.side, tc.parts)
+			if b < 0 || b >= tc.parts {
+				t.Fatalf("%+v: client %d in block %d", tc, i, b)
+			}
+			count[b]++
+			// Its block is where its row and column fall (down 0: too
+			// few rows for blocks, runs of clients).
+			want := i * tc.parts / tc.n
+			if tc.down > 0 {
+				want = (i/tc.side*tc.down/rows)*tc.across + (i%tc.side)*tc.across/tc.side
+			}
+			if b != want {
+				t.Fatalf("%+v: client %d in block %d, want %d", tc, i, b, want)
+			}
+		}
+		most := (tc.n + tc.parts - 1) / tc.parts
+		if tc.down > 0 {
+			most = ((rows + tc.down - 1) / tc.down) * ((tc.side + tc.across - 1) / tc.across)
+		}
+		for b, c := range count {
+			if c == 0 || c > most {
+				t.Errorf("%+v: block %d serves %d clients of %d (at most %d)", tc, b, c, tc.n, most)
+			}
+		}
+	}
+}

@@ -19,7 +19,7 @@ var scenarios = map[string]struct {
 		map[string]string{"rate": "5", "spacing": "10", "interest": "25", "move": "2", "near": "15"}},
 	"rooms": {"clients in 20 rooms, each seeing its room, at 5 Hz",
 		map[string]string{"rate": "5", "rooms": "20"}},
-	"mesh": {"spread, over several nodes (--url a,b,...): each serves a contiguous part of the clients (rows of the grid)",
+	"mesh": {"spread, over several nodes (--url a,b,...): each serves a block of the grid, as near square as their number allows",
 		map[string]string{"rate": "5", "spacing": "10", "interest": "25", "move": "2", "near": "15"}},
 }
 
