@@ -258,3 +258,68 @@ func TestColumnsAround(t *testing.T) {
 		}
 	}
 }
+
+// TestCoarsen: more boxes than allowed become at most that many, which
+// hold every point of every box: clients' regions on a grid (the union a
+// proxy or mesh member announces), scattered ones, huge ones, few allowed.
+func TestCoarsen(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	around := func(x, z, r float64) peer.Box {
+		return peer.Box{Min: [3]float64{x - r, -r, z - r}, Max: [3]float64{x + r, r, z + r}}
+	}
+	for round := range 200 {
+		var boxes []peer.Box
+		switch round % 4 {
+		case 0: // a block of the spread scenario: 12 × 12 clients 10 apart, seeing 25 around
+			for i := range 144 {
+				boxes = append(boxes, around(float64(i%12)*10+float64(round), float64(i/12)*10, 25))
+			}
+		case 1: // scattered
+			for range 65 + rng.IntN(200) {
+				boxes = append(boxes, around((rng.Float64()-0.5)*5000, (rng.Float64()-0.5)*5000, 1+rng.Float64()*50))
+			}
+		case 2: // a crowd's huge boxes and small ones
+			for i := range 100 {
+				r := 10000.0
+				if i%2 == 0 {
+					r = 3
+				}
+				boxes = append(boxes, around(rng.Float64()*60, rng.Float64()*60, r))
+			}
+		case 3: // two far apart clusters
+			for i := range 130 {
+				boxes = append(boxes, around(float64(i%2)*1e6+rng.Float64()*100, rng.Float64()*100, 20))
+			}
+		}
+		most := []int{1, 4, 64}[rng.IntN(3)]
+		out := interest.Coarsen(boxes, most, 32)
+		if len(out) > most || len(out) == 0 {
+			t.Fatalf("round %d: %d boxes into %d, at most %d wanted", round, len(boxes), len(out), most)
+		}
+		for _, b := range boxes {
+			for range 20 {
+				var p [3]float64
+				for k := range 3 {
+					p[k] = b.Min[k] + rng.Float64()*(b.Max[k]-b.Min[k])
+					if rng.IntN(4) == 0 {
+						p[k] = b.Max[k] // (a face)
+					}
+				}
+				if !interest.Contains(out, p, 0) {
+					t.Fatalf("round %d: %v of box %v is in none of %v", round, p, b, out)
+				}
+			}
+		}
+		if round%4 == 0 && most == 64 {
+			// The block's regions cover 160 × 160 (plus y): one rectangle
+			// of whole columns, at most a column wider each way.
+			if len(out) != 1 || out[0].Max[0]-out[0].Min[0] > 160+64 || out[0].Max[2]-out[0].Min[2] > 160+64 {
+				t.Fatalf("round %d: a block's regions covered by %v", round, out)
+			}
+		}
+	}
+	few := []peer.Box{around(0, 0, 1), around(5, 5, 1)}
+	if got := interest.Coarsen(few, 64, 32); !slices.Equal(got, few) {
+		t.Fatalf("few boxes changed: %v", got)
+	}
+}

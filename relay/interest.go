@@ -172,8 +172,10 @@ func (n *Node) unionInterestLocked() (boxes []peer.Box, has bool) {
 		boxes = append(boxes, ls.region.Boxes...)
 		return true
 	}
-	if !n.hub.downstream(add) || len(boxes) > peer.MaxInterestBoxes {
-		return nil, false // too detailed to announce: everything
+	if !n.hub.downstream(add) {
+		return nil, false
 	}
-	return boxes, true
+	// More regions than one metadata may name: a cover of them, a little
+	// more than they hold rather than the whole world.
+	return interest.Coarsen(boxes, peer.MaxInterestBoxes, n.opts.InterestCell), true
 }

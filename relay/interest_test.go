@@ -495,3 +495,75 @@ func TestRegionMovesWhileObjectsMove(t *testing.T) {
 		t.Fatalf("the viewer got %d records for objects it was never sent", k)
 	}
 }
+
+// TestManyRegionsBehindAProxy: a proxy whose 80 clients hold more regions
+// than one metadata may name announces a cover of them upstream, not
+// everything: of scenery over a 400 × 400 square, it receives only what
+// lies near its clients (the west half), and each client sees exactly
+// what its region holds. Announcing everything, the proxy took the east
+// half too.
+func TestManyRegionsBehindAProxy(t *testing.T) {
+	server, url := startNode(t, relay.Options{Tick: 5 * time.Millisecond})
+	for x := 5; x < 400; x += 10 {
+		for z := 5; z < 400; z += 40 {
+			pos, _ := json.Marshal([]int{x, 0, z})
+			add := gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("tree-%d-%d", x, z), Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": pos})}
+			if _, err := server.Apply([]gameworld.Change{add}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	proxy, purl := startProxy(t, url, relay.Options{Tick: 5 * time.Millisecond})
+	type viewer struct {
+		p    *wiretest.Peer
+		area peer.Box
+	}
+	var viewers []viewer
+	for i := range 80 {
+		// 8 × 10 clients 20 apart over the west half, each seeing 12
+		// around it.
+		x, z := 20+float64(i%8)*20, 10+float64(i/8)*40
+		area := box(x-12, -5, z-12, x+12, 5, z+12)
+		p := wiretest.Dial(t, purl, fmt.Sprintf("client-%08d-manyregs", i), wiretest.Options{Extra: map[string]any{
+			"interest": map[string]any{"min": area.Min, "max": area.Max}}})
+		viewers = append(viewers, viewer{p, area})
+	}
+	inside := func(b peer.Box, id string) bool {
+		var x, z int
+		fmt.Sscanf(id, "tree-%d-%d", &x, &z)
+		return b.Contains([3]float64{float64(x), 0, float64(z)}, 0)
+	}
+	for i, v := range viewers {
+		var want []string
+		for _, o := range server.World().Objects() {
+			if inside(v.area, o.ID) {
+				want = append(want, o.ID)
+			}
+		}
+		v.p.Wait(fmt.Sprintf("viewer %d sees its %d trees", i, len(want)), 10*time.Second, func(objs map[string]wiretest.Object) bool {
+			if len(objs) != len(want) {
+				return false
+			}
+			for _, id := range want {
+				if _, ok := objs[id]; !ok {
+					return false
+				}
+			}
+			return true
+		})
+		v.p.CheckClean()
+	}
+	var east []string
+	for _, o := range proxy.World().Objects() {
+		var x int
+		fmt.Sscanf(o.ID, "tree-%d-", &x)
+		if x > 256 { // beyond the clients' regions (x ≤ 172) and a column of 64 past
+			east = append(east, o.ID)
+		}
+	}
+	if len(east) > 0 {
+		t.Fatalf("the proxy received %d trees of the east half, e.g. %v", len(east), firstFew(east))
+	}
+}
+
+func firstFew(ids []string) []string { return ids[:min(len(ids), 5)] }
