@@ -335,13 +335,23 @@ func TestScheduledCrowdConverges(t *testing.T) {
 			t.Fatalf("viewer %d got %d records for objects it was never sent", i, k)
 		}
 	}
-	old.Wait("the 2016 viewer holds every object", 15*time.Second, func(o map[string]wiretest.Object) bool { return len(o) == len(at) })
-	held := old.Objects()
-	for _, id := range ids {
-		o, _ := n.World().Get(id)
-		if got := string(held[id].Properties["v"]); got != string(o.Properties.Value("v")) {
-			t.Fatalf("the 2016 viewer holds %s at v=%s, the node at %s", id, got, o.Properties.Value("v"))
+	var diff string
+	if !await(15*time.Second, func() bool {
+		held := old.Objects()
+		if len(held) != len(at) {
+			diff = fmt.Sprintf("%d objects, the node %d", len(held), len(at))
+			return false
 		}
+		for _, id := range ids {
+			o, _ := n.World().Get(id)
+			if got := string(held[id].Properties["v"]); got != string(o.Properties.Value("v")) {
+				diff = fmt.Sprintf("%s at v=%s, the node at %s", id, got, o.Properties.Value("v"))
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("the 2016 viewer holds", diff)
 	}
 	old.CheckClean()
 }
