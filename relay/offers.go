@@ -1,9 +1,8 @@
 package relay
 
 import (
-	"slices"
-
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -124,11 +123,21 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 		for _, j := range js {
 			recs = append(recs, f.recs[sub[j]])
 		}
-		logged, unique := len(recs), f.unique
+		logged := len(recs)
 		var later []int // dues of objects that have an entry here
 		vs := r.dueIn[:0]
+		has := func(slot uint32) bool {
+			return slices.ContainsFunc(recs[:logged], func(r *peer.Record) bool { return r.Slot == slot })
+		}
+		if logged*len(dues) > 4096 {
+			slots := make(map[uint32]bool, logged)
+			for _, r := range recs[:logged] {
+				slots[r.Slot] = true
+			}
+			has = func(slot uint32) bool { return slots[slot] }
+		}
 		for k, d := range dues {
-			if slices.ContainsFunc(recs[:logged], func(r *peer.Record) bool { return r.Slot == d.Slot }) {
+			if has(d.Slot) {
 				later = append(later, k)
 				continue
 			}
@@ -153,7 +162,7 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 		if ls.att != nil {
 			ls.att.offer(recs, verdict, fullj)
 		} else {
-			ls.link.Offer(recs, verdict, fullj, unique)
+			ls.link.Offer(recs, verdict, fullj, f.unique)
 		}
 		if len(later) > 0 {
 			// (After the entry: the due holds its change and those the
