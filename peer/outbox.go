@@ -212,11 +212,8 @@ func (l *Link) Offer(recs []*Record, verdict func(i int) Verdict, full func(i in
 	var q *queue
 	// A burst goes through the queue, which sends it a slice at a time
 	// with others' live changes first; a tick of many peers' changes
-	// (spread) is such live changes, and goes as it is, a slice a message
-	// — also while the last tick's is being written (one waits so, at
-	// most: the next coalesces in the queue), for a link of a busy node
-	// is often still writing when the next tick comes.
-	if unique && (len(recs) <= sliceEntries || len(recs) <= maxDirect && spread(recs)) && len(l.outbox) == 0 && !time.Now().Before(l.dueLocked()) {
+	// (spread) is such live changes, and goes as it is, a slice a message.
+	if unique && (len(recs) <= sliceEntries || len(recs) <= maxDirect && spread(recs)) && !l.writing && len(l.outbox) == 0 && !time.Now().Before(l.dueLocked()) {
 		direct = &item{recs: *recsPool.Get().(*[]*Record)}
 	}
 	for i, r := range recs {

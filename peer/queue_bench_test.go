@@ -24,12 +24,12 @@ func BenchmarkQueueTick(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l.Offer(recs, sendAll, nil, true)
-		it := l.outbox[1] // (after the held item)
+		it := l.outbox[0]
 		for it.q.drainSlice(&batch, sliceEntries) {
 			batch.reset()
 		}
 		batch.reset()
-		l.outbox = l.outbox[:1]
+		l.outbox = l.outbox[:0]
 		putQueue(it.q) // as the writer does once the queue is sent
 	}
 }

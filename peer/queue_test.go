@@ -63,14 +63,12 @@ func batchString(b *Batch) string {
 	return strings.ReplaceAll(strings.ReplaceAll(out, `"owner":"w",`, ""), `,"owner":"w"`, "")
 }
 
-// busyLink returns a link whose writer counts as busy, with an item
-// still waiting to be written (held), so that what is offered to it goes
-// through its queue; it is never run.
+// busyLink returns a link whose writer counts as busy, so that what is
+// offered to it goes through its queue; it is never run.
 func busyLink(known ...string) *Link {
 	a, _ := Pipe()
 	l := NewLink(a, newRecorder(), LinkOptions{})
 	l.writing = true
-	l.outbox = []*item{held}
 	for _, id := range known {
 		l.known.add(slotOf(id))
 	}
@@ -79,11 +77,7 @@ func busyLink(known ...string) *Link {
 
 func sendAll(int) Verdict { return Send }
 
-// held stands for an item a busy link's writer has yet to take.
-var held = &item{}
-
-// drainOutbox drains every queue in l's outbox into one batch; the held
-// item stays.
+// drainOutbox drains every queue in l's outbox into one batch.
 func drainOutbox(l *Link) *Batch {
 	var b Batch
 	for _, it := range l.outbox {
@@ -91,7 +85,7 @@ func drainOutbox(l *Link) *Batch {
 			it.q.drain(&b)
 		}
 	}
-	l.outbox = []*item{held}
+	l.outbox = nil
 	return &b
 }
 
@@ -458,28 +452,5 @@ func TestSpreadTickInOrder(t *testing.T) {
 			}
 			next++
 		}
-	}
-}
-
-// A tick's records offered while the last tick's are being written (the
-// writer busy, nothing waiting) wait as they are, not in a queue; the
-// next tick's, offered while those still wait, coalesce in a queue.
-func TestOfferWhileWriting(t *testing.T) {
-	a, _ := Pipe()
-	l := NewLink(a, newRecorder(), LinkOptions{})
-	l.writing = true // (never run: the writer is "busy")
-	l.Offer([]*Record{rec(gameworld.Add, "a"), rec(gameworld.Add, "b")}, sendAll, nil, true)
-	if len(l.outbox) != 1 || l.outbox[0].q != nil || len(l.outbox[0].recs) != 2 {
-		t.Fatalf("first tick: outbox %d items, queue %v", len(l.outbox), len(l.outbox) > 0 && l.outbox[0].q != nil)
-	}
-	l.Offer([]*Record{rec(gameworld.Update, "a", "n", "1"), rec(gameworld.Update, "a", "n", "2")}, sendAll, nil, false)
-	l.Offer([]*Record{rec(gameworld.Update, "b", "n", "3")}, sendAll, nil, true)
-	if len(l.outbox) != 2 || l.outbox[1].q == nil {
-		t.Fatalf("next ticks: outbox %d items, want the first tick's and a queue", len(l.outbox))
-	}
-	var b Batch
-	l.outbox[1].q.drain(&b)
-	if got := batchString(&b); got != `{"type":"update","id":"a","properties":{"n":2}},{"type":"update","id":"b","properties":{"n":3}}` {
-		t.Fatalf("queued %s", got)
 	}
 }
