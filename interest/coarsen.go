@@ -20,8 +20,11 @@ const maxCoarseCells = 1 << 14
 // the mesh, rather than everything: it is sent a little more than its
 // clients see, not the whole world.
 func Coarsen(boxes []peer.Box, most int, cell float64) []peer.Box {
-	if len(boxes) <= most || most < 1 || !(cell > 0) {
+	if len(boxes) <= most || most < 1 {
 		return boxes
+	}
+	if !(cell > 0) {
+		cell = 1
 	}
 	ylo, yhi := math.Inf(1), math.Inf(-1)
 	for _, b := range boxes {

@@ -5,7 +5,9 @@
 // index of objects by cell (Index); what a viewer wants (Wants: boxes and
 // rooms, read from its metadata) and whether it is sent a change (Region's
 // Verdict, with hysteresis), objects' positions and rooms read from their
-// properties (Props).
+// properties (Props); a tick's changes by column, to find what is near a
+// viewer among few (Columns); and a cover of more regions than one
+// metadata may name, in few rectangles (Coarsen).
 //
 // A node (package relay) keeps one Space of its world while some peer has
 // announced a region: the Index of its objects, and the viewers' regions by
@@ -15,6 +17,7 @@
 // regions. Which peers get what stays the node's; this package only
 // answers where things are and who may see them.
 //
-// Concurrency: nothing here is safe for concurrent use; the node guards
-// its Space with its own lock.
+// Concurrency: nothing here is safe for concurrent use while it changes;
+// the node guards its Space with its own lock, and a filled Columns is
+// read by the offers on every core.
 package interest
