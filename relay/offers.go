@@ -124,26 +124,12 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 			recs = append(recs, f.recs[sub[j]])
 		}
 		logged := len(recs)
+		var vs []peer.Verdict
 		var later []int // dues of objects that have an entry here
-		vs := r.dueIn[:0]
-		has := func(slot uint32) bool {
-			return slices.ContainsFunc(recs[:logged], func(r *peer.Record) bool { return r.Slot == slot })
+		if len(dues) > 0 {
+			recs, vs, later = appendDues(recs, dues, dueVs, r.dueIn[:0])
+			r.dueIn = vs
 		}
-		if logged*len(dues) > 4096 {
-			slots := make(map[uint32]bool, logged)
-			for _, r := range recs[:logged] {
-				slots[r.Slot] = true
-			}
-			has = func(slot uint32) bool { return slots[slot] }
-		}
-		for k, d := range dues {
-			if has(d.Slot) {
-				later = append(later, k)
-				continue
-			}
-			recs, vs = append(recs, d), append(vs, dueVs[k])
-		}
-		r.dueIn = vs
 		verdict := func(k int) peer.Verdict {
 			if k >= logged {
 				return vs[k-logged]
@@ -210,4 +196,31 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 	}
 	flush(len(f.log))
 	clear(r.dueRecs)
+}
+
+// appendDues appends to recs, a message's entries of the log, the dues of
+// objects that have no entry there, and their verdicts to vs; it returns
+// the positions in dues of the others, which follow in a message of their
+// own.
+func appendDues(recs, dues []*peer.Record, dueVs, vs []peer.Verdict) ([]*peer.Record, []peer.Verdict, []int) {
+	logged := recs
+	has := func(slot uint32) bool {
+		return slices.ContainsFunc(logged, func(r *peer.Record) bool { return r.Slot == slot })
+	}
+	if len(logged)*len(dues) > 4096 {
+		slots := make(map[uint32]bool, len(logged))
+		for _, r := range logged {
+			slots[r.Slot] = true
+		}
+		has = func(slot uint32) bool { return slots[slot] }
+	}
+	var later []int
+	for k, d := range dues {
+		if has(d.Slot) {
+			later = append(later, k)
+			continue
+		}
+		recs, vs = append(recs, d), append(vs, dueVs[k])
+	}
+	return recs, vs, later
 }

@@ -138,9 +138,8 @@ func (n *Node) wholeNow(rec *peer.Record) *peer.Record {
 	if !ok || o.Slot != rec.Slot {
 		return nil
 	}
-	full := n.newRecord(gameworld.Change{Type: gameworld.Add, ID: o.ID, Owner: o.Owner, Epoch: o.Epoch, Properties: o.Properties,
-		Scopes: o.Scopes.Snapshots()}, o.Slot, rec.Born)
-	full.ObjectScopes = o.Scopes
+	full := wholeRecord(o)
+	full.Born = rec.Born
 	return full
 }
 
@@ -252,11 +251,12 @@ func (n *Node) offerPendingLocked(ls *linkState, owner string) {
 	if n.fan.sched == nil {
 		return
 	}
-	var out []*priority.Owed
+	var recs []*peer.Record
+	var vs []peer.Verdict
 	n.fan.sched.Pending(owner, func(rec *peer.Record, spot interest.Spot) {
 		if v := n.pendingVerdict(ls, &spot, n.ownerInfo(rec.Owner)); v == peer.Send || v == peer.Keep {
-			out = append(out, &priority.Owed{Rec: rec, Verdict: v})
+			recs, vs = append(recs, rec), append(vs, v)
 		}
 	})
-	n.offerOwedLocked(ls, out)
+	n.offerRecordsLocked(ls, recs, func(i int) peer.Verdict { return vs[i] })
 }
