@@ -24,8 +24,8 @@ type Space[V comparable] struct {
 	links    map[Cell]*roster[V]
 	wide     roster[V]
 	regioned roster[V]
-	// boxed are the regions with boxes (in links or wide); roomOnly those
-	// of rooms alone, also listed by room in roomLinks.
+	// boxed are the regions with boxes listed by cell (not wide);
+	// roomOnly those of rooms alone, also listed by room in roomLinks.
 	boxed     roster[V]
 	roomOnly  roster[V]
 	roomLinks map[string]*roster[V]
@@ -96,11 +96,12 @@ func (s *Space[V]) Register(v V, r *Region) {
 		}
 		return
 	}
-	s.boxed.add(v)
 	cells, ok := s.Grid.Cover(r.Boxes, s.Margin)
 	r.cells, r.wide = cells, !ok
 	if !ok {
 		s.wide.add(v)
+	} else {
+		s.boxed.add(v)
 	}
 	for _, c := range cells {
 		rosterOf(s.links, c).add(v)
@@ -135,8 +136,10 @@ func (s *Space[V]) Unregister(v V, r *Region) {
 // Visit calls visit with every viewer that must consider a change of an
 // object (not a remove: every viewer with a region considers those) that
 // was at old and is at now: those whose regions cover its cell before or
-// after, those of its rooms, every boxed one if it has no position, the
-// wide ones. A viewer may be visited more than once.
+// after, those of its rooms, every boxed one if it has no position. The
+// wide ones (Wide) are not visited: every change concerns them, so their
+// caller need not be told so once per change and viewer. A viewer may be
+// visited more than once.
 func (s *Space[V]) Visit(old, now Place, visit func(V)) {
 	if len(s.roomOnly.items) > 0 {
 		s.visitRooms(old, now, visit)
@@ -157,10 +160,11 @@ func (s *Space[V]) Visit(old, now Place, visit func(V)) {
 			visit(v)
 		}
 	}
-	for _, v := range s.wide.items {
-		visit(v)
-	}
 }
+
+// Wide returns the viewers whose regions have boxes too wide to list by
+// cell: Visit leaves them out, as every change concerns them.
+func (s *Space[V]) Wide() []V { return s.wide.items }
 
 // visitRooms visits each region of rooms alone that may see an object that
 // was at old and is at now.

@@ -86,8 +86,9 @@ func TestWants(t *testing.T) {
 }
 
 // The viewers a change visits: those whose cells it leaves or enters, those
-// of its rooms, every boxed one when it has no position, and the wide ones;
-// never one whose cells and rooms it does not touch.
+// of its rooms, every boxed one when it has no position; never one whose
+// cells and rooms it does not touch, nor a wide one (Wide lists those:
+// every change concerns them).
 func TestSpaceVisits(t *testing.T) {
 	s := interest.Space[string]{Props: interest.Props{Position: "position", Room: "room"}, Grid: interest.Grid{Size: 10}, Margin: 1}
 	s.Activate(func(func(uint32, string, gameworld.Properties) bool) {})
@@ -107,6 +108,9 @@ func TestSpaceVisits(t *testing.T) {
 	if got := len(s.Regioned()); got != 4 {
 		t.Fatalf("%d regioned, want 4 (an idle region is not indexed)", got)
 	}
+	if got := s.Wide(); !slices.Equal(got, []string{"huge"}) {
+		t.Fatalf("Wide() = %v, want the huge region alone (rooms alone are visited by room)", got)
+	}
 	visits := func(slot uint32, kv ...string) []string {
 		old, now, _ := s.Place(slot, "o", props(t, kv...))
 		var got []string
@@ -124,14 +128,14 @@ func TestSpaceVisits(t *testing.T) {
 		want []string
 	}{
 		// (An object of no room is in every room: the hall sees it.)
-		{"appears west", []string{"position", "[1,1,1]"}, []string{"hall", "huge", "west"}},
-		{"moves east", []string{"position", "[101,1,1]"}, []string{"east", "hall", "huge", "west"}},
-		{"stays east", []string{"position", "[102,1,1]"}, []string{"east", "hall", "huge"}},
-		{"loses its position", []string{"color", `"red"`}, []string{"east", "hall", "huge", "west"}},
-		{"enters the hall", []string{"room", `"hall"`}, []string{"east", "hall", "huge", "west"}},
-		{"in the hall, placed", []string{"room", `"hall"`, "position", "[500,500,500]"}, []string{"east", "hall", "huge", "west"}},
-		{"cellar, far", []string{"room", `"cellar"`, "position", "[500,500,500]"}, []string{"hall", "huge"}},
-		{"cellar, still", []string{"room", `"cellar"`, "position", "[501,500,500]"}, []string{"huge"}},
+		{"appears west", []string{"position", "[1,1,1]"}, []string{"hall", "west"}},
+		{"moves east", []string{"position", "[101,1,1]"}, []string{"east", "hall", "west"}},
+		{"stays east", []string{"position", "[102,1,1]"}, []string{"east", "hall"}},
+		{"loses its position", []string{"color", `"red"`}, []string{"east", "hall", "west"}},
+		{"enters the hall", []string{"room", `"hall"`}, []string{"east", "hall", "west"}},
+		{"in the hall, placed", []string{"room", `"hall"`, "position", "[500,500,500]"}, []string{"east", "hall", "west"}},
+		{"cellar, far", []string{"room", `"cellar"`, "position", "[500,500,500]"}, []string{"hall"}},
+		{"cellar, still", []string{"room", `"cellar"`, "position", "[501,500,500]"}, nil},
 	} {
 		if got := visits(7, tc.kv...); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: visits %v, want %v", tc.name, got, tc.want)
@@ -177,7 +181,8 @@ func TestSpaceLingers(t *testing.T) {
 
 // A crowd whose regions overlap: viewers leave in any order (each taking
 // the last one's place in the lists it was in), and every change visits
-// exactly those still there, rooms and wide regions included.
+// exactly those still there, rooms included, and Wide lists the wide ones
+// still there.
 func TestSpaceCrowdLeaves(t *testing.T) {
 	s := interest.Space[int]{Props: interest.Props{Position: "position", Room: "room"}, Grid: interest.Grid{Size: 10}}
 	s.Activate(func(func(uint32, string, gameworld.Properties) bool) {})
@@ -205,6 +210,12 @@ func TestSpaceCrowdLeaves(t *testing.T) {
 		old, now, _ := s.Place(1, "o", props(t, "position", fmt.Sprintf("[%d,1,1]", 1+k%2*10), "room", `"hall"`))
 		got := map[int]bool{}
 		s.Visit(old, now, func(v int) { got[v] = true })
+		for _, v := range s.Wide() {
+			if got[v] {
+				t.Fatalf("after %d left: wide viewer %d visited", k+1, v)
+			}
+			got[v] = true
+		}
 		for v := range 60 {
 			if got[v] == left[v] {
 				t.Fatalf("after %d left: viewer %d visited %v, want %v", k+1, v, got[v], !left[v])

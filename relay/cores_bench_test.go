@@ -33,7 +33,9 @@ import (
 // with 50, 1.8 M, the load was below what one core delivers, and no second
 // core could show in the figure); interest, 300 clients of 50
 // objects on a 20 × 15 grid, 10 apart, each seeing those within 15 (its 8
-// neighbours'); priority, the same with priority by distance.
+// neighbours'); priority, the same with priority by distance; crowd, 1,000
+// clients of one object 2 apart in one area, each seeing all, updating at
+// 5 Hz, with priority (near 5, 5 bands) as solipsism-load's crowd scenario.
 func BenchmarkCores(b *testing.B) {
 	const window = 3 * time.Second
 	for _, tc := range []struct {
@@ -42,11 +44,13 @@ func BenchmarkCores(b *testing.B) {
 		meta          func(i int) map[string]any // extra metadata of client i
 		props         func(i int) map[string]any // its object's properties
 		near          float64                    // Options.Priority.Near
+		bands         int                        // Options.Priority.Bands
+		every         time.Duration              // between updates; 50 ms if zero
 	}{
-		{"all-see-all", 300, 10, nil, nil, 0},
+		{"all-see-all", 300, 10, nil, nil, 0, 0, 0},
 		{"rooms", 200, 150,
 			func(i int) map[string]any { return map[string]any{"rooms": []string{fmt.Sprintf("room-%d", i%20)}} },
-			func(i int) map[string]any { return map[string]any{"room": fmt.Sprintf("room-%d", i%20)} }, 0},
+			func(i int) map[string]any { return map[string]any{"room": fmt.Sprintf("room-%d", i%20)} }, 0, 0, 0},
 		{"interest", 300, 50,
 			func(i int) map[string]any {
 				x, z := float64(i%20)*10, float64(i/20)*10
@@ -54,7 +58,7 @@ func BenchmarkCores(b *testing.B) {
 			},
 			func(i int) map[string]any {
 				return map[string]any{"position": []float64{float64(i%20) * 10, 0, float64(i/20) * 10}}
-			}, 0},
+			}, 0, 0, 0},
 		// interest, with priority by distance (nearer than 5: every tick).
 		{"priority", 300, 50,
 			func(i int) map[string]any {
@@ -63,11 +67,19 @@ func BenchmarkCores(b *testing.B) {
 			},
 			func(i int) map[string]any {
 				return map[string]any{"position": []float64{float64(i%20) * 10, 0, float64(i/20) * 10}}
-			}, 5},
+			}, 5, 0, 0},
+		{"crowd", 1000, 1,
+			func(i int) map[string]any {
+				x, z := float64(i%32)*2, float64(i/32)*2 // (reaching 10,000 away, as the tool's)
+				return map[string]any{"interest": map[string]any{"min": []float64{x - 1e4, -1e4, z - 1e4}, "max": []float64{x + 1e4, 1e4, z + 1e4}}}
+			},
+			func(i int) map[string]any {
+				return map[string]any{"position": []float64{float64(i%32) * 2, 0, float64(i/32) * 2}}
+			}, 5, 5, 200 * time.Millisecond},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			n, err := relay.New(relay.Options{Tick: 50 * time.Millisecond, Quotas: relay.Quotas{MessagesPerSecond: -1, RecordsPerSecond: -1}, DigestInterval: -1,
-				Priority: relay.PriorityOptions{Near: tc.near}})
+				Priority: relay.PriorityOptions{Near: tc.near, Bands: tc.bands}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -92,7 +104,11 @@ func BenchmarkCores(b *testing.B) {
 			}
 			// Everyone's first objects delivered before the count starts.
 			time.Sleep(time.Second)
-			stop := updateAll(clients, 50*time.Millisecond)
+			every := tc.every
+			if every == 0 {
+				every = 50 * time.Millisecond
+			}
+			stop := updateAll(clients, every)
 			perSecond := measureDelivered(b, &delivered, window)
 			stop()
 			b.ReportMetric(perSecond, "records/s")

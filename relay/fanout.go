@@ -42,6 +42,8 @@ type logEntry struct {
 type fanout struct {
 	log  []logEntry
 	recs []*peer.Record // log[i].rec, as Offer takes them
+	// every lists the log's positions, for the wide regions (indexLog).
+	every []int
 	// bySlot indexes the log's entries by slot, to coalesce a moving
 	// object's updates within a tick.
 	bySlot map[uint32]int

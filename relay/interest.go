@@ -114,7 +114,7 @@ func (n *Node) regionVerdictOf(ls *linkState, e *logEntry, v peer.Verdict) peer.
 // indexLog places the log's objects in the index and lists, for every
 // link with a region, the entries it must consider: those in cells its
 // region covers, before or after the change, those without a position,
-// and every remove. n.mu must be held.
+// and every remove; for a wide region, every entry. n.mu must be held.
 func (n *Node) indexLog() {
 	sp := &n.sp
 	if !sp.Active() {
@@ -157,6 +157,18 @@ func (n *Node) indexLog() {
 			continue
 		}
 		sp.Visit(old, now, visitCur)
+	}
+	if wide := sp.Wide(); len(wide) > 0 {
+		// Every entry concerns a wide region: a copy of the whole log's
+		// positions, rather than a visit of each entry for each of them
+		// (a crowd whose regions hold everyone is a thousand of them).
+		f.every = f.every[:0]
+		for i := range f.log {
+			f.every = append(f.every, i)
+		}
+		for _, ls := range wide {
+			ls.region.sub = append(ls.region.sub[:0], f.every...)
+		}
 	}
 }
 
