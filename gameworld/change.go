@@ -82,6 +82,9 @@ type Change struct {
 	// zero Epoch asks for the next one. It is not sent on the wire: a
 	// node sets it on what its upstream and mesh members send.
 	Stated bool
+	// prep is what World.Prepare worked out for this change ahead of
+	// Apply, if anything.
+	prep *prepared
 }
 
 // Beats reports whether a claim (epoch, owner) to an object wins over the

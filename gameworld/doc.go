@@ -13,6 +13,11 @@
 // the object's own version, so that views of the world (bridges, inspectors)
 // can track what changed instead of comparing whole documents.
 //
+// Working out what an update changes reads only its object: World.Prepare
+// does it ahead of Apply, without blocking it, for a caller that holds a
+// lock of its own around Apply (a relay node's); Apply takes what was
+// prepared while the object is still at that version.
+//
 // Properties are not a Go map but one immutable string per object (see
 // Properties): a world holds many small objects, and a map of three
 // properties alone takes about 400 bytes, where the whole object (its

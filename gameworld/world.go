@@ -1,9 +1,10 @@
 package gameworld
 
 import (
-	"bytes"
 	"container/heap"
 	"errors"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -84,7 +85,9 @@ type World struct {
 	rev    uint64
 	objs   map[string]*Object
 	subs   map[int]func(Applied)
-	nextID int
+	// subList is subs in the order they came; replaced, never changed.
+	subList []func(Applied)
+	nextID  int
 	// free holds the slots of removed objects, for reuse lowest first (a
 	// min-heap): after a flood of objects leaves, new objects take low
 	// slots again, and what links index by slot stays small.
@@ -330,11 +333,23 @@ func (w *World) Subscribe(fn func(Applied)) (cancel func()) {
 	id := w.nextID
 	w.nextID++
 	w.subs[id] = fn
+	w.listSubsLocked()
 	w.mu.Unlock()
 	return func() {
 		w.mu.Lock()
 		delete(w.subs, id)
+		w.listSubsLocked()
 		w.mu.Unlock()
+	}
+}
+
+// listSubsLocked lists the subscribers afresh, in the order they came, for
+// Apply to read without copying. w.mu must be held.
+func (w *World) listSubsLocked() {
+	ids := slices.Sorted(maps.Keys(w.subs))
+	w.subList = make([]func(Applied), 0, len(ids))
+	for _, id := range ids {
+		w.subList = append(w.subList, w.subs[id])
 	}
 }
 
@@ -342,11 +357,18 @@ func (w *World) Subscribe(fn func(Applied)) (cancel func()) {
 // about every change first. Changes to unknown ids and refused changes are
 // reported in Applied.Refused and change nothing.
 func (w *World) Apply(changes []Change, auth Authorizer) Applied {
+	return w.ApplyInto(nil, changes, auth)
+}
+
+// ApplyInto is Apply, the records made in recs's memory: a caller that
+// holds a lock of its own around Apply may allocate them before it (the
+// records of a batch take at most one each of its changes).
+func (w *World) ApplyInto(recs []Record, changes []Change, auth Authorizer) Applied {
 	w.emitMu.Lock()
 	defer w.emitMu.Unlock()
 
 	w.mu.Lock()
-	var res Applied
+	res := Applied{Records: recs[:0]}
 	now := w.now()
 	// pos maps an id to its record in res.Records, for coalescing.
 	var pos map[string]int
@@ -393,11 +415,8 @@ func (w *World) Apply(changes []Change, auth Authorizer) Applied {
 		res.Records = compact(res.Records)
 	}
 	var subs []func(Applied)
-	if len(res.Records) > 0 && len(w.subs) > 0 {
-		subs = make([]func(Applied), 0, len(w.subs))
-		for _, fn := range w.subs {
-			subs = append(subs, fn)
-		}
+	if len(res.Records) > 0 {
+		subs = w.subList // (never changed in place: Subscribe makes another)
 	}
 	w.mu.Unlock()
 	for _, fn := range subs {
@@ -421,7 +440,7 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 				return w.applyOne(c, o, now)
 			}
 			// An add of an existing id is an update; the owner never changes.
-			return w.update(o, c.Properties, c.Scopes, now), true
+			return w.update(o, c, now), true
 		}
 		w.rev++
 		props := c.Properties
@@ -487,7 +506,7 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 		if o == nil {
 			return Record{}, false
 		}
-		return w.update(o, c.Properties, c.Scopes, now), true
+		return w.update(o, c, now), true
 	case Remove:
 		if o == nil {
 			return Record{}, false
@@ -524,55 +543,32 @@ func (w *World) applyOne(c Change, o *Object, now time.Time) (rec Record, ok boo
 	return Record{}, false
 }
 
-// update merges props into o, keeping only values that differ, and
-// applies scope changes.
-func (w *World) update(o *Object, props Properties, scopes map[string]scope.Delta, now time.Time) Record {
+// update merges c's properties into o, keeping only values that differ,
+// and applies c's scope changes.
+func (w *World) update(o *Object, c Change, now time.Time) Record {
+	scopes := c.Scopes
 	if len(scopes) > 0 && o.Scopes == nil {
 		o.Scopes = &Scopes{}
 	}
 	scopes = w.applyScopes(o, scopes)
-	delta, same := props, 0
-	for k, v := range props.All() {
-		if old, ok := o.Properties.Get(k); ok && bytes.Equal(old, v) {
-			same++
-		}
+	d := c.prep
+	if !c.PreparedFor(o) {
+		d = diff(o, c.Properties)
 	}
-	if same > 0 {
-		var b PropertiesBuilder
-		for k, v := range props.All() {
-			if old, ok := o.Properties.Get(k); !ok || !bytes.Equal(old, v) {
-				b.Add(k, v)
-			}
-		}
-		delta = Properties{}
-		if b.Len() > 0 {
-			delta = b.Build()
-		}
-	}
-	if !delta.Empty() {
-		var grown int64
-		for k, v := range delta.All() {
-			if old, ok := o.Properties.Get(k); ok {
-				grown -= int64(len(k) + len(old))
-				o.props -= PropertyHash(k, old)
-			}
-			grown += int64(len(k) + len(v))
-			o.props += PropertyHash(k, v)
-		}
-		w.size.Add(grown)
-	}
-	if delta.Empty() && len(scopes) == 0 {
+	w.size.Add(d.grown)
+	if d.delta.Empty() && len(scopes) == 0 {
 		return Record{}
 	}
+	o.props = d.hash
 	o.Digest = o.digest()
 	w.noteDigest(o)
 	w.rev++
-	if !delta.Empty() {
-		o.Properties = o.Properties.Merge(delta)
+	if !d.delta.Empty() {
+		o.Properties = d.merged
 	}
 	o.Version++
 	o.Updated = now.UnixMilli()
-	return Record{Change: Change{Type: Update, ID: o.ID, Owner: o.Owner, Properties: delta, Epoch: o.Epoch, Scopes: scopes}, Version: o.Version, Revision: w.rev, After: o.Properties, Slot: o.Slot,
+	return Record{Change: Change{Type: Update, ID: o.ID, Owner: o.Owner, Properties: d.delta, Epoch: o.Epoch, Scopes: scopes}, Version: o.Version, Revision: w.rev, After: o.Properties, Slot: o.Slot,
 		ObjectScopes: o.Scopes}
 }
 

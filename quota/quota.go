@@ -131,6 +131,9 @@ func CheckObject(lim *Limits, c gameworld.Change, existing *gameworld.Object) er
 // bytes of its JSON object, as they would be at most (a modification is
 // counted as adding its fields).
 func checkScopes(lim *Limits, c gameworld.Change, existing *gameworld.Object) error {
+	if len(c.Scopes) == 0 {
+		return nil
+	}
 	var sc *gameworld.Scopes
 	if existing != nil {
 		sc = existing.Scopes

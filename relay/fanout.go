@@ -100,6 +100,13 @@ type fanout struct {
 // route appends applied records to the shared log. from is the link whose
 // peer made the changes, or nil. n.mu must be held.
 func (n *Node) route(recs []gameworld.Record, from *linkState) {
+	n.routeAt(recs, from, time.Now().UnixNano(), nil)
+}
+
+// routeAt is route of records whose changes took effect at born (Unix
+// nanoseconds), making the log's records of spare while it has some: an
+// incoming message's time and records, taken before the lock.
+func (n *Node) routeAt(recs []gameworld.Record, from *linkState, born int64, spare []peer.Record) {
 	n.quota.ledger.Count(recs)
 	f := &n.fan
 	if f.bySlot == nil {
@@ -108,7 +115,6 @@ func (n *Node) route(recs []gameworld.Record, from *linkState) {
 	if len(f.log) == 0 {
 		f.unique = true
 	}
-	now := time.Now().UnixNano()
 	for i := range recs {
 		r := &recs[i]
 		switch {
@@ -142,7 +148,13 @@ func (n *Node) route(recs []gameworld.Record, from *linkState) {
 			f.unique = false
 		}
 		f.bySlot[r.Slot] = len(f.log)
-		rec := n.newRecord(r.Change, r.Slot, now)
+		var rec *peer.Record
+		if len(spare) > 0 {
+			rec, spare = &spare[0], spare[1:]
+			rec.Change, rec.Slot, rec.Born = r.Change, r.Slot, born
+		} else {
+			rec = n.newRecord(r.Change, r.Slot, born)
+		}
 		rec.ObjectScopes = r.ObjectScopes
 		oi := n.ownerInfo(r.Owner)
 		f.deps = f.deps || oi.dep != nil

@@ -16,12 +16,50 @@ import (
 // method takes n.mu for its whole run, so a link's messages apply in the
 // order they came, and every link sees the world's changes in one order.
 
+// spareRecords is the most changes of a message whose log records are
+// made before the lock, in one piece: no more, for what one record still
+// queued somewhere holds is the whole piece.
+const spareRecords = 8
+
+// incoming is what handleWorldChange works out of a message before it
+// takes the lock: when it came, and memory for its records.
+type incoming struct {
+	born    int64
+	spare   []peer.Record
+	applied []gameworld.Record
+}
+
+// prepare works out what it can of wc without n.mu, while others' changes
+// apply: each add's owner if unnamed, and what each update changes and
+// whether it keeps its object within the quotas, which depend on the
+// object alone and are taken as they are unless the object changes
+// meanwhile (gameworld.Prepare).
+func (n *Node) prepare(l *peer.Link, wc peer.WorldChange) incoming {
+	var peerID string
+	if md, ok := l.Metadata(); ok {
+		peerID = md.Identifier
+	}
+	for i := range wc.Changes {
+		c := &wc.Changes[i]
+		if c.Owner == "" && c.Type == gameworld.Add {
+			c.Owner = peerID
+		}
+		n.world.Prepare(c, n.quotaOf)
+	}
+	in := incoming{born: time.Now().UnixNano()}
+	if len(wc.Changes) <= spareRecords {
+		in.spare, in.applied = make([]peer.Record, len(wc.Changes)), make([]gameworld.Record, 0, len(wc.Changes))
+	}
+	return in
+}
+
 // handleWorldChange is the node's side of peer.Handler (wire.go).
 func (n *Node) handleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	// A client's changes apply while the last flush's links are offered
 	// its log outside the lock (unlocked.go): they only fill the next
 	// log. What else may come of a message (transfers between nodes, a
 	// sweep, a repair, a departure's return) waits for those offers.
+	in := n.prepare(l, wc)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ls := n.hub.links[l]
@@ -37,15 +75,6 @@ func (n *Node) handleWorldChange(l *peer.Link, wc peer.WorldChange) {
 		l.Stats().Refused.Add(uint64(len(wc.Changes)))
 		n.log.Debug("refusing changes before metadata", "link", l.ID(), "records", len(wc.Changes))
 		return
-	}
-	var peerID string
-	if md, ok := l.Metadata(); ok {
-		peerID = md.Identifier
-	}
-	for i := range wc.Changes {
-		if wc.Changes[i].Owner == "" && wc.Changes[i].Type == gameworld.Add {
-			wc.Changes[i].Owner = peerID
-		}
 	}
 	var requests map[string]bool
 	var answered []gameworld.Change
@@ -73,7 +102,7 @@ func (n *Node) handleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	} else if ls.digest.Waiting() {
 		n.seeLateLocked(ls, wc.Changes)
 	}
-	res := n.world.Apply(wc.Changes, func(c gameworld.Change, existing *gameworld.Object) error {
+	res := n.world.ApplyInto(in.applied, wc.Changes, func(c gameworld.Change, existing *gameworld.Object) error {
 		return n.authorize(ls, ls.kind, c, existing)
 	})
 	for _, rf := range res.Refused {
@@ -86,7 +115,7 @@ func (n *Node) handleWorldChange(l *peer.Link, wc peer.WorldChange) {
 	}
 	// The peer knows what it sent us (Echo), so a later remove may be
 	// relayed to it.
-	n.route(res.Records, ls)
+	n.routeAt(res.Records, ls, in.born, in.spare)
 	if len(res.Refused) > 0 {
 		n.askForGapsLocked(ls, res.Refused)
 		if n.opts.Validator != nil {

@@ -25,7 +25,16 @@ func (n *Node) limitedBy(err error) error {
 // checkQuota refuses a downstream peer's write that would take an owner or
 // an object over its quotas. n.mu must be held.
 func (n *Node) checkQuota(c gameworld.Change, existing *gameworld.Object, owner string) error {
+	if c.PreparedFor(existing) {
+		return nil // (an update within the object's quotas: quotaOf said so)
+	}
 	return n.limitedBy(n.quota.ledger.Admit(&n.opts.Quotas, c, existing, owner))
+}
+
+// quotaOf is the part of checkQuota that depends on the object alone (its
+// size and properties), for gameworld.Prepare: it runs without n.mu.
+func (n *Node) quotaOf(c gameworld.Change, existing *gameworld.Object) error {
+	return quota.CheckObject(&n.opts.Quotas, c, existing)
 }
 
 // checkTrusted bounds what the node accepts from its upstream and its mesh

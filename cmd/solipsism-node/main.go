@@ -161,7 +161,10 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	// (A scope's element costs far less than an object, but its flood
 	// leaves as much garbage behind: it counts as one.)
 	rec := &reclaimer{load: func() int { return node.World().Len() + node.World().Elements() + len(node.Links()) }, minPeak: 4096}
-	defer node.World().Subscribe(func(gameworld.Applied) { rec.observe(node.World().Len() + node.World().Elements()) })()
+	defer node.World().Subscribe(func(gameworld.Applied) {
+		objects, _ := node.World().Size() // (no lock: this runs under the node's, for every change)
+		rec.observe(objects + node.World().Elements())
+	})()
 	go rec.run(rctx, 2*time.Second)
 
 	mux := http.NewServeMux()
