@@ -76,7 +76,9 @@ func (t scaleTopo) hopBytes(tb testing.TB) uint64 {
 // BenchmarkScaleOut: the same load (SOLIPSISM_SCALE_CLIENTS clients,
 // default 600, spread over a big world, each seeing about 25 others and
 // moving at 5 Hz) on one node, a mesh of 2 and of 4 members, and a server
-// with 2 proxies, the clients spread evenly over the members (proxies).
+// with 2 proxies, the clients spread evenly over the members (proxies);
+// and a quarter of it on one node (quarter), which is what each member of
+// the mesh of 4 serves: what a record costs a node that serves fewer.
 // Every process shares the machine's cores with the load tool: the
 // figures are CPU time, summed over the nodes, per delivered record, and
 // against the single node's in the same run; and the bytes the nodes
@@ -90,14 +92,20 @@ func BenchmarkScaleOut(b *testing.B) {
 		clients = n
 	}
 	var single float64
-	for _, topo := range []string{"1", "mesh-2", "mesh-4", "proxies-2"} {
+	// quarter is one node with a quarter of the clients: what each member
+	// of the mesh of 4 serves, on a node of its own.
+	for _, topo := range []string{"1", "mesh-2", "mesh-4", "proxies-2", "quarter"} {
 		b.Run(topo, func(b *testing.B) {
 			for range b.N {
 				t := startScaleTopo(b, topo)
 				hop0 := t.hopBytes(b)
+				n := clients
+				if topo == "quarter" {
+					n = clients / 4
+				}
 				// Nothing is pinned: the nodes share the cores with the load.
 				cmd := exec.Command(loadBinary(b), "--url", strings.Join(t.entries, ","), "--json", "--scenario", "spread",
-					"--clients", fmt.Sprint(clients), "--duration", "15s", "--warmup", "3s", "--check", "--progress=false")
+					"--clients", fmt.Sprint(n), "--duration", "15s", "--warmup", "3s", "--check", "--progress=false")
 				rep, cpu := measureLoad(b, cmd, func() time.Duration { return t.cpu(b) }, nil)
 				hop := t.hopBytes(b) - hop0
 				perRecord := 1e6 * cpu.Seconds() / float64(rep.Delivered)
