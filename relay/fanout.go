@@ -95,6 +95,9 @@ type fanout struct {
 	// near is what of this flush's log is near whom, for the links on
 	// the schedule (nearby.go).
 	near nearby
+	// whole holds, by slot, the whole records made this flush (wholeOf),
+	// for the peers it answers with whole objects to share.
+	whole map[uint32]wholeEntry
 }
 
 // chainChanged tells upstream and mesh links, at this point of the log,
@@ -267,6 +270,11 @@ func (n *Node) flushWith(unlocked bool) *batch {
 	}
 	if n.sp.due {
 		n.applyDueRegionsLocked(b)
+	}
+	if len(f.whole) > 4096 {
+		f.whole = nil // (after a join storm in a big world, let the memory go)
+	} else {
+		clear(f.whole)
 	}
 	n.life.metrics.Tick(time.Since(start))
 	return b

@@ -51,7 +51,7 @@ func (n *Node) sendRefreshLocked(ls *linkState) {
 			return true // as good as gone (departures.go)
 		}
 		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
-			recs = append(recs, wholeRecord(o))
+			recs = append(recs, n.wholeOf(o))
 		}
 		return true
 	})
@@ -78,7 +78,7 @@ func (n *Node) continueRefreshLocked(ls *linkState) {
 			return true // (a region that came meanwhile)
 		}
 		if ownership.MaySend(n.role, ls.kind, n.relation(ls, o.Owner)) {
-			recs = append(recs, wholeRecord(o))
+			recs = append(recs, n.wholeOf(o))
 		}
 		return len(recs) < refreshSlice
 	})

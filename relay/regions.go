@@ -152,7 +152,7 @@ func (n *Node) revealLocked(ls *linkState, objs []gameworld.Object) {
 			// return and keep it.
 			continue
 		}
-		recs = append(recs, wholeRecord(o))
+		recs = append(recs, n.wholeOf(o))
 		verdicts = append(verdicts, v)
 	}
 	if len(recs) > 0 {

@@ -81,6 +81,31 @@ func (n *Node) routeAt(recs []gameworld.Record, from *linkState, born int64, spa
 	}
 }
 
+// wholeEntry is a whole record of the object in a slot, as it was at a
+// version (wholeOf).
+type wholeEntry struct {
+	rec     *peer.Record
+	version uint64
+	digest  uint64
+}
+
+// wholeOf returns wholeRecord(o), made once a flush for every peer that is
+// answered with o whole (refresh answers, region reveals): a crowd that
+// joins at once would otherwise have every object encoded once per
+// joiner. n.mu must be held.
+func (n *Node) wholeOf(o gameworld.Object) *peer.Record {
+	f := &n.fan
+	if e, ok := f.whole[o.Slot]; ok && e.version == o.Version && e.digest == o.Digest && e.rec.ID == o.ID {
+		return e.rec
+	}
+	r := wholeRecord(o)
+	if f.whole == nil {
+		f.whole = make(map[uint32]wholeEntry)
+	}
+	f.whole[o.Slot] = wholeEntry{rec: r, version: o.Version, digest: o.Digest}
+	return r
+}
+
 // wholeRecord returns the add that gives a peer all of o: its properties
 // and its scopes whole.
 func wholeRecord(o gameworld.Object) *peer.Record {
