@@ -3,7 +3,6 @@ package gameworld
 import (
 	"container/heap"
 	"errors"
-	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -84,10 +83,11 @@ type World struct {
 	mu     sync.RWMutex
 	rev    uint64
 	objs   map[string]*Object
-	subs   map[int]func(Applied)
-	// subList is subs in the order they came; replaced, never changed.
-	subList []func(Applied)
-	nextID  int
+	// subs are the subscribers in the order they came: replaced on every
+	// Subscribe and cancel, never changed in place, so that Apply reads
+	// them without a copy.
+	subs   []subscriber
+	nextID int
 	// free holds the slots of removed objects, for reuse lowest first (a
 	// min-heap): after a flood of objects leaves, new objects take low
 	// slots again, and what links index by slot stays small.
@@ -163,7 +163,7 @@ func (w *World) unlink(slot uint32) {
 
 // New returns an empty world with the given identifier.
 func New(identifier string) *World {
-	return &World{id: identifier, now: time.Now, objs: make(map[string]*Object), subs: make(map[int]func(Applied))}
+	return &World{id: identifier, now: time.Now, objs: make(map[string]*Object)}
 }
 
 // Identifier returns the world's identifier, used as owner of the objects it
@@ -332,25 +332,19 @@ func (w *World) Subscribe(fn func(Applied)) (cancel func()) {
 	w.mu.Lock()
 	id := w.nextID
 	w.nextID++
-	w.subs[id] = fn
-	w.listSubsLocked()
+	w.subs = append(slices.Clip(w.subs), subscriber{id, fn})
 	w.mu.Unlock()
 	return func() {
 		w.mu.Lock()
-		delete(w.subs, id)
-		w.listSubsLocked()
+		w.subs = slices.DeleteFunc(slices.Clone(w.subs), func(s subscriber) bool { return s.id == id })
 		w.mu.Unlock()
 	}
 }
 
-// listSubsLocked lists the subscribers afresh, in the order they came, for
-// Apply to read without copying. w.mu must be held.
-func (w *World) listSubsLocked() {
-	ids := slices.Sorted(maps.Keys(w.subs))
-	w.subList = make([]func(Applied), 0, len(ids))
-	for _, id := range ids {
-		w.subList = append(w.subList, w.subs[id])
-	}
+// subscriber is a function Subscribe registered, with its id.
+type subscriber struct {
+	id int
+	fn func(Applied)
 }
 
 // Apply applies a batch of changes in order. auth, when non-nil, is asked
@@ -414,13 +408,13 @@ func (w *World) ApplyInto(recs []Record, changes []Change, auth Authorizer) Appl
 	if len(res.Records) > 0 {
 		res.Records = compact(res.Records)
 	}
-	var subs []func(Applied)
+	var subs []subscriber
 	if len(res.Records) > 0 {
-		subs = w.subList // (never changed in place: Subscribe makes another)
+		subs = w.subs
 	}
 	w.mu.Unlock()
-	for _, fn := range subs {
-		fn(res)
+	for _, s := range subs {
+		s.fn(res)
 	}
 	return res
 }
