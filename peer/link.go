@@ -159,9 +159,12 @@ type Link struct {
 	rate    *rate.Limiter
 	msgRate *rate.Limiter // nil: unlimited
 	recRate *rate.Limiter
-	// processed carries the outcome of each message, handled on a worker;
-	// used only by the reading goroutine.
+	// processed carries the outcome of each message handled on a worker;
+	// lastMsg (Unix nanoseconds) and run say whether the peer sends
+	// steadily (reader.go). Used only by the reading goroutine.
 	processed chan error
+	lastMsg   int64
+	run       int
 	// heardAt is when bytes last came from the peer (Unix nanoseconds);
 	// handling counts handlers running: while either says the peer is
 	// alive, an unanswered keepalive is this node's delay, not the peer's.
