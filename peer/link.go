@@ -3,7 +3,6 @@ package peer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -151,9 +150,14 @@ type Link struct {
 	// stall closes the link when a write blocks too long. One timer per
 	// link, reused: a context per write would cost an allocation each and
 	// keep one alive per idle link inside the transport.
-	stall     *time.Timer
-	pingTimer *time.Timer
-	mdTimer   *time.Timer
+	stall *time.Timer
+	// writeSince is when the write in progress began (Unix nanoseconds;
+	// zero if none); stallArmed says the stall timer is set (writer.go,
+	// stalled).
+	writeSince atomic.Int64
+	stallArmed atomic.Bool
+	pingTimer  *time.Timer
+	mdTimer    *time.Timer
 	// mdReady is closed when the peer's first metadata arrives.
 	mdReady chan struct{}
 	rate    *rate.Limiter
@@ -300,10 +304,7 @@ func NewLink(conn Conn, h Handler, opts LinkOptions) *Link {
 		l.recRate = rate.NewLimiter(rate.Limit(opts.RecordRate), max(512, int(opts.RecordRate)))
 	}
 	// Writers may start before Run (a handshake is queued first).
-	l.stall = time.AfterFunc(time.Hour, func() {
-		l.logger().Warn("peer stalled; closing link", "timeout", l.opts.StallTimeout)
-		l.closeWithMode(&CloseError{Code: StatusStalled, Reason: fmt.Sprintf("peer did not read for %s", l.opts.StallTimeout)}, true)
-	})
+	l.stall = time.AfterFunc(time.Hour, l.stalled)
 	l.stall.Stop()
 	return l
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,6 +242,76 @@ func TestLinkClosesStalledPeer(t *testing.T) {
 	if l.Queued() > 200 {
 		t.Fatal("queue grew past the number of objects")
 	}
+}
+
+// TestLinkStallCountsFromTheWrite: the stall timer, armed by a link's
+// first write and not reset around each write, closes a link only when
+// one write has been blocked for the stall timeout: a peer that reads
+// slowly, each write waiting for it a while, keeps its link however long
+// ago the timer was armed; one that stops reading is cut off, no sooner
+// than the stall timeout after it stopped.
+func TestLinkStallCountsFromTheWrite(t *testing.T) {
+	const stall = 300 * time.Millisecond
+	l, h, far := startLink(t, LinkOptions{Tick: Immediate, StallTimeout: stall})
+	var reading sync.WaitGroup
+	var lastRead atomic.Int64 // Unix nanoseconds
+	pace := make(chan time.Duration, 1)
+	pace <- 0
+	reading.Add(1)
+	go func() {
+		defer reading.Done()
+		gap := time.Duration(0)
+		for {
+			select {
+			case g, ok := <-pace:
+				if !ok {
+					return // stop reading
+				}
+				gap = g
+			default:
+			}
+			if _, err := ReadMessage(context.Background(), far); err != nil {
+				return
+			}
+			lastRead.Store(time.Now().UnixNano())
+			time.Sleep(gap)
+		}
+	}()
+	next := func() { l.Offer([]*Record{update("a", int(time.Now().UnixNano()%1000))}, sendAll, nil, true) }
+	offer := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+			next()
+			select {
+			case err := <-h.closed:
+				t.Fatalf("link closed while the peer reads: %v", err)
+			default:
+			}
+		}
+	}
+	l.Offer([]*Record{rec(gameworld.Add, "a")}, sendAll, nil, true)
+	offer(stall) // the peer reads at once
+	pace <- stall / 3
+	offer(4 * stall) // each write waits up to a third of the timeout
+	close(pace)      // (after the read under way and its pause)
+	go func() {
+		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+			next()
+		}
+	}()
+	select {
+	case err := <-h.closed:
+		if ce, ok := err.(*CloseError); !ok || ce.Code != StatusStalled {
+			t.Fatalf("closed with %v, want StatusStalled", err)
+		}
+		// The write that blocks began once the last read freed room;
+		// (20 ms: the time between freeing it and noting the read.)
+		if d := time.Since(time.Unix(0, lastRead.Load())); d < stall-20*time.Millisecond {
+			t.Fatalf("closed %v after the peer's last read, before the stall timeout (%v)", d, stall)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("stalled link not closed")
+	}
+	reading.Wait()
 }
 
 func TestLinkMetadataTimeout(t *testing.T) {

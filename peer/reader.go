@@ -61,6 +61,7 @@ func (l *Link) end(err error, stop func() bool) error {
 	l.outMu.Unlock()
 	// No writer starts once closed is set (under outMu, by closeWith).
 	l.writers.Wait()
+	l.stall.Stop() // (armed by the last writes, it would keep the link for a while)
 	err = l.Err()
 	l.logger().Debug("link closed", "err", err)
 	l.h.HandleClose(l, err)

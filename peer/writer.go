@@ -386,9 +386,12 @@ func compactable(recs []*Record) bool {
 }
 
 func (l *Link) write(p []byte, k MessageKind) error {
-	l.stall.Reset(l.opts.StallTimeout)
+	l.writeSince.Store(time.Now().UnixNano())
+	if !l.stallArmed.Load() && l.stallArmed.CompareAndSwap(false, true) {
+		l.stall.Reset(l.opts.StallTimeout)
+	}
 	err := l.conn.Write(context.Background(), p)
-	l.stall.Stop()
+	l.writeSince.Store(0)
 	if err != nil {
 		select {
 		case <-l.done:
@@ -400,4 +403,32 @@ func (l *Link) write(p []byte, k MessageKind) error {
 	l.stats.MessagesOut[k].Add(1)
 	l.stats.BytesOut.Add(uint64(len(p)))
 	return nil
+}
+
+// stalled is the stall timer's function. The timer is armed by the first
+// write after it last fired, not reset around every write (two operations
+// on the runtime's timer heap for each of a busy link's writes): when it
+// fires it checks the write in progress, if any, and closes the link if
+// that write began StallTimeout ago or more, else waits for the rest of it.
+// A link that stops writing leaves the timer unarmed.
+func (l *Link) stalled() {
+	now := time.Now().UnixNano()
+	since := l.writeSince.Load()
+	if since == 0 {
+		l.stallArmed.Store(false)
+		// A write that began meanwhile may have seen the timer armed.
+		if l.writeSince.Load() == 0 || !l.stallArmed.CompareAndSwap(false, true) {
+			return
+		}
+		since, now = l.writeSince.Load(), time.Now().UnixNano()
+		if since == 0 {
+			since = now
+		}
+	}
+	if wait := int64(l.opts.StallTimeout) - (now - since); wait > 0 {
+		l.stall.Reset(time.Duration(wait))
+		return
+	}
+	l.logger().Warn("peer stalled; closing link", "timeout", l.opts.StallTimeout)
+	l.closeWithMode(&CloseError{Code: StatusStalled, Reason: fmt.Sprintf("peer did not read for %s", l.opts.StallTimeout)}, true)
 }
