@@ -21,3 +21,39 @@ func Every(ctx context.Context, interval time.Duration, fn func()) {
 		}
 	}
 }
+
+// EveryWhileBusy calls fn every interval until ctx is done, as Every does,
+// except that after a call that reports nothing left to do (fn returns
+// false: a bridge without clients) it waits for wake before the next, so
+// that a loop with nothing to do costs no wake-ups. Whoever gives fn
+// something to do again sends on wake without waiting (see Wake).
+func EveryWhileBusy(ctx context.Context, interval time.Duration, wake <-chan struct{}, fn func() (busy bool)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if fn() {
+			continue
+		}
+		t.Stop()
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		}
+		t.Reset(interval)
+	}
+}
+
+// Wake sends on a channel of capacity one without waiting: a wake-up
+// already pending is enough.
+func Wake(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

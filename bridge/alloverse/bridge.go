@@ -67,6 +67,8 @@ type Bridge struct {
 	log  *slog.Logger
 	obs  *relay.Attachment
 
+	// wake resumes the heartbeats, which stop while there is no client.
+	wake chan struct{}
 	// inbox holds the node's deliveries until the next heartbeat.
 	inbox relay.Inbox
 
@@ -101,7 +103,7 @@ func New(n *relay.Node, opts Options) (*Bridge, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	b := &Bridge{node: n, opts: opts, log: log.With("bridge", "alloverse"),
-		st: newState(opts.FirstRevision, opts.History, opts.PatchStyle), sessions: map[*Session]struct{}{}, done: make(chan struct{})}
+		st: newState(opts.FirstRevision, opts.History, opts.PatchStyle), sessions: map[*Session]struct{}{}, done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	b.st.views = opts.ViewRadius > 0
 	obs, err := n.Attach(relay.AttachOptions{Receiver: &b.inbox})
 	if err != nil {
@@ -141,12 +143,15 @@ func (b *Bridge) Close() {
 
 func (b *Bridge) loop(ctx context.Context) {
 	defer close(b.done)
-	relay.Every(ctx, b.opts.Heartbeat, b.heartbeat)
+	relay.EveryWhileBusy(ctx, b.opts.Heartbeat, b.wake, b.heartbeat)
 }
 
 // heartbeat takes the world's changes into the document, as one new
-// revision if anything changed, and sends every client what it lacks.
-func (b *Bridge) heartbeat() {
+// revision if anything changed, and sends every client what it lacks. It
+// reports whether the next heartbeat has anything to do: without clients
+// (the node then sends the bridge nothing) heartbeats wait until one
+// comes.
+func (b *Bridge) heartbeat() (busy bool) {
 	b.beats.Add(1)
 	in := b.inbox.Take()
 	b.mu.Lock()
@@ -177,6 +182,7 @@ func (b *Bridge) heartbeat() {
 			s.sent, s.sentAt = b.st.rev, beat
 		}
 	}
+	return len(b.sessions) > 0 || len(in) > 0
 }
 
 // A client has resendBeats heartbeats to acknowledge a state before it is

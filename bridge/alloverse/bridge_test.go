@@ -596,3 +596,44 @@ func TestEmptyPlaceSendsItsFirstState(t *testing.T) {
 	}
 	t.Logf("first revisions %v", revs)
 }
+
+// TestBridgeSleepsWithoutClients: a bridge without clients makes no
+// heartbeats (the node sends it nothing then); the first client wakes it
+// and gets the world as it is, changes made while it slept included, and
+// the bridge sleeps again once its clients are gone.
+func TestBridgeSleepsWithoutClients(t *testing.T) {
+	p := startPlace(t, Options{Heartbeat: 10 * time.Millisecond})
+	alice := p.solipsist(t, "alice")
+	id, err := alice.Create(map[string]any{"label": "first-label", "transform": []float64{0, 0, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	still := func(what string) {
+		t.Helper()
+		time.Sleep(50 * time.Millisecond) // (a heartbeat under way may end)
+		before := p.bridge.beats.Load()
+		time.Sleep(300 * time.Millisecond) // 30 heartbeats
+		if n := p.bridge.beats.Load() - before; n != 0 {
+			t.Fatalf("%s: %d heartbeats without a client", what, n)
+		}
+	}
+	holds := func(c *Client, label string) func() bool {
+		return func() bool { doc, _, ok := c.Document(); return ok && strings.Contains(string(doc), label) }
+	}
+	still("before any client")
+	c := p.agent(t, ClientOptions{})
+	waitFor(t, "the object", 5*time.Second, holds(c, "first-label"))
+	c.Close()
+	waitFor(t, "the client to leave", 5*time.Second, func() bool {
+		p.bridge.mu.Lock()
+		defer p.bridge.mu.Unlock()
+		return len(p.bridge.sessions) == 0
+	})
+	if err := alice.Set(id, map[string]any{"label": "second-label"}); err != nil {
+		t.Fatal(err)
+	}
+	still("after the client left")
+	c2 := p.agent(t, ClientOptions{})
+	waitFor(t, "the object as it is now", 5*time.Second, holds(c2, "second-label"))
+	caughtUp(t, p, c2)
+}

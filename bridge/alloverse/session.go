@@ -122,6 +122,7 @@ func (b *Bridge) Connect(conn Conn) (*Session, error) {
 	b.sessions[s] = struct{}{}
 	if len(b.sessions) == 1 {
 		b.obs.SetInterest(nil, false) // the whole world, now that someone looks
+		relay.Wake(b.wake)
 	}
 	return s, nil
 }

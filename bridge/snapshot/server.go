@@ -79,6 +79,8 @@ type Server struct {
 
 	// inbox holds the node's deliveries until the next tick.
 	inbox relay.Inbox
+	// wake resumes the ticks, which stop while there is no client.
+	wake chan struct{}
 
 	mu      sync.Mutex
 	types   []GhostType
@@ -346,7 +348,8 @@ func Listen(n *relay.Node, addr string, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	s := &Server{node: n, opts: opts, log: log.With("bridge", "snapshot"), conn: uc, start: time.Now(),
-		byName: map[string]int{}, objects: map[string]*ghost{}, clients: map[netip.AddrPort]*conn{}, tick: 1}
+		byName: map[string]int{}, objects: map[string]*ghost{}, clients: map[netip.AddrPort]*conn{}, tick: 1,
+		wake: make(chan struct{}, 1)}
 	rand.Read(s.secret[:])
 	for _, t := range opts.Types {
 		if err := s.addTypeLocked(t); err != nil {
@@ -580,6 +583,7 @@ func (s *Server) accept(addr netip.AddrPort, nonce uint32, token string, version
 		s.clients[addr] = c
 		if len(s.clients) == 1 {
 			s.obs.SetInterest(nil, false)
+			relay.Wake(s.wake)
 		}
 		s.log.Debug("client connected", "addr", addr, "identifier", id, "version", version)
 	}
@@ -762,12 +766,15 @@ func (s *Server) ackLocked(c *conn, tick, mask uint32) {
 
 func (s *Server) tickLoop(ctx context.Context) {
 	defer s.wg.Done()
-	relay.Every(ctx, time.Second/time.Duration(s.opts.Rate), s.step)
+	relay.EveryWhileBusy(ctx, time.Second/time.Duration(s.opts.Rate), s.wake, s.step)
 }
 
 // step advances one tick: takes the world's changes, drops silent
-// clients, and sends every client its snapshot.
-func (s *Server) step() {
+// clients, and sends every client its snapshot. It reports whether the
+// next tick has anything to do: without clients (the node then sends the
+// server nothing) ticks wait until one connects; tick numbers mean
+// nothing to a client but relative to one another.
+func (s *Server) step() (busy bool) {
 	in := s.inbox.Take()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -788,6 +795,7 @@ func (s *Server) step() {
 		s.snapshotLocked(c, &buf)
 		s.send(c.addr, buf.Bytes())
 	}
+	return len(s.clients) > 0 || len(in) > 0
 }
 
 // applyLocked takes one change of the world into the ghosts. s.mu must be

@@ -522,3 +522,48 @@ func TestTimedOutClientComesBack(t *testing.T) {
 	}
 	waitFor(t, "the ball's move", 5*time.Second, func() bool { return strings.HasPrefix(string(c.Objects()["ball"].Value("position")), "[4,") })
 }
+
+// serverTick reads the server's tick number.
+func serverTick(s *Server) uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tick
+}
+
+// TestServerSleepsWithoutClients: a server without clients does not tick
+// (the node sends it nothing then); the first client that connects wakes
+// it and is sent the world as it is, changes made while it slept
+// included, and the server sleeps again when the client leaves.
+func TestServerSleepsWithoutClients(t *testing.T) {
+	p := startPlace(t, Options{Rate: 60})
+	w := p.solipsist(t)
+	if err := w.CreateWithID("ball", map[string]any{"ghostType": "transform", "position": []float64{1, 2, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	still := func(what string) {
+		t.Helper()
+		// (A tick under way when the last client left may end.)
+		time.Sleep(50 * time.Millisecond)
+		before := serverTick(p.srv)
+		time.Sleep(300 * time.Millisecond) // 18 ticks at 60 Hz
+		if after := serverTick(p.srv); after != before {
+			t.Fatalf("%s: the server ticked %d times without a client", what, after-before)
+		}
+	}
+	still("before any client")
+	c := dial(t, p.srv.Addr().String(), ClientOptions{})
+	waitFor(t, "the ball", 5*time.Second, func() bool { return strings.HasPrefix(string(c.Objects()["ball"].Value("position")), "[1,") })
+	before := serverTick(p.srv)
+	time.Sleep(100 * time.Millisecond)
+	if serverTick(p.srv) == before {
+		t.Fatal("the server does not tick with a client")
+	}
+	c.Close()
+	waitFor(t, "the client to leave", 5*time.Second, func() bool { return clients(p.srv) == 0 })
+	if err := w.Set("ball", map[string]any{"position": []float64{4, 5, 6}}); err != nil {
+		t.Fatal(err)
+	}
+	still("after the client left")
+	c2 := dial(t, p.srv.Addr().String(), ClientOptions{})
+	waitFor(t, "the ball where it went meanwhile", 5*time.Second, func() bool { return strings.HasPrefix(string(c2.Objects()["ball"].Value("position")), "[4,") })
+}
