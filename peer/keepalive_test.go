@@ -1,11 +1,7 @@
 package peer
 
 import (
-	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,22 +29,7 @@ func (h *slowHandler) HandleMetadata(l *Link, md Metadata) {
 func TestKeepaliveSparesASlowNode(t *testing.T) {
 	const stall = 300 * time.Millisecond
 	h := &slowHandler{recorder: newRecorder(), hold: 6 * stall}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := Accept(w, r, AcceptOptions{})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		NewLink(c, h, LinkOptions{StallTimeout: stall, PingInterval: stall / 3}).Run(context.Background())
-	}))
-	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), DialOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseNow()
+	c, ctx := dialServed(t, h, LinkOptions{StallTimeout: stall, PingInterval: stall / 3})
 	// The peer reads (its transport answers pings as it does) and goes on
 	// sending while the node's handler holds.
 	// (Cancelling a read would close the connection: the reader stops

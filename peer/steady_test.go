@@ -40,6 +40,30 @@ func TestSteady(t *testing.T) {
 	}
 }
 
+// dialServed serves a link with h and opts over a real WebSocket on
+// 127.0.0.1 and dials it; it returns the far end and a context that ends
+// with the test (20 s at most), which closes both.
+func dialServed(t *testing.T, h Handler, opts LinkOptions) (Conn, context.Context) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := Accept(w, r, AcceptOptions{})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		NewLink(c, h, opts).Run(context.Background())
+	}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	c, err := Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	return c, ctx
+}
+
 // goroutineID returns the calling goroutine's number, from its stack's
 // first line ("goroutine N [running]:").
 func goroutineID() int {
@@ -74,22 +98,7 @@ func (h *onGoroutines) HandleWorldChange(l *Link, wc WorldChange) {
 // again after a pause; every change is handled, in the order sent.
 func TestSteadyLinkHandlesOnItsReader(t *testing.T) {
 	h := &onGoroutines{recorder: newRecorder()}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := Accept(w, r, AcceptOptions{})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		NewLink(c, h, LinkOptions{}).Run(context.Background()) // no Workers: a goroutine per message handed over
-	}))
-	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), DialOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseNow()
+	c, ctx := dialServed(t, h, LinkOptions{}) // no Workers: a goroutine per message handed over
 	send := func(i int) {
 		msg := fmt.Sprintf(`["worldChange",{"timestamp":1,"changes":[{"type":"update","id":"w-o","owner":"w","properties":{"i":%d}}]}]`, i)
 		if err := c.Write(ctx, []byte(msg)); err != nil {

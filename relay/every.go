@@ -6,20 +6,10 @@ import (
 )
 
 // Every calls fn every interval until ctx is done, and returns then: the
-// loop of every periodic job of a node and its bridges (a heartbeat, a
-// snapshot tick, a memory check). A call that runs late is not made up
-// for: the next one follows the ticker.
+// loop of a node's periodic jobs (a memory check, say). A call that runs
+// late is not made up for: the next one follows the ticker.
 func Every(ctx context.Context, interval time.Duration, fn func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fn()
-		}
-	}
+	EveryWhileBusy(ctx, interval, nil, func() bool { fn(); return true })
 }
 
 // EveryWhileBusy calls fn every interval until ctx is done, as Every does,
