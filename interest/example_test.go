@@ -8,8 +8,9 @@ import (
 )
 
 // A proxy with 100 clients on a 10 × 10 grid, 10 apart, each seeing 15
-// around it, announces one rectangle of whole 32-unit columns upstream
-// instead of 100 boxes (more than a metadata may name).
+// around it, announces one rectangle upstream instead of 100 boxes (more
+// than a metadata may name): their union, -15 to 105 on x and z, grown to
+// whole 4-unit columns (an eighth of the index's 32-unit cells).
 func ExampleCoarsen() {
 	var regions []peer.Box
 	for i := range 100 {
@@ -19,5 +20,5 @@ func ExampleCoarsen() {
 	for _, b := range interest.Coarsen(regions, peer.MaxInterestBoxes, 32) {
 		fmt.Println(b.Min, b.Max)
 	}
-	// Output: [-32 -2 -32] [128 2 128]
+	// Output: [-16 -2 -16] [108 2 108]
 }
