@@ -235,6 +235,10 @@ type item struct {
 	appOnly bool
 	recs    []*Record
 	q       *queue
+	// at is when the item's first records were offered: the link's pace
+	// counts from when its message could have gone (see paceFrom), not
+	// from when a busy node's worker came to write it.
+	at time.Time
 }
 
 // maxOutbox bounds a link's outbox. Only control messages add items, and a

@@ -185,7 +185,7 @@ func (l *Link) openQueueLocked() *queue {
 		// peer reading slower would be cut off as fallen behind.
 		return l.outbox[n-2].q
 	}
-	it := l.appendLocked(&item{q: getQueue()})
+	it := l.appendLocked(&item{q: getQueue(), at: time.Now()})
 	if it == nil {
 		return nil
 	}
@@ -213,8 +213,8 @@ func (l *Link) Offer(recs []*Record, verdict func(i int) Verdict, full func(i in
 	// A burst goes through the queue, which sends it a slice at a time
 	// with others' live changes first; a tick of many peers' changes
 	// (spread) is such live changes, and goes as it is, a slice a message.
-	if unique && (len(recs) <= sliceEntries || len(recs) <= maxDirect && spread(recs)) && !l.writing && len(l.outbox) == 0 && !time.Now().Before(l.dueLocked()) {
-		direct = &item{recs: *recsPool.Get().(*[]*Record)}
+	if now := time.Now(); unique && (len(recs) <= sliceEntries || len(recs) <= maxDirect && spread(recs)) && !l.writing && len(l.outbox) == 0 && !now.Before(l.dueLocked()) {
+		direct = &item{recs: *recsPool.Get().(*[]*Record), at: now}
 	}
 	for i, r := range recs {
 		switch verdict(i) {
@@ -401,6 +401,27 @@ func (l *Link) dueLocked() time.Time {
 	l.mu.Unlock()
 	slack := min(l.opts.Tick/2, iv/2)
 	return l.lastFlush.Add(iv - slack)
+}
+
+// paceFrom returns when the message of it, about to be written, could
+// have gone at the earliest: when its first records were offered, or when
+// the link was due if that was later, and never later than now. The next
+// message is due an interval after that. Counted from the moment of the
+// write instead, a node whose worker comes late to a link (a busy tick)
+// would find it not due at the next tick, queue its records and write
+// them later still, tick after tick. outMu must be held.
+func (l *Link) paceFrom(it *item, now time.Time) time.Time {
+	if it.at.IsZero() {
+		return now
+	}
+	from := it.at
+	if due := l.dueLocked(); due.After(from) {
+		from = due
+	}
+	if from.After(now) {
+		return now
+	}
+	return from
 }
 
 // recsPool holds the record lists of direct items: one per link and tick

@@ -123,7 +123,7 @@ func (l *Link) writeOut() {
 			}
 		}
 		if it.recs != nil || it.q != nil {
-			l.lastFlush = time.Now()
+			l.lastFlush = l.paceFrom(it, time.Now())
 		}
 		l.outMu.Unlock()
 		// A slice's worth of records, whether the rest of a burst follows
