@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
 	"github.com/solipsism/mesh/priority"
@@ -130,17 +131,27 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 			recs, vs, later = appendDues(recs, dues, dueVs, r.dueIn[:0])
 			r.dueIn = vs
 		}
+		entry := func(k int) peer.Verdict { return n.regionVerdict(ls, sub[js[k]], n.verdict(ls, sub[js[k]])) }
+		var folded map[int]peer.Verdict // entries whose object's due took their place
+		if len(later) > 0 {
+			later, folded = foldDues(recs[:logged], dues, dueVs, later, entry)
+		}
 		verdict := func(k int) peer.Verdict {
-			if k >= logged {
+			switch {
+			case k >= logged:
 				return vs[k-logged]
+			case folded != nil:
+				if v, ok := folded[k]; ok {
+					return v
+				}
 			}
-			return n.regionVerdict(ls, sub[js[k]], n.verdict(ls, sub[js[k]]))
+			return entry(k)
 		}
 		if ps != nil {
 			verdict = func(k int) peer.Verdict { return ps.Verdict(js[k]) }
 		}
 		fullj := func(k int) *peer.Record {
-			if k >= logged {
+			if _, ok := folded[k]; ok || k >= logged {
 				return n.wholeNow(recs[k])
 			}
 			return full(sub[js[k]])
@@ -196,6 +207,57 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 	}
 	flush(len(f.log))
 	clear(r.dueRecs)
+}
+
+// foldDues puts the due of an object in the place of its entry among
+// logged (a message's entries of the log; later lists the positions in
+// dues of the objects that have one there) where both go as updates: the
+// due holds the entry's change and those the object made while it was
+// far, so it does for both, and the link is not written a second message
+// this tick for it. (A near object's due comes every 2^(bands-1) ticks,
+// each object at its own; in a crowd most links have one most ticks.) It
+// returns the dues left for a message of their own, and the verdicts of
+// the entries replaced, by position.
+func foldDues(logged, dues []*peer.Record, dueVs []peer.Verdict, later []int, entry func(int) peer.Verdict) (rest []int, folded map[int]peer.Verdict) {
+	pos := func(slot uint32) int {
+		return slices.IndexFunc(logged, func(r *peer.Record) bool { return r.Slot == slot })
+	}
+	if len(logged)*len(later) > 4096 {
+		at := make(map[uint32]int, len(logged))
+		for i, r := range logged {
+			at[r.Slot] = i
+		}
+		pos = func(slot uint32) int { return at[slot] } // (every one in later has an entry)
+	}
+	rest = later[:0]
+	for _, k := range later {
+		d := dues[k]
+		if i := pos(d.Slot); i >= 0 && logged[i].ID == d.ID && logged[i].Type == gameworld.Update && d.Type == gameworld.Update {
+			if v, ok := foldVerdict(entry(i), dueVs[k]); ok {
+				if folded == nil {
+					folded = map[int]peer.Verdict{}
+				}
+				logged[i], folded[i] = d, v
+				continue
+			}
+		}
+		rest = append(rest, k)
+	}
+	return rest, folded
+}
+
+// foldVerdict is what one record of an object gets in place of an entry
+// and a due with verdicts a and b, each Send or Keep: sent if either
+// would have been sent whatever the peer knows.
+func foldVerdict(a, b peer.Verdict) (peer.Verdict, bool) {
+	update := func(v peer.Verdict) bool { return v == peer.Send || v == peer.Keep }
+	switch {
+	case !update(a) || !update(b):
+		return 0, false
+	case a == peer.Send || b == peer.Send:
+		return peer.Send, true
+	}
+	return peer.Keep, true
 }
 
 // appendDues appends to recs, a message's entries of the log, the dues of

@@ -355,3 +355,77 @@ func TestScheduledCrowdConverges(t *testing.T) {
 	}
 	old.CheckClean()
 }
+
+// TestNearDueInTheSameMessage: a near object that changes every tick has
+// its due (its whole pending state, published to near viewers every
+// 2^(bands-1) ticks, each object at a tick of its own) at ticks where it
+// has a change too: the due takes the change's place in the viewer's
+// message, rather than following it in a second message of the same
+// value. (Sent apart, the two made every second tick's message twice,
+// and most links in a crowd write two messages most ticks.) With both
+// cores kept busy.
+func TestNearDueInTheSameMessage(t *testing.T) {
+	stop := wiretest.BusyCores()
+	defer stop()
+	const tick = 50 * time.Millisecond
+	n, url := startNode(t, relay.Options{Tick: tick, Priority: relay.PriorityOptions{Near: 10, Bands: 2}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The writer changes the object four times a tick, so that every tick
+	// has a change of it, and every due comes with one.
+	writer := dialTick(t, ctx, url, tick/4)
+	if err := writer.CreateWithID("near", map[string]any{"position": []float64{5, 0, 0}, "n": 0}); err != nil {
+		t.Fatal(err)
+	}
+	viewer := wiretest.Dial(t, url, "client-vvvvvvvv-vvvvvvvv", wiretest.Options{Extra: map[string]any{"interest": region}})
+	viewer.Wait("the object", 10*time.Second, func(o map[string]wiretest.Object) bool { return len(o) == 1 })
+	before := len(viewer.Messages())
+	const rounds = 240
+	for i := 1; i <= rounds; i++ {
+		writer.Set("near", map[string]any{"n": i, "position": []float64{5 + float64(i%2)/10, 0, 0}})
+		time.Sleep(tick / 4)
+	}
+	var diff string
+	waitFor(t, "the viewer holds the last value", 10*time.Second, func() bool {
+		diff = viewerHolds(viewer, n, "near")
+		return diff == ""
+	})
+	// Messages in a row that carry the same value, within the tick: the
+	// change and its due apart, every second tick. (A due also comes with
+	// the value the viewer has at a tick without a change, when the writer
+	// is late; within the tick when a busy node's late tick is followed by
+	// one on time: one message in 20 to 40 here, against one in 4 apart.)
+	type sent struct {
+		n  string
+		at time.Time
+	}
+	var got []sent
+	for _, m := range viewer.Messages()[before:] {
+		if m.Type != "worldChange" {
+			continue
+		}
+		var wc struct {
+			Changes []struct {
+				ID         string                     `json:"id"`
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"changes"`
+		}
+		json.Unmarshal(m.Data, &wc)
+		for _, c := range wc.Changes {
+			if c.ID == "near" {
+				got = append(got, sent{string(c.Properties["n"]), m.At})
+			}
+		}
+	}
+	repeats := 0
+	for i := 1; i < len(got); i++ {
+		if got[i].n == got[i-1].n && got[i].at.Sub(got[i-1].at) < tick*3/4 {
+			repeats++
+		}
+	}
+	t.Logf("%d messages of the object over %d changes, %d of them its value again within the tick", len(got), rounds, repeats)
+	if repeats > len(got)/10 {
+		t.Errorf("%d of %d messages repeat within the tick the value the one before carried: the due sent apart from the change", repeats, len(got))
+	}
+	viewer.CheckClean()
+}
