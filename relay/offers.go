@@ -219,16 +219,7 @@ func (n *Node) offerSubset(ls *linkState, sub []int, announces bool, md peer.Met
 // returns the dues left for a message of their own, and the verdicts of
 // the entries replaced, by position.
 func foldDues(logged, dues []*peer.Record, dueVs []peer.Verdict, later []int, entry func(int) peer.Verdict) (rest []int, folded map[int]peer.Verdict) {
-	pos := func(slot uint32) int {
-		return slices.IndexFunc(logged, func(r *peer.Record) bool { return r.Slot == slot })
-	}
-	if len(logged)*len(later) > 4096 {
-		at := make(map[uint32]int, len(logged))
-		for i, r := range logged {
-			at[r.Slot] = i
-		}
-		pos = func(slot uint32) int { return at[slot] } // (every one in later has an entry)
-	}
+	pos := slotFinder(logged, len(later))
 	rest = later[:0]
 	for _, k := range later {
 		d := dues[k]
@@ -265,24 +256,34 @@ func foldVerdict(a, b peer.Verdict) (peer.Verdict, bool) {
 // the positions in dues of the others, which follow in a message of their
 // own.
 func appendDues(recs, dues []*peer.Record, dueVs, vs []peer.Verdict) ([]*peer.Record, []peer.Verdict, []int) {
-	logged := recs
-	has := func(slot uint32) bool {
-		return slices.ContainsFunc(logged, func(r *peer.Record) bool { return r.Slot == slot })
-	}
-	if len(logged)*len(dues) > 4096 {
-		slots := make(map[uint32]bool, len(logged))
-		for _, r := range logged {
-			slots[r.Slot] = true
-		}
-		has = func(slot uint32) bool { return slots[slot] }
-	}
+	pos := slotFinder(recs, len(dues))
 	var later []int
 	for k, d := range dues {
-		if has(d.Slot) {
+		if pos(d.Slot) >= 0 {
 			later = append(later, k)
 			continue
 		}
 		recs, vs = append(recs, d), append(vs, dueVs[k])
 	}
 	return recs, vs, later
+}
+
+// slotFinder returns where in recs the record of a slot is (-1: none),
+// looked for n times: by a scan while that is cheap, else by a map.
+func slotFinder(recs []*peer.Record, n int) func(slot uint32) int {
+	if len(recs)*n <= 4096 {
+		return func(slot uint32) int {
+			return slices.IndexFunc(recs, func(r *peer.Record) bool { return r.Slot == slot })
+		}
+	}
+	at := make(map[uint32]int, len(recs))
+	for i, r := range recs {
+		at[r.Slot] = i
+	}
+	return func(slot uint32) int {
+		if i, ok := at[slot]; ok {
+			return i
+		}
+		return -1
+	}
 }
