@@ -2,7 +2,6 @@ package relay
 
 import (
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -269,20 +268,35 @@ func appendDues(recs, dues []*peer.Record, dueVs, vs []peer.Verdict) ([]*peer.Re
 }
 
 // slotFinder returns where in recs the record of a slot is (-1: none),
-// looked for n times: by a scan while that is cheap, else by a map.
+// looked for n times. Few records (a crowd's link: its near changes of a
+// tick, against most of the crowd's dues) are scanned, and only for slots
+// whose bit a 256-bit mask of theirs has; many, looked for often, are
+// found by a map.
 func slotFinder(recs []*peer.Record, n int) func(slot uint32) int {
-	if len(recs)*n <= 4096 {
+	if len(recs) > 64 && len(recs)*n > 4096 {
+		at := make(map[uint32]int, len(recs))
+		for i, r := range recs {
+			at[r.Slot] = i
+		}
 		return func(slot uint32) int {
-			return slices.IndexFunc(recs, func(r *peer.Record) bool { return r.Slot == slot })
+			if i, ok := at[slot]; ok {
+				return i
+			}
+			return -1
 		}
 	}
-	at := make(map[uint32]int, len(recs))
-	for i, r := range recs {
-		at[r.Slot] = i
+	var mask [4]uint64
+	for _, r := range recs {
+		mask[r.Slot>>6&3] |= 1 << (r.Slot & 63)
 	}
 	return func(slot uint32) int {
-		if i, ok := at[slot]; ok {
-			return i
+		if mask[slot>>6&3]&(1<<(slot&63)) == 0 {
+			return -1
+		}
+		for i, r := range recs {
+			if r.Slot == slot {
+				return i
+			}
 		}
 		return -1
 	}

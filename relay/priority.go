@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"math"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -155,6 +156,23 @@ func (n *Node) scheduled(ls *linkState) bool {
 type due struct {
 	priority.Due[interest.Spot]
 	oi ownerInfo
+	// beyond and within bound the squared distances from a link's region
+	// at which it is in one of the bands published to (beyond < d2 ≤
+	// within), worked out once for every link.
+	beyond, within float64
+}
+
+// bandsOf sets d's bounds for the node's bands.
+func (d *due) bandsOf(near2 float64, top int) {
+	switch {
+	case d.Min > d.Max:
+		d.beyond, d.within = math.Inf(1), math.Inf(1) // no band from 1
+	default:
+		d.beyond, d.within = near2*float64(uint64(1)<<(2*(d.Min-1))), math.Inf(1)
+		if d.Max < top {
+			d.within = near2 * float64(uint64(1)<<(2*d.Max))
+		}
+	}
 }
 
 // scheduleLocked folds this flush's placed updates into the schedule and
@@ -177,6 +195,7 @@ func (n *Node) scheduleLocked() {
 	}
 	for _, d := range f.sched.Next() {
 		f.dues = append(f.dues, due{Due: d, oi: n.ownerInfo(d.Rec.Owner)})
+		f.dues[len(f.dues)-1].bandsOf(n.opts.Priority.Near*n.opts.Priority.Near, n.opts.Priority.Bands-1)
 	}
 }
 
@@ -219,22 +238,44 @@ func (n *Node) pendingVerdict(ls *linkState, spot *interest.Spot, oi ownerInfo) 
 // goroutine while n.mu is.
 func (n *Node) duesLocked(ls *linkState) ([]*peer.Record, []peer.Verdict) {
 	r := ls.region
-	near2, top := n.opts.Priority.Near*n.opts.Priority.Near, n.opts.Priority.Bands-1
+	near2 := n.opts.Priority.Near * n.opts.Priority.Near
 	recs, vs := r.dueRecs[:0], r.dueVerdicts[:0]
+	// The centres of the region's boxes, once for all the dues (a
+	// crowd's links each look at most of its objects every tick).
+	var at [4][3]float64
+	centres := at[:0]
+	for _, b := range r.Boxes {
+		if len(centres) == len(at) {
+			centres = nil // (many boxes: interest.Dist2 for each due)
+			break
+		}
+		centres = append(centres, [3]float64{(b.Min[0] + b.Max[0]) / 2, (b.Min[1] + b.Max[1]) / 2, (b.Min[2] + b.Max[2]) / 2})
+	}
+	dist2 := func(p [3]float64) float64 {
+		if centres == nil {
+			return interest.Dist2(p, r.Boxes)
+		}
+		d2 := math.Inf(1)
+		for _, c := range centres {
+			x, y, z := p[0]-c[0], p[1]-c[1], p[2]-c[2]
+			d2 = min(d2, x*x+y*y+z*z)
+		}
+		return d2
+	}
 	for i := range n.fan.dues {
 		d := &n.fan.dues[i]
 		// Band 0 (within near, or no position) if Zero; else bands Min
 		// to Max: beyond near·2^(Min-1), and within near·2^Max unless
-		// Max is the farthest band.
+		// Max is the farthest band (d.beyond, d.within).
 		if !d.Place.HasP {
 			if !d.Zero {
 				continue
 			}
-		} else if d2 := interest.Dist2(d.Place.P, r.Boxes); d2 <= near2 {
+		} else if d2 := dist2(d.Place.P); d2 <= near2 {
 			if !d.Zero {
 				continue
 			}
-		} else if d.Min > d.Max || d2 <= near2*float64(uint64(1)<<(2*(d.Min-1))) || (d.Max < top && d2 > near2*float64(uint64(1)<<(2*d.Max))) {
+		} else if d2 <= d.beyond || d2 > d.within {
 			continue
 		}
 		if v := n.pendingVerdict(ls, &d.Place, d.oi); v == peer.Send || v == peer.Keep {
