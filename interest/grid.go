@@ -98,12 +98,55 @@ func Band(p [3]float64, boxes []peer.Box, near float64, bands int) int {
 func Dist2(p [3]float64, boxes []peer.Box) float64 {
 	d2 := math.Inf(1)
 	for _, bx := range boxes {
-		var s float64
-		for k := range 3 {
-			c := (bx.Min[k] + bx.Max[k]) / 2
-			s += (p[k] - c) * (p[k] - c)
-		}
-		d2 = min(d2, s)
+		d2 = min(d2, dist2(p, Centre(bx)))
+	}
+	return d2
+}
+
+// Centre returns the centre of b, from which Dist2 measures.
+func Centre(b peer.Box) [3]float64 {
+	return [3]float64{(b.Min[0] + b.Max[0]) / 2, (b.Min[1] + b.Max[1]) / 2, (b.Min[2] + b.Max[2]) / 2}
+}
+
+func dist2(p, c [3]float64) float64 {
+	var s float64
+	for k := range 3 {
+		s += (p[k] - c[k]) * (p[k] - c[k])
+	}
+	return s
+}
+
+// Centres measures Dist2 from the same boxes to many points, their
+// centres worked out once (a crowd's viewer measures most of the crowd
+// every tick). The zero value has no boxes.
+type Centres struct {
+	c     [4][3]float64
+	n     int
+	boxes []peer.Box // more than fit in c: measured by Dist2
+}
+
+// CentresOf returns the Centres of boxes.
+func CentresOf(boxes []peer.Box) Centres {
+	var cs Centres
+	if len(boxes) > len(cs.c) {
+		cs.boxes = boxes
+		return cs
+	}
+	for _, b := range boxes {
+		cs.c[cs.n] = Centre(b)
+		cs.n++
+	}
+	return cs
+}
+
+// Dist2 is Dist2(p, boxes) for the boxes cs was made of.
+func (cs *Centres) Dist2(p [3]float64) float64 {
+	if cs.boxes != nil {
+		return Dist2(p, cs.boxes)
+	}
+	d2 := math.Inf(1)
+	for _, c := range cs.c[:cs.n] {
+		d2 = min(d2, dist2(p, c))
 	}
 	return d2
 }

@@ -335,3 +335,26 @@ func TestCoarsen(t *testing.T) {
 		t.Fatalf("few boxes changed: %v", got)
 	}
 }
+
+// TestCentres: distances measured from centres worked out once are
+// Dist2's, for no box, one, as many as are kept, and more.
+func TestCentres(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	box := func() peer.Box {
+		x, y, z := rng.Float64()*100-50, rng.Float64()*10, rng.Float64()*100-50
+		return peer.Box{Min: [3]float64{x, y, z}, Max: [3]float64{x + rng.Float64()*30, y + 2, z + rng.Float64()*30}}
+	}
+	for _, n := range []int{0, 1, 2, 4, 5, 9} {
+		var boxes []peer.Box
+		for range n {
+			boxes = append(boxes, box())
+		}
+		cs := interest.CentresOf(boxes)
+		for range 200 {
+			p := [3]float64{rng.Float64()*300 - 150, rng.Float64() * 20, rng.Float64()*300 - 150}
+			if got, want := cs.Dist2(p), interest.Dist2(p, boxes); got != want {
+				t.Fatalf("%d boxes, %v: %v, want %v", n, p, got, want)
+			}
+		}
+	}
+}

@@ -82,11 +82,7 @@ func (nb *nearby) subOf(ls *linkState, sub []int) ([]int, bool) {
 	}
 	near := r.nearBuf[:0]
 	for _, b := range r.Boxes {
-		var c [3]float64
-		for k := range 3 {
-			c[k] = (b.Min[k] + b.Max[k]) / 2 // (as interest.Dist2)
-		}
-		nb.cols.Around(c, func(i int) { near = append(near, i) })
+		nb.cols.Around(interest.Centre(b), func(i int) { near = append(near, i) })
 	}
 	near = append(near, nb.own[ls]...)
 	slices.Sort(near)

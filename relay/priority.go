@@ -240,28 +240,7 @@ func (n *Node) duesLocked(ls *linkState) ([]*peer.Record, []peer.Verdict) {
 	r := ls.region
 	near2 := n.opts.Priority.Near * n.opts.Priority.Near
 	recs, vs := r.dueRecs[:0], r.dueVerdicts[:0]
-	// The centres of the region's boxes, once for all the dues (a
-	// crowd's links each look at most of its objects every tick).
-	var at [4][3]float64
-	centres := at[:0]
-	for _, b := range r.Boxes {
-		if len(centres) == len(at) {
-			centres = nil // (many boxes: interest.Dist2 for each due)
-			break
-		}
-		centres = append(centres, [3]float64{(b.Min[0] + b.Max[0]) / 2, (b.Min[1] + b.Max[1]) / 2, (b.Min[2] + b.Max[2]) / 2})
-	}
-	dist2 := func(p [3]float64) float64 {
-		if centres == nil {
-			return interest.Dist2(p, r.Boxes)
-		}
-		d2 := math.Inf(1)
-		for _, c := range centres {
-			x, y, z := p[0]-c[0], p[1]-c[1], p[2]-c[2]
-			d2 = min(d2, x*x+y*y+z*z)
-		}
-		return d2
-	}
+	centres := interest.CentresOf(r.Boxes) // (once for all the dues)
 	for i := range n.fan.dues {
 		d := &n.fan.dues[i]
 		// Band 0 (within near, or no position) if Zero; else bands Min
@@ -271,7 +250,7 @@ func (n *Node) duesLocked(ls *linkState) ([]*peer.Record, []peer.Verdict) {
 			if !d.Zero {
 				continue
 			}
-		} else if d2 := dist2(d.Place.P); d2 <= near2 {
+		} else if d2 := centres.Dist2(d.Place.P); d2 <= near2 {
 			if !d.Zero {
 				continue
 			}
