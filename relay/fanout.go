@@ -89,9 +89,11 @@ type fanout struct {
 	// subs receive the messages that reach this node (messages.go).
 	subs msgSubs
 	// sched folds far updates for links under priority without a budget,
-	// and dues are what it publishes in this flush (priority.go).
+	// and dues are what it publishes in this flush, with where each is
+	// in dueAt (priority.go).
 	sched *priority.Schedule[interest.Spot]
 	dues  []due
+	dueAt []dueAt
 	// near is what of this flush's log is near whom, for the links on
 	// the schedule (nearby.go).
 	near nearby
@@ -240,7 +242,7 @@ func (n *Node) flushWith(unlocked bool) *batch {
 	if f.sched != nil {
 		f.sched.End()
 		clear(f.dues)
-		f.dues = f.dues[:0]
+		f.dues, f.dueAt = f.dues[:0], f.dueAt[:0]
 	}
 	f.near.built = false
 	used := len(f.log)

@@ -114,6 +114,40 @@ func TestPriorityBands(t *testing.T) {
 	viewer.CheckClean()
 }
 
+// TestPriorityOneBand: with one band everything is near, so a viewer is
+// sent every object's changes every tick, however far it is (bands beyond
+// near lost the far ones' changes for good).
+func TestPriorityOneBand(t *testing.T) {
+	n, url := startNode(t, relay.Options{Tick: 50 * time.Millisecond, Priority: relay.PriorityOptions{Near: 10, Bands: 1}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	writer := dialTick(t, ctx, url, 50*time.Millisecond)
+	for id, x := range map[string]float64{"near": 5, "far": 90} {
+		if err := writer.CreateWithID(id, map[string]any{"position": []float64{x, 0, 0}, "n": 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	viewer := wiretest.Dial(t, url, "client-vvvvvvvv-vvvvvvvv", wiretest.Options{Extra: map[string]any{"interest": region}})
+	viewer.Wait("the two objects", 10*time.Second, func(o map[string]wiretest.Object) bool { return len(o) == 2 })
+	before, _ := updatesOf(viewer)
+	const rounds = 20
+	for i := 1; i <= rounds; i++ {
+		writer.Set("near", map[string]any{"n": i})
+		writer.Set("far", map[string]any{"n": i})
+		time.Sleep(100 * time.Millisecond)
+	}
+	var diff string
+	waitFor(t, "the viewer holds the last values", 5*time.Second, func() bool {
+		diff = viewerHolds(viewer, n, "near", "far")
+		return diff == ""
+	})
+	after, _ := updatesOf(viewer)
+	if near, far := after["near"]-before["near"], after["far"]-before["far"]; far < near*3/4 {
+		t.Errorf("updates sent near %d, far %d: want as many", near, far)
+	}
+	viewer.CheckClean()
+}
+
 // TestBudget: while 40 objects change every tick (about 60,000 bytes a
 // second), a viewer that asks for 3,000 bytes a second is sent about that,
 // one that asks nothing about the node's cap (6,000), and a relay (a
