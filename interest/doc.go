@@ -1,7 +1,9 @@
 // Package interest is the geometry of spatial interest, without I/O: a
 // uniform grid of cells (Grid), the cells a region's boxes cover, whether a
 // point is inside a region, how far from it in bands of doubling distance
-// (Band), positions read from JSON (ParseVec3), and an
+// (Band), which of many points each of many viewers takes by their
+// distance, as a node's bands publish them (Shells, BandShell), positions
+// read from JSON (ParseVec3), and an
 // index of objects by cell (Index); what a viewer wants (Wants: boxes and
 // rooms, read from its metadata) and whether it is sent a change (Region's
 // Verdict, with hysteresis), objects' positions and rooms read from their

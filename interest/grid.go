@@ -93,6 +93,26 @@ func Band(p [3]float64, boxes []peer.Box, near float64, bands int) int {
 	return band
 }
 
+// BandShell returns the squared distances of bands lo to hi by Band's
+// near and bands: a point whose Dist2 is in the shell is in one of them
+// (a viewer's shell of a point published to those bands, for Shells). ok
+// is false if no distance is (lo > hi).
+func BandShell(near float64, bands, lo, hi int) (sh Shell, ok bool) {
+	top := bands - 1
+	bound := func(b int) float64 { // (band b's farthest)
+		if b >= top || near <= 0 {
+			return math.Inf(1)
+		}
+		return near * near * float64(uint64(1)<<(2*b))
+	}
+	sh.Beyond = -1
+	if lo > 0 {
+		sh.Beyond = bound(lo - 1)
+	}
+	sh.Within = bound(hi)
+	return sh, lo <= hi && sh.Beyond < sh.Within
+}
+
 // Dist2 returns the squared distance from p to the centre of the nearest
 // of boxes (+Inf for none).
 func Dist2(p [3]float64, boxes []peer.Box) float64 {

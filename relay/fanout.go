@@ -89,11 +89,13 @@ type fanout struct {
 	// subs receive the messages that reach this node (messages.go).
 	subs msgSubs
 	// sched folds far updates for links under priority without a budget,
-	// and dues are what it publishes in this flush, with where each is
-	// in dueAt (priority.go).
-	sched *priority.Schedule[interest.Spot]
-	dues  []due
-	dueAt []dueAt
+	// and dues are what it publishes in this flush; shells find which
+	// links take each, and unplaced lists those (without a position) that
+	// every link takes (priority.go).
+	sched    *priority.Schedule[interest.Spot]
+	dues     []due
+	shells   interest.Shells
+	unplaced []int
 	// near is what of this flush's log is near whom, for the links on
 	// the schedule (nearby.go).
 	near nearby
@@ -242,7 +244,8 @@ func (n *Node) flushWith(unlocked bool) *batch {
 	if f.sched != nil {
 		f.sched.End()
 		clear(f.dues)
-		f.dues, f.dueAt = f.dues[:0], f.dueAt[:0]
+		f.dues, f.unplaced = f.dues[:0], f.unplaced[:0]
+		f.shells.Reset()
 	}
 	f.near.built = false
 	used := len(f.log)

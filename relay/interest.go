@@ -60,12 +60,13 @@ type region struct {
 	interest.Region
 	sub  []int
 	mark int
-	// recs is offerSubset's buffer, dueRecs and dueVerdicts
+	// recs is offerSubset's buffer, dueRecs, dueVerdicts and dueBits
 	// duesLocked's, dueIn the verdicts of the dues offered with the log;
 	// all kept from flush to flush.
 	recs        []*peer.Record
 	dueRecs     []*peer.Record
 	dueVerdicts []peer.Verdict
+	dueBits     []uint64
 	dueIn       []peer.Verdict
 	// nearBuf and nearSub are nearby.subOf's.
 	nearBuf, nearSub []int

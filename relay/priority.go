@@ -1,7 +1,7 @@
 package relay
 
 import (
-	"math"
+	"math/bits"
 	"time"
 
 	"github.com/solipsism/mesh/gameworld"
@@ -158,55 +158,6 @@ type due struct {
 	oi ownerInfo
 }
 
-// dueAt is where a due is and which bands it is published to, apart
-// from the due itself: every link on the schedule scans every due of a
-// flush (in a crowd, a thousand links and 200 to 500 dues a tick, between
-// writes that take the dues out of the processor's cache), and reading
-// the dues whole (140 bytes each, not 32) made that scan wait on memory
-// for a sixth of the node's CPU.
-type dueAt struct {
-	p [3]float64
-	// beyond and within bound the squared distances from a link's region
-	// at which it is in one of the bands published to (beyond < d2 ≤
-	// within): indices of bandBounds.
-	beyond, within uint8
-	// placed: the object has a position; zero: band 0 is published to
-	// (within near, or to every link if not placed).
-	placed, zero bool
-}
-
-// dueAtOf returns where d is, for top the farthest band.
-func dueAtOf(d *priority.Due[interest.Spot], top int) dueAt {
-	a := dueAt{p: d.Place.P, placed: d.Place.HasP, zero: d.Zero}
-	if d.Min > d.Max {
-		a.beyond, a.within = uint8(top), uint8(top) // no band from 1
-	} else {
-		a.beyond, a.within = uint8(d.Min-1), uint8(d.Max)
-	}
-	return a
-}
-
-// takenAt reports whether a link at squared distance d2 from a takes it:
-// in band 0 (within bounds[0]) if band 0 is published to, else if in one
-// of the bands from 1 it is published to.
-func (a *dueAt) takenAt(d2 float64, bounds *[16]float64) bool {
-	if d2 <= bounds[0] {
-		return a.zero
-	}
-	return d2 > bounds[a.beyond] && d2 <= bounds[a.within]
-}
-
-// bandBounds returns the squared distances that bound the bands: band 0
-// is within [0], band b (1 ≤ b ≤ top) beyond [b-1] and within [b], and
-// [top] is infinite (with one band, everything is in band 0).
-func bandBounds(near2 float64, top int) (bs [16]float64) {
-	for k := range top {
-		bs[k] = near2 * float64(uint64(1)<<(2*k))
-	}
-	bs[top] = math.Inf(1)
-	return bs
-}
-
 // scheduleLocked folds this flush's placed updates into the schedule and
 // lists what it publishes. n.mu must be held.
 func (n *Node) scheduleLocked() {
@@ -225,10 +176,29 @@ func (n *Node) scheduleLocked() {
 	if f.sched.Len() == 0 {
 		return
 	}
+	// Which links take each due is found from where it is and its bands
+	// (interest.Shells); one without a position is taken by every link
+	// if band 0 is published to, by none otherwise.
+	near, bands := n.opts.Priority.Near, n.opts.Priority.Bands
 	for _, d := range f.sched.Next() {
 		f.dues = append(f.dues, due{Due: d, oi: n.ownerInfo(d.Rec.Owner)})
-		f.dueAt = append(f.dueAt, dueAtOf(&d, n.opts.Priority.Bands-1))
+		if !d.Place.HasP {
+			if i := f.shells.Add(d.Place.P); d.Zero {
+				f.unplaced = append(f.unplaced, i)
+			}
+			continue
+		}
+		var buf [2]interest.Shell
+		sh := buf[:0]
+		if s, ok := interest.BandShell(near, bands, 0, 0); ok && d.Zero {
+			sh = append(sh, s)
+		}
+		if s, ok := interest.BandShell(near, bands, d.Min, d.Max); ok {
+			sh = append(sh, s)
+		}
+		f.shells.Add(d.Place.P, sh...)
 	}
+	f.shells.Build()
 }
 
 // waitsForSchedule reports whether the log's i-th entry waits for the
@@ -270,30 +240,24 @@ func (n *Node) pendingVerdict(ls *linkState, spot *interest.Spot, oi ownerInfo) 
 // goroutine while n.mu is.
 func (n *Node) duesLocked(ls *linkState) ([]*peer.Record, []peer.Verdict) {
 	r := ls.region
-	near2 := n.opts.Priority.Near * n.opts.Priority.Near
+	f := &n.fan
 	recs, vs := r.dueRecs[:0], r.dueVerdicts[:0]
-	bounds := bandBounds(near2, n.opts.Priority.Bands-1)
-	centres := interest.CentresOf(r.Boxes) // (once for all the dues)
-	one := centres.One()                   // (measured inline: the scan's cost is mostly this)
-	for i := range n.fan.dueAt {
-		a := &n.fan.dueAt[i]
-		var d2 float64 // (0 if not placed: band 0)
-		switch {
-		case !a.placed:
-		case one != nil:
-			d2 = interest.PointDist2(a.p, *one)
-		default:
-			d2 = centres.Dist2(a.p)
-		}
-		if !a.takenAt(d2, &bounds) {
-			continue
-		}
-		d := &n.fan.dues[i]
-		if v := n.pendingVerdict(ls, &d.Place, d.oi); v == peer.Send || v == peer.Keep {
-			recs, vs = append(recs, d.Rec), append(vs, v)
+	taken := r.dueBits[:0]
+	taken = append(taken, make([]uint64, (len(f.dues)+63)/64)...)
+	centres := interest.CentresOf(r.Boxes)
+	f.shells.Take(&centres, taken)
+	for _, i := range f.unplaced {
+		taken[i>>6] |= 1 << (i & 63)
+	}
+	for w, word := range taken {
+		for ; word != 0; word &= word - 1 {
+			d := &f.dues[w<<6|bits.TrailingZeros64(word)]
+			if v := n.pendingVerdict(ls, &d.Place, d.oi); v == peer.Send || v == peer.Keep {
+				recs, vs = append(recs, d.Rec), append(vs, v)
+			}
 		}
 	}
-	r.dueRecs, r.dueVerdicts = recs, vs
+	r.dueRecs, r.dueVerdicts, r.dueBits = recs, vs, taken
 	return recs, vs
 }
 
