@@ -22,6 +22,28 @@ func takesBrute(p [3]float64, shells []interest.Shell, boxes []peer.Box) bool {
 	return false
 }
 
+// viewer returns n boxes 20 wide, centred at coord() each way on the
+// ground or, one in three, at the origin.
+func viewer(rng *rand.Rand, n int, coord func() float64) []peer.Box {
+	var boxes []peer.Box
+	for range n {
+		x, z := coord(), coord()
+		if rng.IntN(3) == 0 {
+			x, z = 0, 0
+		}
+		boxes = append(boxes, peer.Box{Min: [3]float64{x - 10, 0, z - 10}, Max: [3]float64{x + 10, 4, z + 10}})
+	}
+	return boxes
+}
+
+// takenBy returns whether a viewer of boxes takes each of sh's n points.
+func takenBy(sh *interest.Shells, boxes []peer.Box, n int) func(i int) bool {
+	taken := make([]uint64, (n+63)/64)
+	cs := interest.CentresOf(boxes)
+	sh.Take(&cs, taken)
+	return func(i int) bool { return taken[i>>6]&(1<<(i&63)) != 0 }
+}
+
 // TestShells: Take finds what measuring every point finds, for kinds of
 // one and two shells (apart, narrowly apart, meeting, overlapping, nested,
 // unbounded),
@@ -68,20 +90,11 @@ func TestShells(t *testing.T) {
 			t.Fatalf("Len %d, want %d", sh.Len(), len(pts))
 		}
 		for range 20 {
-			var boxes []peer.Box
-			for range rng.IntN(7) {
-				x, z := rng.NormFloat64()*spread, rng.NormFloat64()*spread
-				if rng.IntN(3) == 0 {
-					x, z = 0, 0
-				}
-				boxes = append(boxes, peer.Box{Min: [3]float64{x - 10, 0, z - 10}, Max: [3]float64{x + 10, 4, z + 10}})
-			}
-			taken := make([]uint64, (len(pts)+63)/64)
-			cs := interest.CentresOf(boxes)
-			sh.Take(&cs, taken)
+			boxes := viewer(rng, rng.IntN(7), func() float64 { return rng.NormFloat64() * spread })
+			taken := takenBy(&sh, boxes, len(pts))
 			for _, q := range pts {
 				want := takesBrute(q.p, kinds[q.kind], boxes)
-				if got := taken[q.index>>6]&(1<<(q.index&63)) != 0; got != want {
+				if got := taken(q.index); got != want {
 					t.Fatalf("round %d, %d boxes: point %v of kind %v (d² %v): taken %v, want %v",
 						round, len(boxes), q.p, kinds[q.kind], interest.Dist2(q.p, boxes), got, want)
 				}
@@ -171,21 +184,12 @@ func TestBandShell(t *testing.T) {
 			}
 			sh.Build()
 			for range 30 {
-				var boxes []peer.Box
-				for range 1 + rng.IntN(6) {
-					x, z := rng.Float64()*200-100, rng.Float64()*200-100
-					if rng.IntN(3) == 0 {
-						x, z = 0, 0
-					}
-					boxes = append(boxes, peer.Box{Min: [3]float64{x - 10, 0, z - 10}, Max: [3]float64{x + 10, 4, z + 10}})
-				}
-				taken := make([]uint64, (len(pubs)+63)/64)
-				cs := interest.CentresOf(boxes)
-				sh.Take(&cs, taken)
+				boxes := viewer(rng, 1+rng.IntN(6), func() float64 { return rng.Float64()*200 - 100 })
+				taken := takenBy(&sh, boxes, len(pubs))
 				for i, u := range pubs {
 					band := interest.Band(u.p, boxes, near, bands)
 					want := (band == 0 && u.zero) || (band > 0 && band >= u.lo && band <= u.hi)
-					if got := taken[i>>6]&(1<<(i&63)) != 0; got != want {
+					if got := taken(i); got != want {
 						t.Fatalf("%d bands, round %d, %d boxes: point at %v in band %d (d² %v), published to %d..%d zero %v: taken %v",
 							bands, round, len(boxes), u.p, band, interest.Dist2(u.p, boxes), u.lo, u.hi, u.zero, got)
 					}
