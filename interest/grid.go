@@ -128,19 +128,6 @@ func Centre(b peer.Box) [3]float64 {
 	return [3]float64{(b.Min[0] + b.Max[0]) / 2, (b.Min[1] + b.Max[1]) / 2, (b.Min[2] + b.Max[2]) / 2}
 }
 
-// One returns the centre of the only box, nil if there are more or none:
-// a caller measuring many points from one box (most regions are one)
-// measures each with PointDist2, inline, not through Dist2.
-func (cs *Centres) One() *[3]float64 {
-	if cs.n != 1 || cs.boxes != nil {
-		return nil
-	}
-	return &cs.c[0]
-}
-
-// PointDist2 is the squared distance between points p and c.
-func PointDist2(p, c [3]float64) float64 { return dist2(p, c) }
-
 func dist2(p, c [3]float64) float64 {
 	x, y, z := p[0]-c[0], p[1]-c[1], p[2]-c[2]
 	return x*x + y*y + z*z
