@@ -20,7 +20,7 @@ type Shell struct {
 // all lie in or out of the kind's shells, and measures only the points of
 // cells its shells' bounds cross. (A crowd of a thousand viewers asks it
 // of every tick's few hundred points; measuring every point for every
-// viewer was a sixth of the node's work.)
+// viewer was a quarter of the node's work.)
 //
 // The zero value is empty. Add points, Build, then Take for each viewer;
 // Reset empties it, keeping its memory. Take may run on many goroutines
