@@ -150,7 +150,7 @@ func (b *Bridge) loop(ctx context.Context) {
 // revision if anything changed, and sends every client what it lacks. It
 // reports whether the next heartbeat has anything to do: without clients
 // (the node then sends the bridge nothing) heartbeats wait until one
-// comes.
+// comes, and the history goes.
 func (b *Bridge) heartbeat() (busy bool) {
 	b.beats.Add(1)
 	in := b.inbox.Take()
@@ -181,6 +181,9 @@ func (b *Bridge) heartbeat() (busy bool) {
 			s.conn.SendState(pkt)
 			s.sent, s.sentAt = b.st.rev, beat
 		}
+	}
+	if len(b.sessions) == 0 {
+		b.st.forgetHistory()
 	}
 	return len(b.sessions) > 0 || len(in) > 0
 }

@@ -600,7 +600,7 @@ func TestEmptyPlaceSendsItsFirstState(t *testing.T) {
 // TestBridgeSleepsWithoutClients: a bridge without clients makes no
 // heartbeats (the node sends it nothing then); the first client wakes it
 // and gets the world as it is, changes made while it slept included, and
-// the bridge sleeps again once its clients are gone.
+// the bridge sleeps again once its clients are gone, holding no history.
 func TestBridgeSleepsWithoutClients(t *testing.T) {
 	p := startPlace(t, Options{Heartbeat: 10 * time.Millisecond})
 	alice := p.solipsist(t, "alice")
@@ -633,6 +633,12 @@ func TestBridgeSleepsWithoutClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	still("after the client left")
+	p.bridge.mu.Lock()
+	kept := len(p.bridge.st.hist)
+	p.bridge.mu.Unlock()
+	if kept != 0 {
+		t.Fatalf("the sleeping bridge keeps %d revisions of history", kept)
+	}
 	c2 := p.agent(t, ClientOptions{})
 	waitFor(t, "the object as it is now", 5*time.Second, holds(c2, "second-label"))
 	caughtUp(t, p, c2)

@@ -381,6 +381,21 @@ func (s *state) newRevision() {
 	clear(s.vals)
 }
 
+// forgetHistory lets the history go, and the packets built from it:
+// without clients no one holds a revision to be sent a diff from (a
+// client that comes is sent a set first), and a bridge without clients
+// sleeps, so what a load left in history (up to its bound: megabytes
+// after a thousand clients) would stay until a client came.
+func (s *state) forgetHistory() {
+	if len(s.hist) == 0 {
+		return
+	}
+	clear(s.hist)
+	s.hist, s.histBytes = nil, 0
+	clear(s.cache)
+	clear(s.mergeCache)
+}
+
 // inHistory reports whether a diff from base to the current revision can
 // be built.
 func (s *state) inHistory(base uint64) bool {
