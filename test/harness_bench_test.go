@@ -327,12 +327,9 @@ func debugAddr(tb testing.TB, r relayProc) string {
 	}
 }
 
-// nodeHeap reads the node's live heap after two collections, from its
-// pprof listener: what sync.Pools hold (buffers of a load's last moments)
-// survives one collection and goes at the second.
+// nodeHeap reads the node's live heap after a GC, from its pprof listener.
 func nodeHeap(tb testing.TB, r relayProc) int64 {
 	tb.Helper()
-	httpGet(tb, "http://"+debugAddr(tb, r)+"/debug/pprof/heap?gc=1&debug=1")
 	_, body := httpGet(tb, "http://"+debugAddr(tb, r)+"/debug/pprof/heap?gc=1&debug=1")
 	m := heapAllocRE.FindStringSubmatch(body)
 	if m == nil {
