@@ -135,13 +135,7 @@ func (a *Attachment) Identifier() string {
 // the result; property values must be JSON.
 func (a *Attachment) Apply(changes []gameworld.Change) (gameworld.Applied, error) {
 	n := a.n
-	id := a.Identifier()
-	for i := range changes {
-		if changes[i].Type == gameworld.Add && changes[i].Owner == "" {
-			changes[i].Owner = id
-		}
-	}
-	if err := compactProperties(changes); err != nil {
+	if err := ownChanges(changes, a.Identifier()); err != nil {
 		return gameworld.Applied{}, err
 	}
 	n.lock()

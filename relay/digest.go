@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/antientropy"
+	"github.com/solipsism/mesh/internal/loop"
 	"github.com/solipsism/mesh/metrics"
 	"github.com/solipsism/mesh/ownership"
 	"github.com/solipsism/mesh/peer"
@@ -75,7 +76,7 @@ func (n *Node) digestLoop() {
 	if n.opts.DigestInterval > 0 {
 		every = min(every, n.opts.DigestInterval/4)
 	}
-	Every(n.life.ctx, every, func() {
+	loop.Every(n.life.ctx, every, func() {
 		n.lock()
 		defer n.mu.Unlock()
 		if !n.life.closed {

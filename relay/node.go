@@ -230,12 +230,7 @@ func (n *Node) Close(ctx context.Context) error {
 // without an owner get the node's identifier; changes to objects owned by
 // anyone else are refused.
 func (n *Node) Apply(changes []gameworld.Change) (gameworld.Applied, error) {
-	for i := range changes {
-		if changes[i].Type == gameworld.Add && changes[i].Owner == "" {
-			changes[i].Owner = n.id
-		}
-	}
-	if err := compactProperties(changes); err != nil {
+	if err := ownChanges(changes, n.id); err != nil {
 		return gameworld.Applied{}, err
 	}
 	n.lock()
@@ -257,10 +252,14 @@ func (n *Node) Apply(changes []gameworld.Change) (gameworld.Applied, error) {
 	return res, nil
 }
 
-// compactProperties makes the changes' property values valid, compact JSON,
-// as they are relayed as they are.
-func compactProperties(changes []gameworld.Change) error {
+// ownChanges readies changes made through the API by owner: adds without
+// an owner get it, and property values are made valid, compact JSON, as
+// they are relayed as they are.
+func ownChanges(changes []gameworld.Change, owner string) error {
 	for i := range changes {
+		if changes[i].Type == gameworld.Add && changes[i].Owner == "" {
+			changes[i].Owner = owner
+		}
 		if changes[i].Properties.Empty() {
 			continue
 		}

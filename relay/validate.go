@@ -133,7 +133,7 @@ func (n *Node) correctLocked(m peer.AppMessage, ls *linkState) {
 	switch {
 	case d.Gone:
 		cs[0] = gameworld.Change{Type: gameworld.Remove, ID: d.ID}
-	case len(d.Properties) == 0 && len(d.Scopes) == 0, compactProperties(cs) != nil:
+	case len(d.Properties) == 0 && len(d.Scopes) == 0, ownChanges(cs, n.id) != nil:
 		return
 	}
 	res := n.world.Apply(cs, nil)

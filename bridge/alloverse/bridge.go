@@ -14,6 +14,7 @@ import (
 
 	"github.com/solipsism/mesh/api"
 	"github.com/solipsism/mesh/auth"
+	"github.com/solipsism/mesh/internal/loop"
 	"github.com/solipsism/mesh/relay"
 )
 
@@ -143,7 +144,7 @@ func (b *Bridge) Close() {
 
 func (b *Bridge) loop(ctx context.Context) {
 	defer close(b.done)
-	relay.EveryWhileBusy(ctx, b.opts.Heartbeat, b.wake, b.heartbeat)
+	loop.EveryWhileBusy(ctx, b.opts.Heartbeat, b.wake, b.heartbeat)
 }
 
 // heartbeat takes the world's changes into the document, as one new

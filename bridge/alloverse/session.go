@@ -10,6 +10,7 @@ import (
 
 	"github.com/solipsism/mesh/auth"
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/internal/loop"
 	"github.com/solipsism/mesh/relay"
 )
 
@@ -122,7 +123,7 @@ func (b *Bridge) Connect(conn Conn) (*Session, error) {
 	b.sessions[s] = struct{}{}
 	if len(b.sessions) == 1 {
 		b.obs.SetInterest(nil, false) // the whole world, now that someone looks
-		relay.Wake(b.wake)
+		loop.Wake(b.wake)
 	}
 	return s, nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/solipsism/mesh/auth"
 	"github.com/solipsism/mesh/gameworld"
+	"github.com/solipsism/mesh/internal/loop"
 	"github.com/solipsism/mesh/relay"
 	"github.com/solipsism/mesh/scope"
 )
@@ -583,7 +584,7 @@ func (s *Server) accept(addr netip.AddrPort, nonce uint32, token string, version
 		s.clients[addr] = c
 		if len(s.clients) == 1 {
 			s.obs.SetInterest(nil, false)
-			relay.Wake(s.wake)
+			loop.Wake(s.wake)
 		}
 		s.log.Debug("client connected", "addr", addr, "identifier", id, "version", version)
 	}
@@ -766,7 +767,7 @@ func (s *Server) ackLocked(c *conn, tick, mask uint32) {
 
 func (s *Server) tickLoop(ctx context.Context) {
 	defer s.wg.Done()
-	relay.EveryWhileBusy(ctx, time.Second/time.Duration(s.opts.Rate), s.wake, s.step)
+	loop.EveryWhileBusy(ctx, time.Second/time.Duration(s.opts.Rate), s.wake, s.step)
 }
 
 // step advances one tick: takes the world's changes, drops silent

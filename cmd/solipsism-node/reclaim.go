@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/solipsism/mesh/relay"
+	"github.com/solipsism/mesh/internal/loop"
 )
 
 // reclaimer gives memory back to the operating system after a flood
@@ -92,7 +92,7 @@ func (r *reclaimer) check() bool {
 
 // run checks every interval until ctx ends.
 func (r *reclaimer) run(ctx context.Context, every time.Duration) {
-	relay.Every(ctx, every, func() { r.check() })
+	loop.Every(ctx, every, func() { r.check() })
 }
 
 func abs(n int) int {

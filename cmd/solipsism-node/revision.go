@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/solipsism/mesh/bridge/alloverse"
+	"github.com/solipsism/mesh/internal/loop"
 	"github.com/solipsism/mesh/relay"
 )
 
@@ -34,7 +35,7 @@ func revisionLease(n *relay.Node) uint64 {
 func keepRevisionLease(ctx context.Context, n *relay.Node, b *alloverse.Bridge, first uint64) {
 	lease := first + revisionAhead
 	n.StoreValue(revisionKey, []byte(strconv.FormatUint(lease, 10)))
-	relay.Every(ctx, time.Second, func() {
+	loop.Every(ctx, time.Second, func() {
 		if rev := b.Revision(); rev+revisionAhead/2 > lease && rev+revisionAhead <= alloverse.MaxRevision {
 			lease = rev + revisionAhead
 			n.StoreValue(revisionKey, []byte(strconv.FormatUint(lease, 10)))

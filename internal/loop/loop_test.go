@@ -1,4 +1,4 @@
-package relay
+package loop
 
 import (
 	"context"
