@@ -106,6 +106,7 @@ func New(n *relay.Node, opts Options) (*Bridge, error) {
 	b := &Bridge{node: n, opts: opts, log: log.With("bridge", "alloverse"),
 		st: newState(opts.FirstRevision, opts.History, opts.PatchStyle), sessions: map[*Session]struct{}{}, done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	b.st.views = opts.ViewRadius > 0
+	b.inbox.Wake = b.wake // what comes while it sleeps (the world's removes when the last client left) is taken
 	obs, err := n.Attach(relay.AttachOptions{Receiver: &b.inbox})
 	if err != nil {
 		return nil, fmt.Errorf("alloverse: joining the node: %w", err)

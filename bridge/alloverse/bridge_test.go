@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/solipsism/mesh/client"
+	"github.com/solipsism/mesh/gameworld"
 	"github.com/solipsism/mesh/relay"
 )
 
@@ -634,12 +635,56 @@ func TestBridgeSleepsWithoutClients(t *testing.T) {
 	}
 	still("after the client left")
 	p.bridge.mu.Lock()
-	kept := len(p.bridge.st.hist)
+	kept, ents := len(p.bridge.st.hist), len(p.bridge.st.entities)
 	p.bridge.mu.Unlock()
 	if kept != 0 {
 		t.Fatalf("the sleeping bridge keeps %d revisions of history", kept)
 	}
+	// Without a client it wants nothing of the world: the node hides
+	// what it had sent it, and the removes, which come after the last
+	// heartbeat with a client, are taken before it sleeps.
+	if n := p.bridge.inbox.Len(); ents != 0 || n != 0 {
+		t.Fatalf("the sleeping bridge holds %d entities, and %d deliveries wait for it", ents, n)
+	}
 	c2 := p.agent(t, ClientOptions{})
 	waitFor(t, "the object as it is now", 5*time.Second, holds(c2, "second-label"))
 	caughtUp(t, p, c2)
+}
+
+// TestBridgeLetsTheWorldGoWithoutClients: when the last client leaves,
+// the node hides the world from the bridge while the bridge's next
+// heartbeat may already have taken its inbox (the heartbeat waits for the
+// lock the leaving session holds). The removes must still be taken before
+// the bridge sleeps: a bridge that slept on them held a load's world, and
+// its deliveries, until the next client came.
+func TestBridgeLetsTheWorldGoWithoutClients(t *testing.T) {
+	p := startPlace(t, Options{Heartbeat: time.Millisecond})
+	const objects = 2000
+	changes := make([]gameworld.Change, objects)
+	for i := range changes {
+		changes[i] = gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("o-%d", i),
+			Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"transform": json.RawMessage(`[0,0,0]`)})}
+	}
+	if _, err := p.node.Apply(changes); err != nil {
+		t.Fatal(err)
+	}
+	held := func() (ents, waiting int) {
+		p.bridge.mu.Lock()
+		defer p.bridge.mu.Unlock()
+		return len(p.bridge.st.entities), p.bridge.inbox.Len()
+	}
+	for round := range 10 {
+		c := p.agent(t, ClientOptions{})
+		waitFor(t, "the world", 10*time.Second, func() bool { ents, _ := held(); return ents >= objects })
+		c.Close()
+		waitFor(t, "the client to leave", 5*time.Second, func() bool {
+			p.bridge.mu.Lock()
+			defer p.bridge.mu.Unlock()
+			return len(p.bridge.sessions) == 0
+		})
+		time.Sleep(100 * time.Millisecond) // 100 heartbeats, were it awake
+		if ents, waiting := held(); ents != 0 || waiting != 0 {
+			t.Fatalf("round %d: the sleeping bridge holds %d entities, and %d deliveries wait for it", round, ents, waiting)
+		}
+	}
 }

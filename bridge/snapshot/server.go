@@ -358,6 +358,7 @@ func Listen(n *relay.Node, addr string, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	s.inbox.Wake = s.wake // what comes while it sleeps (the world's removes when the last client left) is taken
 	obs, err := n.Attach(relay.AttachOptions{Receiver: &s.inbox})
 	if err != nil {
 		uc.Close()

@@ -567,3 +567,36 @@ func TestServerSleepsWithoutClients(t *testing.T) {
 	c2 := dial(t, p.srv.Addr().String(), ClientOptions{})
 	waitFor(t, "the ball where it went meanwhile", 5*time.Second, func() bool { return strings.HasPrefix(string(c2.Objects()["ball"].Value("position")), "[4,") })
 }
+
+// TestServerLetsTheWorldGoWithoutClients: when its last client leaves,
+// the node hides the world from the server while its next tick may
+// already have taken its inbox. The removes must still be taken before
+// the server sleeps: one that slept on them held a load's ghosts, and
+// its deliveries, until the next client came.
+func TestServerLetsTheWorldGoWithoutClients(t *testing.T) {
+	p := startPlace(t, Options{Rate: 1000})
+	const objects = 2000
+	changes := make([]gameworld.Change, objects)
+	for i := range changes {
+		changes[i] = gameworld.Change{Type: gameworld.Add, ID: fmt.Sprintf("o-%d", i),
+			Properties: gameworld.PropertiesOf(map[string]json.RawMessage{"position": json.RawMessage(`[0,0,0]`)})}
+	}
+	if _, err := p.node.Apply(changes); err != nil {
+		t.Fatal(err)
+	}
+	held := func() (ghosts, clients, waiting int) {
+		p.srv.mu.Lock()
+		defer p.srv.mu.Unlock()
+		return len(p.srv.objects), len(p.srv.clients), p.srv.inbox.Len()
+	}
+	for round := range 10 {
+		c := dial(t, p.srv.Addr().String(), ClientOptions{})
+		waitFor(t, "the world", 10*time.Second, func() bool { g, _, _ := held(); return g >= objects })
+		c.Close()
+		waitFor(t, "the client to leave", 5*time.Second, func() bool { _, n, _ := held(); return n == 0 })
+		time.Sleep(100 * time.Millisecond) // 100 ticks, were it awake
+		if ghosts, _, waiting := held(); ghosts != 0 || waiting != 0 {
+			t.Fatalf("round %d: the sleeping server holds %d ghosts, and %d deliveries wait for it", round, ghosts, waiting)
+		}
+	}
+}
