@@ -60,13 +60,14 @@ func BenchmarkCrowd(b *testing.B) {
 					r := startNodeProc(b, append([]string{"--tick", "50ms", "--max-conns-per-ip", "-1"}, mode.flags...)...)
 					rep, cpu := loadOn(b, r, "--scenario", layout, "--clients", fmt.Sprint(clients), "--duration", "10s", "--warmup", "3s", "--check", "--progress=false")
 					perClient := 1000 * cpu.Seconds() / rep.Seconds / float64(clients)
-					b.Logf("%s/%s: %.0f B/client/s, node %.2f ms CPU per client-second, near p99 %.0f ms, far staleness p99 %.0f max %.0f ms, %.0f records/s, %d of %d consistent, %.0f repairs",
-						layout, mode.name, rep.BytesPerClient, perClient, rep.NearP99ms, rep.FarStaleP99ms, rep.FarStaleMaxMs, rep.DeliveredPerS, rep.Checked-rep.Inconsistent, rep.Checked, rep.Repairs)
+					b.Logf("%s/%s: %.0f B/client/s, node %.2f ms CPU per client-second, near p99 %.0f ms, far staleness p99 %.0f max %.0f ms, far behind p99 %.0f ms, %.0f records/s, %d of %d consistent, %.0f repairs",
+						layout, mode.name, rep.BytesPerClient, perClient, rep.NearP99ms, rep.FarStaleP99ms, rep.FarStaleMaxMs, rep.FarBehindP99ms, rep.DeliveredPerS, rep.Checked-rep.Inconsistent, rep.Checked, rep.Repairs)
 					b.ReportMetric(rep.BytesPerClient, "B/client/s")
 					b.ReportMetric(perClient, "node-cpu-ms/client-s")
 					b.ReportMetric(rep.NearP99ms, "near-p99-ms")
 					b.ReportMetric(rep.FarStaleP99ms, "far-stale-p99-ms")
 					b.ReportMetric(rep.FarStaleMaxMs, "far-stale-max-ms")
+					b.ReportMetric(rep.FarBehindP99ms, "far-behind-p99-ms")
 					b.ReportMetric(float64(rep.Inconsistent), "inconsistent")
 				}
 			})

@@ -88,6 +88,7 @@ type loadReport struct {
 	NearP99ms      float64 `json:"near_p99_ms"`
 	FarStaleP99ms  float64 `json:"far_stale_p99_ms"`
 	FarStaleMaxMs  float64 `json:"far_stale_max_ms"`
+	FarBehindP99ms float64 `json:"far_behind_p99_ms"`
 	Repairs        float64 `json:"repairs"`
 }
 

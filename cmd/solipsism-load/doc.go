@@ -21,7 +21,9 @@
 // --scenario presets the flags for a crowd in one area, clients spread over
 // a big world, rooms, or a mesh (several --url, each node a block of the
 // grid, as near square as their number allows). --near splits the observers' latency into near and far
-// objects, with how stale the far ones get. Every second of the measured
+// objects, with how stale the far ones get (the age of the value shown
+// when the next arrives) and how far behind (how long the value shown had
+// been superseded). Every second of the measured
 // window it samples the latency, the bytes per client and the nodes' CPU,
 // RSS and repairs (their /metrics); --html writes all of it as a
 // self-contained report with plots.

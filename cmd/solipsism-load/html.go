@@ -126,7 +126,8 @@ func writeHTML(path, title string, r report) error {
 	}
 	if r.NearP99ms > 0 || r.FarP99ms > 0 {
 		rows = append(rows, [2]string{"near p99; far p99 / max", fmt.Sprintf("%.1f ms; %.1f / %.1f ms", r.NearP99ms, r.FarP99ms, r.FarMaxMs)},
-			[2]string{"far staleness p99 / max", fmt.Sprintf("%.1f / %.1f ms", r.FarStaleP99ms, r.FarStaleMaxMs)})
+			[2]string{"far staleness p99 / max", fmt.Sprintf("%.1f / %.1f ms", r.FarStaleP99ms, r.FarStaleMaxMs)},
+			[2]string{"far behind p99 / max", fmt.Sprintf("%.1f / %.1f ms", r.FarBehindP99ms, r.FarBehindMaxMs)})
 	}
 	if r.NodeCPUCores > 0 {
 		rows = append(rows, [2]string{"node CPU", fmt.Sprintf("%.2f cores, %.2f ms per client-second, %.1f µs per record", r.NodeCPUCores, r.NodeCPUPerClientMs, r.NodeCPUPerRecordUs)},

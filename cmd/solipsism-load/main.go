@@ -89,6 +89,12 @@ type report struct {
 	// objects change every 1/--rate s, so never less than that).
 	FarStaleP99ms float64 `json:"far_stale_p99_ms,omitempty"`
 	FarStaleMaxMs float64 `json:"far_stale_max_ms,omitempty"`
+	// FarBehindP99ms and FarBehindMaxMs are how long a client had shown
+	// a far object's value after its owner changed it, when the next one
+	// arrived: staleness less the time the value was still current
+	// (objects of this process only).
+	FarBehindP99ms float64 `json:"far_behind_p99_ms,omitempty"`
+	FarBehindMaxMs float64 `json:"far_behind_max_ms,omitempty"`
 	// NodeCPUCores is the nodes' CPU over the window (summed over the
 	// nodes), per client-second and per delivered record; NodeRSSMiB
 	// their peak resident memory; Repairs their anti-entropy repairs
@@ -218,7 +224,11 @@ type stats struct {
 	latencies   []time.Duration
 	// near and far are the observers' latencies of near and far objects
 	// (--near); win* the samples since the timeline last took them.
-	near, far, farStale     []time.Duration
+	near, far, farStale []time.Duration
+	farBehind           []time.Duration
+	// changes holds the latest changes of the objects the clients write,
+	// for farBehind.
+	changes                 changeLog
 	winAll, winNear, winFar []time.Duration
 	// Latencies seen by the Alloverse and snapshot clients.
 	alloLat, snapLat []time.Duration
@@ -232,8 +242,9 @@ func (st *stats) fail(err error) {
 
 // observe adds an observer's latency sample of an object dist away.
 // stale, if not negative, is how old the value the client showed until
-// then had become.
-func (st *stats) observe(lat, stale time.Duration, dist, near float64) {
+// then had become; behind, if not negative, how long that value had been
+// superseded.
+func (st *stats) observe(lat, stale, behind time.Duration, dist, near float64) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.latencies = append(st.latencies, lat)
@@ -248,6 +259,9 @@ func (st *stats) observe(lat, stale time.Duration, dist, near float64) {
 		st.winFar = append(st.winFar, lat)
 		if stale >= 0 {
 			st.farStale = append(st.farStale, stale)
+		}
+		if behind >= 0 {
+			st.farBehind = append(st.farBehind, behind)
 		}
 	}
 }
@@ -636,6 +650,9 @@ func (cl *client) run(ctx, readCtx context.Context, rate float64) {
 		}
 		i++
 		now := time.Now()
+		if cl.cfg.near > 0 {
+			cl.st.changes.note(cl.obj, now.UnixNano())
+		}
 		msg := fmt.Appendf(nil, `["worldChange",{"timestamp":%d,"changes":[{"type":"update","id":"%s","owner":"%s","properties":{"position":%s,"t":%d}}]}]`,
 			now.UnixMilli(), cl.obj, cl.id, cl.position(i), now.UnixNano())
 		cl.send(ctx, msg)
@@ -683,7 +700,11 @@ func (cl *client) read(ctx, runCtx context.Context) {
 			cl.keepResumeToken(b)
 		case bytes.HasPrefix(b, []byte(`["requestRefresh"`)):
 			if !cl.idle {
-				cl.send(ctx, cl.add(time.Now().UnixNano()))
+				t := time.Now().UnixNano()
+				if cl.cfg.near > 0 {
+					cl.st.changes.note(cl.obj, t)
+				}
+				cl.send(ctx, cl.add(t))
 				cl.ready.Store(true)
 			}
 		}
@@ -742,7 +763,7 @@ func (cl *client) observe(b []byte) {
 			}
 			// Just before this, the client showed the value of the last
 			// delivery: as old as that value is now.
-			stale := time.Duration(-1)
+			stale, behind := time.Duration(-1), time.Duration(-1)
 			if cl.lastT == nil {
 				cl.lastT = map[string]int64{}
 			}
@@ -754,9 +775,12 @@ func (cl *client) observe(b []byte) {
 			}
 			if prev > 0 {
 				stale = time.Duration(now - prev)
+				if at, ok := cl.st.changes.supersededAt(c.ID, prev); ok {
+					behind = time.Duration(max(0, now-at))
+				}
 			}
 			cl.lastT[c.ID] = c.Properties.T
-			cl.st.observe(time.Duration(now-c.Properties.T), stale, dist, cl.cfg.near)
+			cl.st.observe(time.Duration(now-c.Properties.T), stale, behind, dist, cl.cfg.near)
 		}
 	}
 }
@@ -1074,6 +1098,7 @@ func printTable(r report) {
 	if r.NearP99ms > 0 || r.FarP99ms > 0 {
 		fmt.Fprintf(w, "near p99; far p99 / max\t%.1f ms; %.1f / %.1f ms\n", r.NearP99ms, r.FarP99ms, r.FarMaxMs)
 		fmt.Fprintf(w, "far staleness p99 / max\t%.1f / %.1f ms\n", r.FarStaleP99ms, r.FarStaleMaxMs)
+		fmt.Fprintf(w, "far behind p99 / max\t%.1f / %.1f ms\n", r.FarBehindP99ms, r.FarBehindMaxMs)
 	}
 	fmt.Fprintf(w, "bytes per client\t%.0f /s\n", r.BytesPerClientPerS)
 	if r.NodeCPUCores > 0 {

@@ -163,6 +163,8 @@ func fillNodes(r *report, st *stats, tl *timeline, samples []sample, secs float6
 	r.FarP99ms, r.FarMaxMs = p.p99, p.max
 	p = st.percentiles(&st.farStale)
 	r.FarStaleP99ms, r.FarStaleMaxMs = p.p99, p.max
+	p = st.percentiles(&st.farBehind)
+	r.FarBehindP99ms, r.FarBehindMaxMs = p.p99, p.max
 	tl.mu.Lock()
 	first, last := tl.first, tl.last
 	tl.mu.Unlock()
