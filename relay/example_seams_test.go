@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -175,4 +176,45 @@ func ExamplePeerWatcher() {
 	// Output:
 	// alice sees two visitors: true
 	// then one: true
+}
+
+// Rooms split one world: a peer that announces rooms is sent only the
+// objects of those rooms (an object's "room" property) and of no room,
+// and only their messages.
+func ExampleNode_rooms() {
+	node, _ := relay.New(relay.Options{})
+	url, stop := serve(node)
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	alice, err := client.Dial(ctx, url, client.Options{Prefix: "alice", Rooms: []string{"lobby"}})
+	if err != nil {
+		panic(err)
+	}
+	defer alice.Close()
+	bob, err := client.Dial(ctx, url, client.Options{Prefix: "bob"}) // in every room
+	if err != nil {
+		panic(err)
+	}
+	defer bob.Close()
+	bob.Create(map[string]any{"kind": "chair", "room": "lobby"})
+	bob.Create(map[string]any{"kind": "piano", "room": "stage"})
+	bob.Create(map[string]any{"kind": "sign"})
+	// One owner's changes arrive in the order made: once alice has the
+	// sign, she would have had the piano before it.
+	kinds := func() []string {
+		var out []string
+		alice.World().Range(func(o gameworld.Object) bool {
+			var k string
+			if json.Unmarshal(o.Properties.Value("kind"), &k) == nil {
+				out = append(out, k)
+			}
+			return true
+		})
+		slices.Sort(out)
+		return out
+	}
+	until(func() bool { return slices.Contains(kinds(), "sign") })
+	fmt.Println("alice, in the lobby, sees:", kinds())
+	// Output: alice, in the lobby, sees: [chair sign]
 }
