@@ -3,7 +3,10 @@ package test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -108,7 +111,8 @@ func settledFootprint(t *testing.T, r relayProc, g0 float64, h0 int64) (float64,
 			return g, h
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after everyone left: %v objects, %v goroutines (before: %v), heap %d KiB (before: %d KiB)", objects, g, g0, h>>10, h0>>10)
+			t.Fatalf("after everyone left: %v objects, %v goroutines (before: %v), heap %d KiB (before: %d KiB); what the heap holds:\n%s",
+				objects, g, g0, h>>10, h0>>10, heapTop(t, r))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -157,4 +161,20 @@ func TestLoadBridgedRegions(t *testing.T) {
 	if rep.AlloHeld == 0 || rep.AlloHeld > 100 || rep.SnapshotHeld == 0 || rep.SnapshotHeld > 100 {
 		t.Fatalf("the bridged clients held %.1f (Alloverse) and %.1f (snapshot) objects of 206", rep.AlloHeld, rep.SnapshotHeld)
 	}
+}
+
+// heapTop returns the node's live heap by allocation site, as `go tool
+// pprof -top` shows it, for the message of a failed check (what a node
+// kept is then named, not guessed).
+func heapTop(t *testing.T, r relayProc) string {
+	_, body := httpGet(t, "http://"+debugAddr(t, r)+"/debug/pprof/heap?gc=1")
+	f := filepath.Join(t.TempDir(), "heap.pprof")
+	if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+		return err.Error()
+	}
+	out, err := exec.Command("go", "tool", "pprof", "-sample_index=inuse_space", "-top", "-nodecount=25", nodeBinary(t), f).CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("go tool pprof: %v\n%s", err, out)
+	}
+	return string(out)
 }
