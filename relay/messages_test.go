@@ -198,8 +198,12 @@ func TestMessagesSenderStamped(t *testing.T) {
 	victim := dialClient(t, url, "victim")
 	in := listen(victim)
 	p := wiretest.Dial(t, url, "mallory-AAAAAAAA-AAAAAAAA", wiretest.Options{Features: []string{"messages"}})
-	waitFor(t, "mallory's metadata", 5*time.Second, func() bool {
-		return n.Claimed(p.ID)
+	// A message goes to the peers the node knows when it is sent: the
+	// victim's Dial returns once the node's metadata reached it, which
+	// may be before its own reached the node (on busy cores it was not
+	// known yet, and the message never came to it).
+	waitFor(t, "mallory's and the victim's metadata", 5*time.Second, func() bool {
+		return n.Claimed(p.ID) && n.Claimed(victim.Identifier())
 	})
 	p.Send("message", map[string]any{"from": victim.Identifier(), "type": "chat", "data": "I am the victim"})
 	p.Send("message", map[string]any{"from": "server-AAAAAAAA-AAAAAAAA", "type": "chat", "data": "I am the server"})
